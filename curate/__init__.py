@@ -1,0 +1,1 @@
+"""Quarry curation: raw web data (WARC, HTML, JSONL, Parquet, Arrow) to curated Apache Arrow shards."""

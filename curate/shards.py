@@ -1,0 +1,101 @@
+"""Writing and reading shards, atomically, and the manifest that lists them.
+
+A shard is one Arrow table on disk: Arrow IPC (Feather v2) with zstd by default (``.arrow``),
+or Parquet (``.parquet``). Both open directly in pyarrow, DuckDB and Polars.
+Every write goes to a temporary file in the same folder and is renamed into place, so a reader
+never sees half a shard and a killed run leaves nothing that looks finished.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
+FORMATS = {"arrow": ".arrow", "parquet": ".parquet"}
+
+
+def shard_suffix(fmt: str) -> str:
+    return FORMATS[fmt]
+
+
+def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _atomic_path(path) as tmp:
+        table = table.combine_chunks() if table.num_rows else table
+        if fmt == "parquet":
+            pq.write_table(table, tmp, compression="zstd")
+        else:
+            feather.write_feather(table, tmp, compression="zstd")
+    return path
+
+
+def read_shard(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+    path = str(path)
+    if path.endswith(".parquet"):
+        return pq.read_table(path, columns=columns)
+    return feather.read_table(path, columns=columns, memory_map=True)
+
+
+def write_json(obj, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=False)
+            f.write("\n")
+    return path
+
+
+def read_json(path: str | Path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def shard_entry(path: str | Path, root: str | Path) -> dict:
+    """One manifest entry: path relative to ``root``, row count and checksum."""
+    path = Path(path)
+    rows = read_shard(path, columns=[]).num_rows if path.stat().st_size else 0
+    return {"path": os.path.relpath(path, root), "rows": rows, "sha256": sha256_file(path)}
+
+
+def manifest_shards(output_dir: str | Path, which: str = "shards") -> list[Path]:
+    """Absolute paths of the kept (``shards``) or set-aside (``dropped``) shards of a curation output."""
+    output_dir = Path(output_dir)
+    manifest = read_json(output_dir / "manifest.json")
+    return [output_dir / e["path"] for e in manifest[which]]
+
+
+class _atomic_path:
+    """Context manager yielding a temp path next to ``path``; renamed onto ``path`` on success."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> str:
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.close(fd)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            with open(self.tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(self.tmp, self.path)
+        elif os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        return False

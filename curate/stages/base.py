@@ -1,0 +1,100 @@
+"""What a stage is.
+
+Two kinds of stage, and the runner knows which is which:
+
+- A **map stage** sees one shard (an Arrow table) at a time and returns the rows it keeps and the rows
+  it sets aside, each with a reason. Consecutive map stages fuse into one pass over each shard.
+- A **global stage** needs a plan built from the whole corpus first (exact dedup, fuzzy dedup,
+  decontamination): ``plan()`` scans every input shard and writes its plan under ``plan_dir``;
+  then ``apply()`` runs on each shard like a map stage, reading the plan.
+
+A stage is built from its pipeline table: ``Stage(name, params)`` where ``params`` is an instance
+of the stage's ``Params`` dataclass, already validated by ``curate.pipeline``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from curate.schema import DUPLICATE_OF, REASON, STAGE
+
+
+@dataclass
+class StageResult:
+    kept: pa.Table
+    dropped: pa.Table  # the input's columns plus ``stage``, ``reason``, ``duplicate_of``
+
+
+@dataclass
+class NoParams:
+    pass
+
+
+class MapStage:
+    kind: ClassVar[str] = "map"
+    Params: ClassVar[type] = NoParams
+
+    def __init__(self, name: str, params: Any = None):
+        self.name = name
+        self.params = params if params is not None else self.Params()
+
+    def apply(self, table: pa.Table) -> StageResult:
+        raise NotImplementedError
+
+
+class GlobalStage(MapStage):
+    """``plan`` must be deterministic (same plan for any number of workers) and write atomically."""
+
+    kind: ClassVar[str] = "global"
+
+    def plan(self, inputs: Sequence[str], plan_dir: Path, executor) -> dict:
+        """Build the plan from every input shard; return stats worth reporting (may be empty)."""
+        raise NotImplementedError
+
+    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
+        raise NotImplementedError
+
+
+def split(table: pa.Table, stage: str, reasons: Sequence[str | None], duplicate_of: Sequence[str | None] | None = None) -> StageResult:
+    """Split ``table`` by per-row reasons: ``None`` keeps the row, a string sets it aside with that reason."""
+    reasons = list(reasons)
+    if len(reasons) != table.num_rows:
+        raise ValueError(f"{stage}: {len(reasons)} reasons for {table.num_rows} rows")
+    keep = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
+    kept = table.filter(pa.array(keep))
+    drop_idx = np.flatnonzero(~keep)
+    dropped = table.take(pa.array(drop_idx, pa.int64()))
+    dup = None if duplicate_of is None else [duplicate_of[i] for i in drop_idx]
+    return StageResult(kept, mark_dropped(dropped, stage, [reasons[i] for i in drop_idx], dup))
+
+
+def mark_dropped(table: pa.Table, stage: str, reasons: Sequence[str] | str, duplicate_of: Sequence[str | None] | None = None) -> pa.Table:
+    """Add ``stage``, ``reason`` and ``duplicate_of`` columns to rows being set aside."""
+    n = table.num_rows
+    if isinstance(reasons, str):
+        reasons = [reasons] * n
+    if duplicate_of is None:
+        duplicate_of = [None] * n
+    for col in (STAGE, REASON, DUPLICATE_OF):
+        if col in table.column_names:
+            table = table.drop_columns([col])
+    table = table.append_column(STAGE, pa.array([stage] * n, pa.string()))
+    table = table.append_column(REASON, pa.array(list(reasons), pa.string()))
+    return table.append_column(DUPLICATE_OF, pa.array(list(duplicate_of), pa.string()))
+
+
+def set_column(table: pa.Table, name: str, values) -> pa.Table:
+    """Add or replace a column (stages that annotate documents use this)."""
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, arr)
+    return table.append_column(name, arr)
+
+
+def params_as_dict(params: Any) -> dict:
+    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {}
