@@ -1,0 +1,44 @@
+"""`curate stats OUT`: the funnel of a finished run: per stage, documents in, kept, dropped by reason."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(p) -> None:
+    p.add_argument("output", help="a curation output folder (holding stats.json)")
+    p.add_argument("--json", action="store_true", help="print stats.json as it is")
+
+
+def run(args) -> int:
+    path = Path(args.output) / "stats.json"
+    if not path.is_file():
+        print(f"curate: error: {path} not found; is {args.output} a finished curate run?", file=sys.stderr)
+        return 2
+    stats = json.loads(path.read_text())
+    print(json.dumps(stats, indent=2) if args.json else format_funnel(stats))
+    return 0
+
+
+def format_funnel(stats: dict) -> str:
+    rows = [("stage", "in", "kept", "dropped", "kept %", "reasons")]
+    for s in stats["stages"]:
+        dropped = sum(s["dropped"].values())
+        pct = f"{100 * s['kept'] / s['in']:.1f}" if s["in"] else "-"
+        reasons = ", ".join(f"{r}={n}" for r, n in sorted(s["dropped"].items(), key=lambda kv: -kv[1]))
+        if s.get("skipped"):
+            reasons += (" | " if reasons else "") + "skipped records: " + ", ".join(
+                f"{k}={n}" for k, n in sorted(s["skipped"].items(), key=lambda kv: -kv[1]))
+        rows.append((s["name"], f"{s['in']:,}", f"{s['kept']:,}", f"{dropped:,}", pct, reasons))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for j, r in enumerate(rows):
+        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)] + [r[5]]
+        lines.append("  ".join(cells).rstrip())
+        if j == 0:
+            lines.append("-" * len(lines[0]))
+    first, last = stats["stages"][0], stats["stages"][-1]
+    lines.append(f"{first['in']:,} input documents -> {last['kept']:,} kept "
+                 f"({100 * last['kept'] / max(first['in'], 1):.1f}%)")
+    return "\n".join(lines)

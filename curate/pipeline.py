@@ -1,0 +1,220 @@
+"""A pipeline file (TOML) to a validated ``Pipeline``. Every error names the key and what is allowed.
+
+```toml
+[pipeline]
+name = "demo"
+output = "out/demo/curated"   # folder for shards, manifest.json and stats.json
+workers = 2                   # local process pool size
+format = "arrow"              # shard format: "arrow" (IPC + zstd) or "parquet"
+shard_rows = 5000             # documents per shard written by the reader
+max_doc_bytes = 10485760      # larger inputs are set aside as too_large
+
+[[sources]]
+path = "data/*.warc.gz"       # a glob
+format = "warc"               # optional: inferred from the extension
+
+[[stages]]
+type = "extract"              # one of curate.stages.STAGES
+# ...the stage's own parameters
+```
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curate.readers import DEFAULT_MAX_DOC_BYTES, FORMATS, expand_sources, infer_format
+from curate.shards import FORMATS as SHARD_FORMATS
+from curate.stages import STAGES, stage_class
+
+
+class ConfigError(ValueError):
+    """A pipeline file that cannot run; the message says what to change."""
+
+
+@dataclass
+class StageSpec:
+    type: str
+    name: str
+    params: dict  # validated, with defaults filled in
+
+    def build(self):
+        cls = stage_class(self.type)
+        return cls(self.name, cls.Params(**self.params))
+
+    @property
+    def kind(self) -> str:
+        return stage_class(self.type).kind
+
+
+@dataclass
+class Pipeline:
+    name: str
+    output: str
+    sources: list[dict]
+    stages: list[StageSpec]
+    workers: int = 1
+    format: str = "arrow"
+    shard_rows: int = 5000
+    max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES
+    path: str = ""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+PIPELINE_KEYS = {"name": str, "output": str, "workers": int, "format": str, "shard_rows": int, "max_doc_bytes": int}
+SOURCE_KEYS = {"path": str, "format": str, "text_field": str, "id_field": str}
+
+
+def load_pipeline(path: str | Path, inputs: list[str] | None = None, output: str | None = None,
+                  workers: int | None = None) -> Pipeline:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"pipeline file {str(path)!r} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    return parse_pipeline(raw, str(path), inputs=inputs, output=output, workers=workers)
+
+
+def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None, workers=None) -> Pipeline:
+    _check_keys(raw, {"pipeline", "sources", "stages"}, where, "top-level tables")
+    head = raw.get("pipeline", {})
+    if not isinstance(head, dict):
+        raise ConfigError(f"{where}: [pipeline] must be a table")
+    _check_keys(head, PIPELINE_KEYS, f"{where}: [pipeline]", "keys")
+    for key, typ in PIPELINE_KEYS.items():
+        if key in head:
+            _check_type(head[key], typ, f"{where}: [pipeline].{key}")
+    fmt = head.get("format", "arrow")
+    if fmt not in SHARD_FORMATS:
+        raise ConfigError(f"{where}: [pipeline].format = {fmt!r}; allowed: {', '.join(SHARD_FORMATS)}")
+
+    if inputs:
+        sources = [{"path": p} for p in inputs]
+    else:
+        sources = raw.get("sources", [])
+        if not isinstance(sources, list) or not sources:
+            raise ConfigError(f"{where}: needs at least one [[sources]] table with a `path` glob (or pass --input)")
+    for i, src in enumerate(sources):
+        here = f"{where}: [[sources]] #{i + 1}"
+        _check_keys(src, SOURCE_KEYS, here, "keys")
+        if "path" not in src:
+            raise ConfigError(f"{here}: missing `path` (a file or glob)")
+        for key, typ in SOURCE_KEYS.items():
+            if key in src:
+                _check_type(src[key], typ, f"{here}.{key}")
+        if src.get("format") and src["format"] not in FORMATS:
+            raise ConfigError(f"{here}.format = {src['format']!r}; allowed: {', '.join(FORMATS)}")
+
+    out = output or head.get("output")
+    if not out:
+        raise ConfigError(f"{where}: [pipeline].output is missing (or pass --output DIR)")
+
+    stages = []
+    names = set()
+    for i, table in enumerate(raw.get("stages", [])):
+        spec = parse_stage(table, f"{where}: [[stages]] #{i + 1}")
+        if spec.name in names:
+            raise ConfigError(f"{where}: [[stages]] #{i + 1}: two stages named {spec.name!r}; give one a `name`")
+        names.add(spec.name)
+        stages.append(spec)
+
+    n_workers = workers if workers is not None else head.get("workers", 1)
+    if n_workers < 1:
+        raise ConfigError(f"{where}: workers must be >= 1, got {n_workers}")
+    shard_rows = head.get("shard_rows", 5000)
+    if shard_rows < 1:
+        raise ConfigError(f"{where}: [pipeline].shard_rows must be >= 1")
+    return Pipeline(
+        name=head.get("name", Path(where).stem), output=out, sources=sources, stages=stages,
+        workers=n_workers, format=fmt, shard_rows=shard_rows,
+        max_doc_bytes=head.get("max_doc_bytes", DEFAULT_MAX_DOC_BYTES), path=where,
+    )
+
+
+def parse_stage(table: dict, where: str) -> StageSpec:
+    if not isinstance(table, dict) or "type" not in table:
+        raise ConfigError(f"{where}: missing `type`; allowed: {', '.join(STAGES)}")
+    type_ = table["type"]
+    if type_ not in STAGES:
+        raise ConfigError(f"{where}: type = {type_!r} is not a stage; allowed: {', '.join(STAGES)}")
+    try:
+        cls = stage_class(type_)
+    except ImportError as e:
+        raise ConfigError(f"{where}: stage {type_!r} cannot be loaded: {e}") from e
+    name = table.get("name", type_)
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise ConfigError(f"{where}: name = {name!r}; use letters, digits, '_' or '-'")
+    params = {k: v for k, v in table.items() if k not in ("type", "name")}
+    return StageSpec(type_, name, validate_params(cls.Params, params, f"{where} ({type_})"))
+
+
+def validate_params(params_cls: type, params: dict, where: str) -> dict:
+    fields = {f.name: f for f in dataclasses.fields(params_cls)}
+    hints = typing.get_type_hints(params_cls)
+    _check_keys(params, fields, where, "parameters")
+    for key, value in params.items():
+        _check_type(value, hints[key], f"{where}.{key}")
+    try:
+        obj = params_cls(**params)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {e}") from e
+    return dataclasses.asdict(obj)
+
+
+def _check_keys(table: dict, allowed, where: str, what: str) -> None:
+    unknown = [k for k in table if k not in allowed]
+    if unknown:
+        listing = ", ".join(sorted(allowed)) or "none"
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed {what}: {listing}")
+
+
+def _check_type(value: Any, typ: Any, where: str) -> None:
+    if not _matches(value, typ):
+        raise ConfigError(f"{where} = {value!r}: expected {_type_name(typ)}")
+
+
+def _matches(value: Any, typ: Any) -> bool:
+    origin = typing.get_origin(typ)
+    if typ is Any:
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_matches(value, t) for t in typing.get_args(typ))
+    if typ is type(None):
+        return value is None
+    if origin in (list, tuple):
+        args = typing.get_args(typ)
+        return isinstance(value, (list, tuple)) and (not args or all(_matches(v, args[0]) for v in value))
+    if origin is dict:
+        return isinstance(value, dict)
+    if typ is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(typ, type):
+        return isinstance(value, typ)
+    return True
+
+
+def _type_name(typ: Any) -> str:
+    return getattr(typ, "__name__", None) or str(typ).replace("typing.", "")
+
+
+def resolve_inputs(pipeline: Pipeline) -> list[dict]:
+    """The input files, with their formats; fails early on a source that matches nothing or an unknown format."""
+    files = expand_sources(pipeline.sources)
+    for src in pipeline.sources:
+        if not any(True for _ in expand_sources([src])):
+            raise ConfigError(f"source {src['path']!r} matches no file")
+    for f in files:
+        if f["format"] is None:
+            raise ConfigError(f"cannot infer the format of {f['path']!r} from its extension; set `format` "
+                              f"in its [[sources]] table to one of {', '.join(FORMATS)}")
+    return files
