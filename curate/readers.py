@@ -106,6 +106,8 @@ def _read_warc(path: str, source: str, max_doc_bytes: int) -> Iterator[tuple]:
                 except Exception as e:  # chunked-encoding errors, truncated payloads
                     yield ("drop", _row(rec_id, "", source, url, HTML), "malformed_record")
                     continue
+                if getattr(record.raw_stream, "limit", 0) > 0:  # the stream ended inside this record
+                    raise EOFError("compressed stream ended inside a record")
                 if b"\x00" in body[:65536] and body.count(b"\x00") > len(body[:65536]) // 100:
                     yield ("drop", _row(rec_id, "", source, url, HTML), "binary_content")
                     continue
@@ -121,7 +123,8 @@ def _read_warc(path: str, source: str, max_doc_bytes: int) -> Iterator[tuple]:
                     continue
                 yield _check_text(row, len(body), max_doc_bytes)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        yield ("drop", _row(f"{os.path.basename(path)}:error@{position}", "", source, ""), "truncated_gzip")
+        reason = "truncated_gzip" if path.endswith(".gz") else "malformed_record"
+        yield ("drop", _row(f"{os.path.basename(path)}:error@{position}", str(e)[:500], source, ""), reason)
     except Exception as e:  # warcio's ArchiveLoadFailed and friends: the rest of the file is unreadable
         reason = "truncated_gzip" if "gzip" in str(e).lower() else "malformed_record"
         yield ("drop", _row(f"{os.path.basename(path)}:error@{position}", str(e)[:500], source, ""), reason)

@@ -90,9 +90,11 @@ def mark_dropped(table: pa.Table, stage: str, reasons: Sequence[str] | str, dupl
 
 def set_column(table: pa.Table, name: str, values) -> pa.Table:
     """Add or replace a column (stages that annotate documents use this)."""
-    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
-    if name in table.column_names:
+    if name in table.column_names:  # keep the column's type (text stays large_string)
+        typ = table.schema.field(name).type
+        arr = values.cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
         return table.set_column(table.column_names.index(name), name, arr)
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
     return table.append_column(name, arr)
 
 
