@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             importlib.import_module(module).add_arguments(p)
         except ModuleNotFoundError as e:  # a subcommand whose module is not built yet
-            if e.name != module:
+            if not module.startswith(e.name or "?"):
                 raise
             p.set_defaults(_missing=True)
     args = parser.parse_args(argv)
