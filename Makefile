@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m curate run pipelines/demo.toml
+	PY=$(BIN)/python bash pipelines/demo.sh
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
