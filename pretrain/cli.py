@@ -14,6 +14,7 @@ COMMANDS = {
     "train": ("pretrain.train", "train a GPT (one process, or under torchrun with tp/pp/dp)"),
     "generate": ("pretrain.generate", "generate text from a checkpoint"),
     "export-hf": ("pretrain.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),
+    "report": ("pretrain.report", "write the run report: funnel and loss plots, summary"),
 }
 
 EPILOG = """examples:

@@ -1,0 +1,219 @@
+"""The run report: ``pretrain report --out DIR --curated CURATED_DIR [...] --logs LOG_DIR [--checkpoint CKPT]``.
+
+Reads each curation output's ``stats.json`` and the trainer's ``LOG_DIR/metrics.jsonl`` and writes into DIR:
+
+- ``funnel.png``: per curated dataset (one panel each), one stacked bar per stage: documents kept plus documents
+  dropped by each reason (the bar's height is the stage's input);
+- ``loss.png``: training loss over steps, with validation loss where the log has it;
+- ``index.md``: a one-page summary linking both, with the funnel tables, the final train / validation loss,
+  throughput (tokens/s, MFU) and, with ``--checkpoint``, a greedy sample generated from the prompt.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+TRAIN_KEY, VAL_KEY = "loss", "val_loss"
+
+
+class ReportError(ValueError):
+    pass
+
+
+def read_stats(curated_dir: str | Path) -> dict:
+    path = Path(curated_dir) / "stats.json"
+    if not path.is_file():
+        raise ReportError(f"{path} not found: is {curated_dir} a finished `curate run` output?")
+    stats = json.loads(path.read_text())
+    if not isinstance(stats.get("stages"), list) or not stats["stages"]:
+        raise ReportError(f"{path}: no 'stages' list")
+    for s in stats["stages"]:
+        for key in ("name", "in", "kept", "dropped"):
+            if key not in s:
+                raise ReportError(f"{path}: stage {s.get('name', '?')!r} has no {key!r}")
+    stats.setdefault("pipeline", Path(curated_dir).name)
+    return stats
+
+
+def read_metrics(log_dir: str | Path) -> list[dict]:
+    path = Path(log_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise ReportError(f"{path} not found: is {log_dir} the trainer's log.dir?")
+    rows, lines = [], path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if n == len(lines):  # a last line cut short by a killed run
+                break
+            raise ReportError(f"{path}:{n}: {e}") from e
+    return rows
+
+
+def _series(rows: list[dict], key: str) -> list[tuple[int, float]]:
+    out = {}
+    for r in rows:
+        v = r.get(key)
+        if "step" in r and isinstance(v, (int, float)) and math.isfinite(v):
+            out[int(r["step"])] = float(v)  # a resumed run may log a step again: keep the last
+    return sorted(out.items())
+
+
+def summarize_metrics(rows: list[dict]) -> dict:
+    train, val = _series(rows, TRAIN_KEY), _series(rows, VAL_KEY)
+    tps, mfu = _series(rows, "tokens_per_s"), _series(rows, "mfu")
+    # throughput: median over the steps after the first (which pays for start-up and compilation)
+    steady = [v for _, v in tps[1:]] or [v for _, v in tps]
+    steady_mfu = [v for _, v in mfu[1:]] or [v for _, v in mfu]
+    return {
+        "steps": train[-1][0] if train else None,
+        "train_loss": train[-1][1] if train else None,
+        "first_train_loss": train[0][1] if train else None,
+        "val_loss": val[-1][1] if val else None,
+        "val_step": val[-1][0] if val else None,
+        "tokens_per_s": statistics.median(steady) if steady else None,
+        "mfu": statistics.median(steady_mfu) if steady_mfu else None,
+        "train": train, "val": val,
+    }
+
+
+def plot_funnel(datasets: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(datasets)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 3.6 * n), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    for ax, stats in zip(axes[:, 0], datasets):
+        stages = stats["stages"]
+        names = [s["name"] for s in stages]
+        x = range(len(stages))
+        ax.bar(x, [s["kept"] for s in stages], color="#4c9a5b", label="kept")
+        bottoms = [s["kept"] for s in stages]
+        reasons = sorted({(i, r) for i, s in enumerate(stages) for r in s["dropped"]})
+        for j, (i, reason) in enumerate(reasons):
+            count = stages[i]["dropped"][reason]
+            if not count:
+                continue
+            ax.bar([i], [count], bottom=[bottoms[i]], color=cmap(j % 20), label=f"{names[i]}: {reason}")
+            bottoms[i] += count
+        ax.set_xticks(list(x), names, rotation=20, ha="right")
+        ax.set_ylabel("documents")
+        ax.set_title(f"{stats['pipeline']}: {stages[0]['in']:,} in -> {stages[-1]['kept']:,} kept")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_loss(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if summary["train"]:
+        ax.plot(*zip(*summary["train"]), label="train loss", lw=1.2)
+    if summary["val"]:
+        ax.plot(*zip(*summary["val"]), "o-", label="validation loss", lw=1.2, ms=4)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _fmt(v, spec=".4f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def funnel_table(stats: dict) -> str:
+    lines = ["| stage | in | kept | dropped | kept % | reasons |", "|---|---:|---:|---:|---:|---|"]
+    for s in stats["stages"]:
+        dropped = sum(s["dropped"].values())
+        pct = f"{100 * s['kept'] / s['in']:.1f}" if s["in"] else "-"
+        reasons = ", ".join(f"{r}: {n:,}" for r, n in sorted(s["dropped"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {s['name']} | {s['in']:,} | {s['kept']:,} | {dropped:,} | {pct} | {reasons} |")
+    return "\n".join(lines)
+
+
+def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, sample: tuple[str, str] | None) -> None:
+    md = ["# Quarry run report", ""]
+    md += ["## Curation funnel", "", "![funnel](funnel.png)", ""]
+    for where, stats in datasets:
+        first, last = stats["stages"][0], stats["stages"][-1]
+        md += [f"### {stats['pipeline']} (`{where}`)", "",
+               f"{first['in']:,} documents in, {last['kept']:,} kept "
+               f"({100 * last['kept'] / max(first['in'], 1):.1f}%).", "", funnel_table(stats), ""]
+    md += ["## Training", "", "![loss](loss.png)", "",
+           "| | |", "|---|---|",
+           f"| steps | {summary['steps'] if summary['steps'] is not None else '-'} |",
+           f"| first train loss | {_fmt(summary['first_train_loss'])} |",
+           f"| final train loss | {_fmt(summary['train_loss'])} |",
+           f"| final validation loss | {_fmt(summary['val_loss'])}"
+           + (f" (step {summary['val_step']})" if summary["val_step"] is not None else "") + " |",
+           f"| tokens/s (median) | {_fmt(summary['tokens_per_s'], ',.0f')} |",
+           f"| MFU (median) | {_fmt(None if summary['mfu'] is None else 100 * summary['mfu'], '.2f')}"
+           + ("%" if summary["mfu"] is not None else "") + " |", ""]
+    if sample is not None:
+        prompt, text = sample
+        md += ["## Sample", "", f"Greedy continuation of {prompt!r}:", "", "```text", prompt + text, "```", ""]
+    (out / "index.md").write_text("\n".join(md))
+
+
+def make_report(out_dir: str | Path, curated: list[str | Path], log_dir: str | Path,
+                sample: tuple[str, str] | None = None) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    datasets = [(str(c), read_stats(c)) for c in curated]
+    summary = summarize_metrics(read_metrics(log_dir))
+    if not summary["train"]:
+        raise ReportError(f"{Path(log_dir) / 'metrics.jsonl'} has no entry with step and {TRAIN_KEY!r}")
+    plot_funnel([s for _, s in datasets], out / "funnel.png")
+    plot_loss(summary, out / "loss.png")
+    write_index(out, datasets, summary, sample)
+    return out
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png and index.md into")
+    parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")
+    parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
+    parser.add_argument("--generate-prompt", default="The ", help="prompt for the sample (default 'The ')")
+    parser.add_argument("--max-tokens", type=int, default=50, help="sample length in tokens (default 50)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
+
+
+def run(args) -> int:
+    sample = None
+    try:
+        if args.checkpoint:
+            from pretrain.checkpoint import load_model_for_inference
+            from pretrain.generate import generate_text, pick_device, resolve_tokenizer_path
+            from pretrain.tokenizer import load_tokenizer
+
+            tok_path = resolve_tokenizer_path(args.checkpoint, args.tokenizer)
+            if tok_path is None:
+                raise ReportError(f"no tokenizer recorded with {args.checkpoint}: pass --tokenizer PATH")
+            model, _ = load_model_for_inference(args.checkpoint)
+            model.to(pick_device()).eval()
+            text = generate_text(model, load_tokenizer(tok_path), args.generate_prompt, args.max_tokens,
+                                 temperature=0.0)
+            sample = (args.generate_prompt, text)
+        out = make_report(args.out, args.curated, args.logs, sample)
+    except ReportError as e:
+        print(f"error: {e}")
+        return 2
+    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
+    return 0
