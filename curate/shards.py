@@ -95,6 +95,7 @@ class _atomic_path:
         if exc_type is None:
             with open(self.tmp, "rb+") as f:
                 os.fsync(f.fileno())
+            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600 files; shards are meant to be shared
             os.replace(self.tmp, self.path)
         elif os.path.exists(self.tmp):
             os.unlink(self.tmp)
