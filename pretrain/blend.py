@@ -1,0 +1,349 @@
+"""Blends of indexed datasets, as Megatron-core's BlendedDataset; ``pretrain blend build|inspect``.
+
+Each split (train, valid, test) of a blend is built like Megatron-core's BlendedMegatronDatasetBuilder:
+the weights are normalized; dataset ``d`` is asked for ``ceil(ceil(S * w_d) * 1.005)`` samples of its
+own split (a :class:`~pretrain.gpt_dataset.GPTDataset`); the blend holds ``sum_d ceil(S * w_d)``
+samples, interleaved by greedy error minimization: position ``i`` takes the dataset with the largest
+``w_d * max(i, 1) - count_d`` (ties to the first), so every prefix of the blend stays within one
+sample of ``w_d * i`` per dataset. Same inputs and seed, same arrays as Megatron-core.
+
+Index cache layout (``pretrain blend build --out CACHE``, or ``cache_dir`` of :func:`build_blend_splits`)::
+
+    CACHE/dataset_index.npy, dataset_sample_index.npy, index.json   the train blend
+    CACHE/<name>/document_index.npy, sample_index.npy, shuffle_index.npy, index.json
+    CACHE/valid/... and CACHE/test/...                             the same for the other splits
+
+Each ``index.json`` holds the hash of every parameter and of the data the arrays were built from; a
+folder whose key differs is rebuilt, and arrays are never read half-written.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
+from pretrain.gpt_dataset import (
+    DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
+    cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
+)
+from pretrain.indexed import IndexedDataset
+
+MID_LEVEL_SURPLUS = 0.005
+DEFAULT_SEED = 1234  # Megatron-LM's --seed default
+DEFAULT_MAX_EPOCHS = 4.0
+
+
+# ------------------------------------------------------------------------------------ blending indices
+
+def _greedy_blend(weights, size, dataset_index, dataset_sample_index):
+    counts = np.zeros(weights.shape[0], dtype=np.int64)
+    for i in range(size):
+        x = max(float(i), 1.0)
+        best = 0
+        best_error = weights[0] * x - counts[0]
+        for d in range(1, weights.shape[0]):
+            error = weights[d] * x - counts[d]
+            if error > best_error:
+                best_error = error
+                best = d
+        dataset_index[i] = best
+        dataset_sample_index[i] = counts[best]
+        counts[best] += 1
+
+
+try:  # compiled: one pass in machine code, no Python loop per sample
+    import numba
+
+    _greedy_blend = numba.njit(cache=True, nogil=True)(_greedy_blend)
+except ImportError:  # pragma: no cover - numba is a dependency; keep working without it
+    pass
+
+
+def build_blending_indices(weights, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dataset_index int16, dataset_sample_index int64) of a blend of ``size`` samples."""
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    if len(w) >= 32767:
+        raise ValueError("at most 32,766 datasets can be blended (the dataset index is int16)")
+    dataset_index = np.zeros(size, dtype=np.int16)
+    dataset_sample_index = np.zeros(size, dtype=np.int64)
+    if size:
+        _greedy_blend(w, int(size), dataset_index, dataset_sample_index)
+    return dataset_index, dataset_sample_index
+
+
+class BlendedDataset:
+    """Sample ``i`` is sample ``dataset_sample_index[i]`` of dataset ``dataset_index[i]``."""
+
+    def __init__(self, datasets: list[GPTDataset], weights: list[float], dataset_index: np.ndarray,
+                 dataset_sample_index: np.ndarray, names: list[str], split: str = "train"):
+        self.datasets = datasets
+        self.weights = weights
+        self.dataset_index = dataset_index
+        self.dataset_sample_index = dataset_sample_index
+        self.names = names
+        self.split = split
+        self.seq_len = datasets[0].seq_len
+        self._size = len(dataset_index)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, idx: int) -> np.ndarray:
+        if idx < 0:
+            idx += self._size
+        if not 0 <= idx < self._size:
+            raise IndexError(f"sample {idx} out of range for {self._size} samples")
+        return self.datasets[self.dataset_index[idx]][int(self.dataset_sample_index[idx])]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n}={w:.3g}" for n, w in zip(self.names, self.weights))
+        return f"BlendedDataset({self.split}, samples={len(self)}, {parts})"
+
+
+# ------------------------------------------------------------------------------------------- building
+
+def _split_tokens(indexed: IndexedDataset, split: str, k: int) -> int:
+    r = split_ranges(len(indexed), split)[k]
+    if r is None:
+        return 0
+    return int(indexed.sequence_lengths[r[0]:r[1]].sum(dtype=np.int64))
+
+
+def resolve_weights(spec: BlendSpec, indexed: list[IndexedDataset], split: str,
+                    budget_tokens: int | None) -> list[float]:
+    """Normalized weights. ``epochs = e`` gives a dataset ``e * (its train tokens) / budget`` of the
+    budget; datasets with a ``weight`` share what is left in proportion to their weights. When every
+    dataset is given in epochs, the weights are proportional to ``epochs * train tokens``."""
+    if not spec.uses_epochs:
+        return _normalize([d.weight for d in spec.datasets])
+    train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
+    if all(d.epochs is not None for d in spec.datasets):
+        raw = [d.epochs * t for d, t in zip(spec.datasets, train_tokens)]
+        if sum(raw) <= 0:
+            raise EmptySplitError("the datasets given in epochs have no train tokens")
+        return _normalize(raw)
+    if not budget_tokens:
+        raise BlendSpecError("a blend that mixes 'weight' and 'epochs' needs a train token budget "
+                             "(train samples x sequence length, or --tokens)")
+    shares = [d.epochs * t / budget_tokens if d.epochs is not None else None
+              for d, t in zip(spec.datasets, train_tokens)]
+    fixed = sum(s for s in shares if s is not None)
+    if fixed >= 1:
+        raise BlendSpecError(f"the datasets given in epochs need {fixed:.3g}x the token budget "
+                             f"({budget_tokens:,} tokens); nothing is left for the weighted ones")
+    weighted_total = sum(d.weight for d in spec.datasets if d.weight is not None)
+    raw = [s if s is not None else (1 - fixed) * d.weight / weighted_total
+           for s, d in zip(shares, spec.datasets)]
+    return _normalize(raw)
+
+
+def _split_root(cache_dir: Path, k: int) -> Path:
+    return cache_dir if k == 0 else cache_dir / SPLIT_NAMES[k]
+
+
+def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,
+                       *, pad_id: int = -1, verbose: bool = False) -> list:
+    """The train, valid and test datasets of a blend (None for a split with 0 requested samples).
+
+    ``spec``: a spec ``.toml`` path or a Megatron ``"w1 prefix1 w2 prefix2"`` string (relative prefixes
+    resolve against the current directory, as in Megatron-LM). ``num_samples``: (train, valid, test).
+    Each dataset has ``len(ds)`` and ``ds[i]`` -> int64 array of ``seq_len + 1`` tokens; read the train
+    one in order 0, 1, 2, ... (resume = skip the consumed samples). A blend of weighted datasets is a
+    :class:`BlendedDataset`; a single unweighted prefix gives a plain :class:`GPTDataset` (as Megatron).
+    """
+    spec = load_blend_spec(spec)
+    split = split or spec.split or DEFAULT_SPLIT
+    sizes = [int(n) if n else 0 for n in num_samples]
+    if len(sizes) != 3 or any(n < 0 for n in sizes):
+        raise ValueError(f"num_samples must be (train, valid, test) counts >= 0, got {num_samples!r}")
+    if seq_len <= 1:
+        raise ValueError(f"sequence length must be > 1, got {seq_len}")
+    cache_dir = Path(cache_dir) if cache_dir is not None else None
+    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    names = [d.name for d in spec.datasets]
+    out: list = [None, None, None]
+
+    def log(msg):
+        if verbose:
+            print(msg, file=sys.stderr)
+
+    def gpt(j: int, k: int, n: int | None) -> GPTDataset:
+        root = _split_root(cache_dir, k) / names[j] if cache_dir is not None else None
+        ds = build_gpt_dataset(indexed[j], split, SPLIT_NAMES[k], n, seq_len, seed, root, pad_id=pad_id,
+                               name=names[j])
+        log(f"  {SPLIT_NAMES[k]:5s} {names[j]}: {len(ds):,} samples, {ds.num_epochs} epoch(s)")
+        return ds
+
+    matrix = split_matrix(parse_split(split))
+    for k, n in enumerate(sizes):
+        if n and matrix[k] is None:  # as Megatron: no dataset for a split that the split string zeroes
+            warnings.warn(f"{n} {SPLIT_NAMES[k]} samples requested, but split {split!r} gives that split "
+                          f"no data: no {SPLIT_NAMES[k]} dataset", stacklevel=2)
+            sizes[k] = 0
+
+    if len(spec.datasets) == 1 and not spec.weighted:  # Megatron: a lone prefix is not blended
+        for k, n in enumerate(sizes):
+            if n:
+                out[k] = gpt(0, k, n)
+        return out
+
+    budget = sizes[0] * seq_len if sizes[0] else None
+    weights = resolve_weights(spec, indexed, split, budget) if spec.weighted else None
+    for k, size in enumerate(sizes):
+        if not size:
+            continue
+        if weights is not None:
+            per_dataset = requested_per_dataset(weights, size, MID_LEVEL_SURPLUS)
+            datasets = [gpt(j, k, per_dataset[j]) for j in range(len(indexed))]
+            blend_size = sum(requested_per_dataset(weights, size, 0.0))
+            blend_weights = weights
+        else:  # Megatron's unweighted list: one epoch of each, weighted by its length
+            datasets = [gpt(j, k, None) for j in range(len(indexed))]
+            blend_weights = [len(d) for d in datasets]
+            blend_size = min(size, sum(blend_weights))
+        blend_weights = _normalize(blend_weights)  # Megatron normalizes again inside BlendedDataset
+        desc = {"class": "BlendedDataset", "format": 1, "split": SPLIT_NAMES[k],
+                "datasets": [cache_key(d.cache_description) for d in datasets], "weights": blend_weights,
+                "size": blend_size}
+
+        def build():
+            di, dsi = build_blending_indices(blend_weights, blend_size)
+            counts = np.bincount(di, minlength=len(datasets))
+            for j, c in enumerate(counts):
+                if c > len(datasets[j]):
+                    raise IndexError(f"the {SPLIT_NAMES[k]} blend draws {c} samples from {names[j]}, "
+                                     f"which has {len(datasets[j])}")
+            return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
+
+        names_ = ("dataset_index", "dataset_sample_index")
+        if cache_dir is None:
+            arrays, _ = build()
+        else:
+            arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
+        out[k] = BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
+                                arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+        log(f"  {SPLIT_NAMES[k]:5s} blend: {len(out[k]):,} samples")
+    return out
+
+
+# ------------------------------------------------------------------------------------------- inspect
+
+def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
+                  max_epochs: float = DEFAULT_MAX_EPOCHS) -> tuple[list[dict], list[str]]:
+    """Rows of (dataset, documents, tokens, train tokens, weight, tokens drawn, epochs) for a train
+    budget of ``tokens`` (default: all train tokens once), and warnings."""
+    spec = load_blend_spec(spec)
+    split = split or spec.split or DEFAULT_SPLIT
+    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
+    budget = int(tokens) if tokens else sum(train_tokens)
+    if spec.weighted:
+        weights = resolve_weights(spec, indexed, split, budget)
+    else:
+        weights = _normalize(train_tokens) if sum(train_tokens) else [1 / len(indexed)] * len(indexed)
+    rows, warnings = [], []
+    for d, ix, tt, w in zip(spec.datasets, indexed, train_tokens, weights):
+        drawn = w * budget
+        epochs = drawn / tt if tt else math.inf
+        rows.append({"dataset": d.name, "prefix": d.prefix, "documents": ix.num_documents,
+                     "tokens": ix.num_tokens, "train_tokens": tt, "weight": w, "drawn": drawn,
+                     "epochs": epochs})
+        if epochs > max_epochs:
+            warnings.append(f"{d.name} would be repeated {epochs:.2f} times (more than {max_epochs:g} "
+                            f"epochs) for {budget:,} train tokens: lower its weight or add data")
+    return rows, warnings
+
+
+def format_table(rows: list[dict], budget: int) -> str:
+    head = ["dataset", "documents", "tokens", "train tokens", "weight", "tokens drawn", "epochs"]
+    body = [[r["dataset"], f"{r['documents']:,}", _human(r["tokens"]), _human(r["train_tokens"]),
+             f"{100 * r['weight']:.2f}%", _human(r["drawn"]), f"{r['epochs']:.2f}"] for r in rows]
+    total = ["total", f"{sum(r['documents'] for r in rows):,}", _human(sum(r["tokens"] for r in rows)),
+             _human(sum(r["train_tokens"] for r in rows)), "100.00%", _human(budget), ""]
+    widths = [max(len(x[i]) for x in [head, total] + body) for i in range(len(head))]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(head), sep] + [fmt(b) for b in body] + [sep, fmt(total)])
+
+
+def _human(n: float) -> str:
+    n = float(n)
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+def _count(text: str) -> int:
+    """'1e6', '2.5B', '300M', '1_000' -> int."""
+    t = text.strip().replace("_", "").replace(",", "")
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}.get(t[-1:].lower())
+    try:
+        value = float(t[:-1]) * scale if scale else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (e.g. 1e9, 300M, 2.5B)") from None
+    if value < 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
+    return int(round(value))
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="blend_command", required=True, metavar="{build,inspect}")
+    b = sub.add_parser("build", help="prebuild the index cache of a blend (as Megatron's tools/prepare_cache.py)",
+                       description="Build the GPT and blend indices of every dataset of SPEC into CACHE.")
+    b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
+    b.add_argument("--seq-len", type=int, required=True, help="tokens per sample (each sample holds seq_len + 1)")
+    b.add_argument("--samples", type=_count, required=True, help="train samples")
+    b.add_argument("--valid-samples", type=_count, default=0, help="validation samples (default 0: not built)")
+    b.add_argument("--test-samples", type=_count, default=0, help="test samples (default 0: not built)")
+    b.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
+    b.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
+    b.add_argument("--out", required=True, help="cache folder")
+    i = sub.add_parser("inspect", help="table of datasets, tokens, weights and epochs for a token budget",
+                       description="Show what a blend draws from each dataset for a train token budget.")
+    i.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
+    i.add_argument("--tokens", type=_count, default=None, help="train token budget (default: every train token once)")
+    i.add_argument("--max-epochs", type=float, default=DEFAULT_MAX_EPOCHS,
+                   help=f"warn when a dataset is repeated more than this many epochs (default {DEFAULT_MAX_EPOCHS:g})")
+    i.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.blend_command == "build":
+            return _run_build(args)
+        return _run_inspect(args)
+    except (BlendSpecError, EmptySplitError, FileNotFoundError, ValueError) as e:
+        print(f"pretrain blend {args.blend_command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_build(args) -> int:
+    sizes = (args.samples, args.valid_samples, args.test_samples)
+    print(f"building indices: seq_len={args.seq_len} samples={sizes} seed={args.seed} -> {args.out}",
+          file=sys.stderr)
+    splits = build_blend_splits(args.spec, args.seq_len, sizes, args.seed, args.out, split=args.split,
+                                verbose=True)
+    for name, ds in zip(SPLIT_NAMES, splits):
+        if ds is not None:
+            print(f"{name}: {len(ds):,} samples")
+    return 0
+
+
+def _run_inspect(args) -> int:
+    spec = load_blend_spec(args.spec)
+    rows, warnings = inspect_blend(spec, args.tokens, args.split, args.max_epochs)
+    budget = int(args.tokens) if args.tokens else sum(r["train_tokens"] for r in rows)
+    split = args.split or spec.split or DEFAULT_SPLIT
+    print(f"blend {spec.source}  (split {split}; epochs = passes over each train split for {budget:,} tokens)")
+    print(format_table(rows, budget))
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0

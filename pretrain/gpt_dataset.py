@@ -1,0 +1,431 @@
+"""GPT samples over an indexed dataset, with Megatron-core's index construction.
+
+For one split of one ``.bin/.idx`` dataset, three arrays decide which tokens sample ``i`` holds:
+
+- document index: the split's sequence ids repeated once per epoch and shuffled (int32);
+- sample index: ``[num_samples + 1, 2]`` rows of (position in the document index, token offset) where
+  each sample starts. Samples run across document boundaries and sample ``k + 1`` starts ``seq_len``
+  tokens after sample ``k``, so with the extra token (the default) the last label of one sample is the
+  first input of the next;
+- shuffle index: a permutation of the samples (uint32, int64 past 2^32 - 2).
+
+Given the same ``.idx``, split, seed, sequence length and sample count these arrays equal the ones
+Megatron-core's ``GPTDataset`` builds: the epoch count, the separate-last-epoch rule (the last epoch is
+shuffled apart when fewer than 80% of its samples are needed) and the order of draws from one
+``numpy.random.RandomState(seed)`` (document shuffle(s), then shuffle-index shuffle(s)) follow it.
+The sample index is computed with prefix sums and ``searchsorted`` instead of a per-sample loop.
+
+Unlike Megatron-core: a split that gets no tokens raises :class:`EmptySplitError` (Megatron loops
+forever, NVIDIA/Megatron-LM#957), and the cache is keyed by every parameter plus the dataset's
+fingerprint and written so that it is never read half-written (see :class:`IndexCache`).
+"""
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.indexed import IndexedDataset, atomic_file
+
+SPLIT_NAMES = ("train", "valid", "test")
+DEFAULT_SPLIT = "969,30,1"
+LAST_EPOCH_THRESHOLD = 0.80
+CACHE_FORMAT = 1
+
+
+class EmptySplitError(ValueError):
+    """A split that must produce samples has no documents or no tokens."""
+
+
+# ---------------------------------------------------------------------------------------------- splits
+
+def parse_split(split: str) -> list[float]:
+    """"969,30,1" -> normalized [train, valid, test] fractions (missing trailing parts are 0)."""
+    if not isinstance(split, str):
+        raise ValueError(f"split must be a string like '969,30,1', got {split!r}")
+    parts = [float(x) for x in re.findall(r"[.0-9]+", split)]
+    if not parts or len(parts) > 3:
+        raise ValueError(f"split {split!r} must have 1 to 3 numbers (train, valid, test)")
+    parts += [0.0] * (3 - len(parts))
+    total = sum(parts)
+    if total <= 0:
+        raise ValueError(f"split {split!r} adds up to 0")
+    return _normalize(parts)
+
+
+def split_matrix(fractions: list[float]) -> list[tuple[float, float] | None]:
+    """Book-ends of each split, as Megatron: [0.969, 0.03, 0.001] -> [(0, .969), (.969, .999), (.999, 1)];
+    a split of fraction 0 is None."""
+    ends = functools.reduce(lambda a, b: a + [a[-1] + b], fractions, [0])
+    out = []
+    for beg, end in zip(ends[:-1], ends[1:]):
+        out.append(None if end <= beg else (beg, end))
+    return out
+
+
+def split_ranges(num_sequences: int, split: str) -> list[tuple[int, int] | None]:
+    """Sequence id range ``[beg, end)`` of each split (None for a 0 split), rounded as Megatron."""
+    ranges = []
+    for bookend in split_matrix(parse_split(split)):
+        if bookend is None:
+            ranges.append(None)
+        else:
+            ranges.append((int(round(bookend[0] * float(num_sequences))),
+                           int(round(bookend[1] * float(num_sequences)))))
+    return ranges
+
+
+def _normalize(weights) -> list[float]:
+    w = np.array(weights, dtype=np.float64)
+    return (w / np.sum(w)).tolist()
+
+
+# --------------------------------------------------------------------------------------------- indices
+
+def num_epochs_needed(tokens_per_epoch: int, num_samples: int | None, seq_len: int, extra: int = 1) -> int:
+    """Smallest epoch count whose tokens cover ``num_samples * seq_len + extra`` (1 when num_samples is None)."""
+    if num_samples is None:
+        return 1
+    if tokens_per_epoch <= 0:
+        raise EmptySplitError("the split has no tokens, so no number of epochs can cover the samples")
+    needed = num_samples * seq_len + extra
+    return max(1, -(-needed // tokens_per_epoch))
+
+
+def build_document_index(documents: np.ndarray, num_epochs: int, rng: np.random.RandomState,
+                         separate_final_epoch: bool) -> np.ndarray:
+    """The documents tiled ``num_epochs`` times and shuffled (int32); with ``separate_final_epoch`` the
+    first ``num_epochs - 1`` epochs are shuffled together and the last one on its own."""
+    documents = np.asarray(documents, dtype=np.int32)
+    if not separate_final_epoch or num_epochs == 1:
+        index = np.tile(documents, num_epochs)
+        rng.shuffle(index)
+        return index
+    first = build_document_index(documents, num_epochs - 1, rng, False)
+    last = build_document_index(documents, 1, rng, False)
+    return np.concatenate((first, last))
+
+
+def sample_index_dtype(document_index_len: int, max_sequence_length: int) -> np.dtype:
+    """int32 when every entry fits, else int64 (as Megatron's helpers pick their C++ template)."""
+    if max(document_index_len, max_sequence_length) <= np.iinfo(np.int32).max:
+        return np.dtype(np.int32)
+    return np.dtype(np.int64)
+
+
+def build_sample_index(sizes: np.ndarray, document_index: np.ndarray, seq_len: int, num_epochs: int,
+                       tokens_per_epoch: int, drop_last_partial: bool = True, extra: int = 1) -> np.ndarray:
+    """``[num_samples + 1, 2]`` (document-index position, offset) of every sample start, vectorized.
+
+    Sample ``k`` covers the ``seq_len + extra`` tokens of the flattened (shuffled) document stream that
+    start at position ``k * seq_len``. Row ``k`` (k >= 1) records where the previous sample's last token
+    sits (``extra=1``: that token is shared) or just after it (``extra=0``), in the document holding it.
+    """
+    if seq_len <= 1:
+        raise ValueError(f"sequence length must be > 1, got {seq_len}")
+    if tokens_per_epoch <= 1:
+        raise EmptySplitError(f"the split has {tokens_per_epoch} tokens per epoch; at least 2 are needed")
+    total = num_epochs * tokens_per_epoch
+    if drop_last_partial:
+        num_samples = (total - extra) // seq_len
+    else:  # Megatron computes this in single precision: keep its exact result
+        num_samples = int(np.ceil(np.float32(np.float32(total - extra) / np.float32(seq_len))))
+    dtype = sample_index_dtype(len(document_index), int(sizes.max()) if len(sizes) else 0)
+
+    doc_lengths = np.asarray(sizes)[document_index].astype(np.int64)
+    ends = np.cumsum(doc_lengths)                        # flattened end of each document-index entry
+    last_token = np.arange(1, num_samples + 1, dtype=np.int64) * seq_len - (1 - extra)
+    rows = np.empty((num_samples + 1, 2), dtype=np.int64)
+    rows[0] = 0
+    pos = np.searchsorted(ends, last_token, side="right")  # entry holding that token (skips empty docs)
+    inside = pos < len(ends)
+    p = pos[inside]
+    rows[1:][inside, 0] = p
+    rows[1:][inside, 1] = last_token[inside] - (ends[p] - doc_lengths[p]) + (1 - extra)
+    if not inside.all():  # the kept partial sample runs past the end: Megatron points at the last document
+        rows[1:][~inside, 0] = len(document_index) - 1
+        rows[1:][~inside, 1] = int(sizes[document_index[-1]]) - extra
+    return rows.astype(dtype, copy=False)
+
+
+def build_shuffle_index(num_samples: int, total_size: int, rng: np.random.RandomState) -> np.ndarray:
+    """A permutation of ``[0, num_samples)`` followed by one of ``[num_samples, total_size)``."""
+    dtype = np.uint32 if total_size < np.iinfo(np.uint32).max - 1 else np.int64
+    first = np.arange(0, num_samples, dtype=dtype)
+    rng.shuffle(first)
+    if num_samples == total_size:
+        return first
+    last = np.arange(num_samples, total_size, dtype=dtype)
+    rng.shuffle(last)
+    return np.concatenate((first, last))
+
+
+@dataclass
+class GPTIndices:
+    document_index: np.ndarray
+    sample_index: np.ndarray
+    shuffle_index: np.ndarray
+    num_epochs: int
+    tokens_per_epoch: int
+    separate_final_epoch: bool
+
+
+def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int | None, seq_len: int,
+                      seed: int, extra: int = 1, drop_last_partial: bool = True,
+                      what: str = "the split") -> GPTIndices:
+    """Megatron-core's GPTDataset index construction for sequence ids ``documents`` of a dataset whose
+    sequence lengths are ``sizes``; ``num_samples`` None means one epoch."""
+    sizes = np.asarray(sizes)
+    documents = np.asarray(documents)
+    if len(documents) == 0:
+        raise EmptySplitError(f"{what} has no documents; change the split or add data "
+                              "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
+    tokens_per_epoch = int(np.sum(sizes[documents], dtype=np.int64))
+    if tokens_per_epoch <= 1:
+        raise EmptySplitError(f"{what} has {tokens_per_epoch} tokens; change the split or add data "
+                              "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
+    if seq_len <= 1:
+        raise ValueError(f"sequence length must be > 1, got {seq_len}")
+    epochs = num_epochs_needed(tokens_per_epoch, num_samples, seq_len, extra)
+    separate = False
+    sans_final = None
+    if epochs > 1:
+        sans_final = ((epochs - 1) * tokens_per_epoch - extra) // seq_len
+        from_final = num_samples - sans_final
+        per_epoch = (tokens_per_epoch - extra) // seq_len
+        assert 0 <= from_final <= per_epoch + 1
+        separate = from_final < int(LAST_EPOCH_THRESHOLD * per_epoch)
+    rng = np.random.RandomState(seed)
+    document_index = build_document_index(documents, epochs, rng, separate)
+    sample_index = build_sample_index(sizes, document_index, seq_len, epochs, tokens_per_epoch,
+                                      drop_last_partial, extra)
+    total = sample_index.shape[0] - 1
+    shuffle_index = build_shuffle_index(sans_final if separate else total, total, rng)
+    return GPTIndices(document_index, sample_index, shuffle_index, epochs, tokens_per_epoch, separate)
+
+
+# ----------------------------------------------------------------------------------------------- cache
+
+def cache_key(description: dict) -> str:
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+
+
+class IndexCache:
+    """One folder of ``<name>.npy`` arrays plus ``index.json`` naming the key they were built for.
+
+    Writers hold an exclusive ``flock`` on ``.lock``, delete ``index.json`` first, write every array under
+    a temporary name and rename it into place, and write ``index.json`` last; readers hold a shared lock
+    while they check the key and open the arrays (memory-mapped). So an array is only ever read under
+    the ``index.json`` of the build that wrote it: never half-written, never from other parameters.
+    """
+
+    META = "index.json"
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+
+    def _lock(self, exclusive: bool):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        return fd
+
+    @staticmethod
+    def _unlock(fd) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    def _load_unlocked(self, key: str, names) -> tuple[dict, dict] | None:
+        meta_path = self.dir / self.META
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        if meta.get("key") != key:
+            return None
+        try:
+            arrays = {n: np.load(self.dir / f"{n}.npy", mmap_mode="r") for n in names}
+        except (FileNotFoundError, ValueError):
+            return None
+        return arrays, meta.get("info", {})
+
+    def load(self, key: str, names) -> tuple[dict, dict] | None:
+        if not (self.dir / self.META).exists():
+            return None
+        fd = self._lock(exclusive=False)
+        try:
+            return self._load_unlocked(key, names)
+        finally:
+            self._unlock(fd)
+
+    def _save_unlocked(self, key: str, description: dict, arrays: dict, info: dict) -> None:
+        meta_path = self.dir / self.META
+        if meta_path.exists():
+            meta_path.unlink()
+        for name, arr in arrays.items():
+            with atomic_file(self.dir / f"{name}.npy") as f:
+                np.save(f, np.asarray(arr), allow_pickle=False)
+        meta = {"key": key, "description": description, "info": info,
+                "arrays": {n: {"dtype": str(a.dtype), "shape": list(a.shape)} for n, a in arrays.items()}}
+        with atomic_file(meta_path) as f:
+            f.write((json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+
+    def get_or_build(self, key: str, description: dict, names, build):
+        """The cached arrays for ``key``, or ``build() -> (arrays, info)`` run once, saved and returned."""
+        hit = self.load(key, names)
+        if hit is not None:
+            return hit
+        fd = self._lock(exclusive=True)
+        try:
+            hit = self._load_unlocked(key, names)  # another process may have built it meanwhile
+            if hit is not None:
+                return hit
+            arrays, info = build()
+            self._save_unlocked(key, description, arrays, info)
+            return arrays, info
+        finally:
+            self._unlock(fd)
+
+
+# --------------------------------------------------------------------------------------------- dataset
+
+class GPTDataset:
+    """Samples of ``seq_len + 1`` tokens (int64) from one split of an indexed dataset.
+
+    ``ds[i]`` follows the shuffle index, so reading ``0, 1, 2, ...`` gives Megatron's sample order; resume
+    by skipping the samples already consumed.
+    """
+
+    def __init__(self, indexed: IndexedDataset, indices: GPTIndices | dict, seq_len: int, *,
+                 num_samples: int | None = None, extra: int = 1, pad_id: int = -1,
+                 name: str = "", split: str = "train"):
+        self.indexed = indexed
+        get = indices.__getitem__ if isinstance(indices, dict) else functools.partial(getattr, indices)
+        self.document_index = get("document_index")
+        self.sample_index = get("sample_index")
+        self.shuffle_index = get("shuffle_index")
+        self.seq_len = int(seq_len)
+        self.extra = int(extra)
+        self.pad_id = int(pad_id)
+        self.num_samples = num_samples
+        self.name = name
+        self.split = split
+        self._length = self.sample_index.shape[0] - 1
+        # Hot-path views: flat sample index, token starts per sequence, python-int friendly lookups.
+        self._tokens = indexed.tokens
+        self._starts = indexed.sequence_pointers // indexed.dtype.itemsize
+        self._lengths = indexed.sequence_lengths
+        self._flat_sample = np.ascontiguousarray(self.sample_index).reshape(-1)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, idx: int) -> np.ndarray:
+        n = self._length
+        if idx < 0:
+            idx += n
+        if not 0 <= idx < n:
+            raise IndexError(f"sample {idx} out of range for {n} samples")
+        j = int(self.shuffle_index[idx])
+        d0, o0, d1, o1 = self._flat_sample[2 * j:2 * j + 4].tolist()
+        size = self.seq_len + self.extra
+        if d0 == d1:
+            s = int(self._starts[self.document_index[d0]]) + o0
+            out = self._tokens[s:s + o1 - o0 + self.extra].astype(np.int64)
+            if len(out) < size:
+                out = np.concatenate((out, np.full(size - len(out), self.pad_id, np.int64)))
+            return out
+        docs = self.document_index[d0:d1 + 1]
+        starts = self._starts[docs].tolist()
+        lengths = self._lengths[docs].tolist()
+        out = np.empty(size, dtype=np.int64)
+        tokens = self._tokens
+        s = starts[0] + o0
+        k = lengths[0] - o0
+        out[:k] = tokens[s:s + k]
+        pos = k
+        for m in range(1, len(starts) - 1):
+            k = lengths[m]
+            out[pos:pos + k] = tokens[starts[m]:starts[m] + k]
+            pos += k
+        k = min(o1 + self.extra, size - pos)
+        out[pos:pos + k] = tokens[starts[-1]:starts[-1] + k]
+        pos += k
+        if pos < size:
+            out[pos:] = self.pad_id
+        return out
+
+    @property
+    def num_epochs(self) -> int | None:
+        return getattr(self, "_num_epochs", None)
+
+    def __repr__(self) -> str:
+        return (f"GPTDataset({self.name or self.indexed.prefix!r}, split={self.split}, samples={len(self)}, "
+                f"seq_len={self.seq_len})")
+
+
+def gpt_cache_description(indexed: IndexedDataset, split: str, split_name: str, beg: int, end: int,
+                          num_samples: int | None, seq_len: int, seed: int, extra: int,
+                          drop_last_partial: bool) -> dict:
+    """Everything the GPT indices depend on (the cache key is a hash of it)."""
+    return {
+        "class": "GPTDataset", "format": CACHE_FORMAT,
+        "dataset_path": str(Path(indexed.prefix).resolve()), "fingerprint": indexed.fingerprint(),
+        "split": split, "index_split": split_name, "sequence_range": [beg, end],
+        "num_samples": num_samples, "sequence_length": int(seq_len), "random_seed": int(seed),
+        "add_extra_token_to_sequence": bool(extra), "drop_last_partial_sequence": bool(drop_last_partial),
+    }
+
+
+def build_gpt_dataset(indexed: IndexedDataset, split: str, split_name: str, num_samples: int | None,
+                      seq_len: int, seed: int, cache_dir: str | Path | None = None, *, extra: int = 1,
+                      drop_last_partial: bool = True, pad_id: int = -1, name: str = "") -> GPTDataset:
+    """One split of one indexed dataset as a :class:`GPTDataset`, its indices loaded from ``cache_dir``
+    when a cache built with the same parameters and data is there, else built (and saved there)."""
+    k = SPLIT_NAMES.index(split_name)
+    rng_ = split_ranges(len(indexed), split)[k]
+    what = f"split {split_name!r} ({split}) of {name or indexed.prefix}"
+    if rng_ is None:
+        raise EmptySplitError(f"{what} is 0 in the split string, yet {num_samples} samples were requested")
+    beg, end = rng_
+    if end <= beg:
+        raise EmptySplitError(
+            f"{what} gets no documents ({len(indexed)} sequences in the dataset); change the split or add "
+            "data (Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
+    desc = gpt_cache_description(indexed, split, split_name, beg, end, num_samples, seq_len, seed, extra,
+                                 drop_last_partial)
+
+    def build():
+        ix = build_gpt_indices(indexed.sequence_lengths, np.arange(beg, end, dtype=np.int32), num_samples,
+                               seq_len, seed, extra, drop_last_partial, what=what)
+        arrays = {"document_index": ix.document_index, "sample_index": ix.sample_index,
+                  "shuffle_index": ix.shuffle_index}
+        info = {"num_epochs": ix.num_epochs, "tokens_per_epoch": ix.tokens_per_epoch,
+                "separate_final_epoch": ix.separate_final_epoch}
+        return arrays, info
+
+    names = ("document_index", "sample_index", "shuffle_index")
+    if cache_dir is None:
+        arrays, info = build()
+    else:
+        arrays, info = IndexCache(cache_dir).get_or_build(cache_key(desc), desc, names, build)
+    ds = GPTDataset(indexed, arrays, seq_len, num_samples=num_samples, extra=extra, pad_id=pad_id,
+                    name=name, split=split_name)
+    ds.cache_description = desc
+    ds._num_epochs = info.get("num_epochs")
+    ds.tokens_per_epoch = info.get("tokens_per_epoch")
+    ds.separate_final_epoch = info.get("separate_final_epoch")
+    return ds
+
+
+def requested_per_dataset(weights: list[float], size: int, surplus: float = 0.005) -> list[int]:
+    """Samples each blended dataset is asked for: ceil(ceil(size * w) * (1 + surplus))."""
+    return [int(math.ceil(math.ceil(size * w) * (1 + surplus))) for w in weights]
