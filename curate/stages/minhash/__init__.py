@@ -1,0 +1,1 @@
+"""Fuzzy deduplication with MinHash + LSH (the ``minhash_dedup`` stage); see ``stage.py``."""

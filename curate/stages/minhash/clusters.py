@@ -1,0 +1,268 @@
+"""From candidate edges to clusters: union-find, representatives, optional exact-Jaccard verification.
+
+1. ``connected_components``: union-find over every edge file (compiled; union by smaller index and
+   path halving, so each root is the smallest global index of its component and the labels are
+   the same whatever order the edges come in). Documents alone in their component are done.
+2. ``members_task`` (one per shard): the documents of the shard that sit in a component of two or
+   more — id, quality score, text and band hashes — written as one Arrow IPC record batch per
+   *group* of components (``members/NNNNN.arrow``). A group is ``hash(component) mod groups``; the
+   number of groups is chosen so a group holds about a shard's worth of documents.
+3. ``cluster_task`` (one per group): reads its batch from every shard and settles each component.
+   The representative is the document with the highest quality score (when the column exists),
+   ties to the smallest ``id``, then to input order. Every other member's exact shingle Jaccard to
+   the representative is computed and recorded. Without verification every member joins the
+   representative's cluster. With verification, a member joins only when its Jaccard reaches the
+   verification threshold; the rejected members are re-bucketed among themselves (same band
+   hashes), and each new component of two or more gets its own representative, until none is
+   left. Every member of a verified cluster is then within the threshold of its representative,
+   so any two members of a cluster have Jaccard >= 2t - 1 (Jaccard distance is a metric).
+   ``clusters/GGGGG.arrow``: one row per document in a cluster of two or more: ``cluster`` (the
+   representative's global index), ``id``, ``representative`` (its id), ``is_representative``,
+   ``jaccard`` (to the representative), ``quality``, ``size``, ``snippet``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from curate.schema import ID, TEXT
+from curate.shards import read_shard, write_shard
+from curate.stages.minhash.buckets import sig_paths
+from curate.stages.minhash.shingles import jaccard_pairs, shingle_sets
+from curate.stages.minhash.store import load_npy, read_batch, write_batches
+
+SNIPPET_CHARS = 200
+
+
+@nb.njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@nb.njit(cache=True)
+def union_edges(parent, edges):
+    """Union every edge (a, b) into ``parent``; the root of a component is its smallest index."""
+    for k in range(edges.shape[0]):
+        a = _find(parent, edges[k, 0])
+        b = _find(parent, edges[k, 1])
+        if a < b:
+            parent[b] = a
+        elif b < a:
+            parent[a] = b
+
+
+@nb.njit(cache=True)
+def flatten(parent):
+    """parent[i] <- root of i. Valid because every parent index is <= its child's."""
+    for i in range(len(parent)):
+        parent[i] = parent[parent[i]]
+
+
+def connected_components(n: int, edge_files) -> np.ndarray:
+    """Component root (smallest member index) of each of ``n`` documents."""
+    parent = np.arange(n, dtype=np.int64)
+    for f in edge_files:
+        e = load_npy(f, mmap=False)
+        if len(e):
+            union_edges(parent, e)
+    flatten(parent)
+    return parent
+
+
+def group_of(comp: np.ndarray, groups: int) -> np.ndarray:
+    h = comp.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return ((h >> np.uint64(29)) % np.uint64(groups)).astype(np.int64)
+
+
+def members_schema(bands: int) -> pa.Schema:
+    return pa.schema([
+        ("gidx", pa.int64()), ("comp", pa.int64()), ("id", pa.string()), ("quality", pa.float64()),
+        ("text", pa.large_string()), ("bands", pa.list_(pa.uint64(), bands)),
+    ])
+
+
+def members_task(job: dict) -> dict:
+    """The shard's documents that have a candidate partner, one IPC batch per group."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "members" / f"{job['index']:05d}.arrow"
+    if out.exists():
+        return {"members": None}
+    n, offset, groups, nb_ = job["rows"], job["offset"], job["groups"], job["bands"]
+    comp = np.asarray(load_npy(plan_dir / "components.npy")[offset:offset + n])
+    rows = np.flatnonzero(comp >= 0)
+    schema = members_schema(nb_)
+    if len(rows) == 0:
+        write_batches([schema.empty_table()] * groups, schema, out)
+        return {"members": 0}
+    table = read_shard(job["input"])
+    take = pa.array(rows, pa.int64())
+    ids = table.column(ID).take(take)
+    qcol = job["quality_column"]
+    if qcol and qcol in table.column_names:
+        q = pc.cast(table.column(qcol).take(take), pa.float64())
+        quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False)
+        quality = np.where(np.isnan(quality), -np.inf, quality)
+    else:
+        quality = np.full(len(rows), -np.inf)
+    texts = table.column(TEXT).take(take)
+    hpath, rpath, _ = sig_paths(plan_dir, job["index"])
+    h, r = load_npy(hpath), load_npy(rpath)
+    full = np.zeros((n, nb_), np.uint64)
+    for j in range(nb_):
+        full[np.asarray(r[j]), j] = np.asarray(h[j])
+    c = comp[rows]
+    g = group_of(c, groups)
+    order = np.lexsort((rows, c, g))
+    rows_o, c_o, g_o = rows[order], c[order], g[order]
+    bands_flat = full[rows_o].reshape(-1)
+    t = pa.table({
+        "gidx": pa.array(rows_o + offset, pa.int64()), "comp": pa.array(c_o, pa.int64()),
+        "id": ids.take(pa.array(order)), "quality": pa.array(quality[order], pa.float64()),
+        "text": pc.cast(texts.take(pa.array(order)), pa.large_string()),
+        "bands": pa.FixedSizeListArray.from_arrays(pa.array(bands_flat, pa.uint64()), nb_),
+    })
+    bounds = np.searchsorted(g_o, np.arange(groups + 1))
+    write_batches([t.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(groups)], schema, out)
+    return {"members": int(len(rows))}
+
+
+def _residual_components(bands: np.ndarray) -> np.ndarray:
+    """Components among documents given their band hashes [m, b]: label = smallest position, -1 if alone."""
+    m = bands.shape[0]
+    parent = np.arange(m, dtype=np.int64)
+    for j in range(bands.shape[1]):
+        col = bands[:, j]
+        order = np.argsort(col, kind="stable")
+        s = col[order]
+        start = np.ones(m, bool)
+        start[1:] = s[1:] != s[:-1]
+        first = np.maximum.accumulate(np.where(start, np.arange(m), 0))
+        member = ~start
+        if member.any():
+            union_edges(parent, np.stack([order[first[member]], order[member]], axis=1).astype(np.int64))
+    flatten(parent)
+    size = np.bincount(parent, minlength=m)
+    return np.where(size[parent] >= 2, parent, -1)
+
+
+def settle(comp, rank, flat, offsets, bands, verify: bool, threshold: float):
+    """Representatives and Jaccard for the documents of some components (see the module doc).
+    Returns (rep: local index of each document's representative or -1, jaccard, rejected count)."""
+    n = len(comp)
+    rep_of = np.full(n, -1, np.int64)
+    jac = np.full(n, np.nan)
+    rejected = 0
+    active = np.arange(n)
+    labels = np.asarray(comp, dtype=np.int64).copy()
+    while len(active):
+        order = np.lexsort((rank[active], labels[active]))
+        act = active[order]
+        lab = labels[act]
+        start = np.ones(len(act), bool)
+        start[1:] = lab[1:] != lab[:-1]
+        first = np.maximum.accumulate(np.where(start, np.arange(len(act)), 0))
+        member = ~start
+        m, r = act[member], act[first[member]]
+        j = jaccard_pairs(flat, offsets, m, r) if len(m) else np.zeros(0)
+        ok = j >= threshold if verify else np.ones(len(m), bool)
+        rep_of[m[ok]] = r[ok]
+        jac[m[ok]] = j[ok]
+        rep_of[r[ok]] = r[ok]
+        jac[r[ok]] = 1.0
+        if not verify:
+            break
+        resid = m[~ok]
+        rejected += len(resid)
+        if len(resid) < 2:
+            break
+        new = _residual_components(bands[resid])
+        keep = new >= 0
+        active = resid[keep]
+        labels[active] = new[keep]
+    return rep_of, jac, rejected
+
+
+def cluster_schema() -> pa.Schema:
+    return pa.schema([
+        ("cluster", pa.int64()), ("gidx", pa.int64()), ("id", pa.string()), ("representative", pa.string()),
+        ("is_representative", pa.bool_()), ("jaccard", pa.float32()), ("quality", pa.float64()),
+        ("size", pa.int64()), ("snippet", pa.string()),
+    ])
+
+
+def cluster_task(job: dict) -> dict:
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "clusters" / f"{job['group']:05d}.arrow"
+    stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
+    if out.exists():
+        t = read_shard(out, columns=["is_representative"])
+        reps = int(pc.sum(t.column(0)).as_py() or 0)
+        return {"documents": None, "components": None, "clusters": reps, "duplicates": t.num_rows - reps, "rejected": None}
+    parts = [read_batch(plan_dir / "members" / f"{i:05d}.arrow", job["group"]) for i in range(job["shards"])]
+    t = pa.concat_tables(parts) if parts else members_schema(job["bands"]).empty_table()
+    if t.num_rows == 0:
+        write_shard(cluster_schema().empty_table(), out)
+        return dict.fromkeys(stats_keys, 0)
+    gidx = t.column("gidx").to_numpy()
+    comp = t.column("comp").to_numpy()
+    order = np.lexsort((gidx, comp))
+    t = t.take(pa.array(order))
+    gidx, comp = gidx[order], comp[order]
+    quality = t.column("quality").to_numpy()
+    ids = t.column("id")
+    # rank: quality descending, then id ascending, then input order
+    by_rank = pc.sort_indices(pa.table({"q": quality, "id": ids, "g": gidx}),
+                              sort_keys=[("q", "descending"), ("id", "ascending"), ("g", "ascending")]).to_numpy()
+    rank = np.empty(len(gidx), np.int64)
+    rank[by_rank] = np.arange(len(gidx))
+    flat, offsets = shingle_sets(t.column("text"), job["ngram"])
+    bands = t.column("bands").combine_chunks().flatten().to_numpy().reshape(-1, job["bands"])
+    rep_of, jac, rejected = settle(comp, rank, flat, offsets, bands, job["verify"], job["verify_threshold"])
+    inc = np.flatnonzero(rep_of >= 0)
+    size = np.bincount(rep_of[inc], minlength=len(gidx))[rep_of[inc]]
+    id_list = ids.to_pylist()
+    texts = t.column("text")
+    snippets = [" ".join(texts[int(i)].as_py()[: SNIPPET_CHARS * 2].split())[:SNIPPET_CHARS] for i in inc]
+    res = pa.table({
+        "cluster": pa.array(gidx[rep_of[inc]], pa.int64()), "gidx": pa.array(gidx[inc], pa.int64()),
+        "id": pa.array([id_list[i] for i in inc], pa.string()),
+        "representative": pa.array([id_list[rep_of[i]] for i in inc], pa.string()),
+        "is_representative": pa.array(rep_of[inc] == inc), "jaccard": pa.array(jac[inc].astype(np.float32)),
+        "quality": pa.array(quality[inc], pa.float64()), "size": pa.array(size, pa.int64()),
+        "snippet": pa.array(snippets, pa.string()),
+    }, schema=cluster_schema())
+    res = res.sort_by([("cluster", "ascending"), ("is_representative", "descending"), ("gidx", "ascending")])
+    write_shard(res, out)
+    reps = int(np.count_nonzero(rep_of[inc] == inc))
+    return {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
+            "duplicates": int(len(inc) - reps), "rejected": int(rejected)}
+
+
+def write_assignments(plan_dir: Path, groups: int, offsets: list[int], rows: list[int]) -> int:
+    """Per shard: the rows set aside and the id of the representative kept instead."""
+    parts = [read_shard(plan_dir / "clusters" / f"{g:05d}.arrow", columns=["gidx", "representative", "is_representative", "cluster"])
+             for g in range(groups)]
+    t = pa.concat_tables(parts) if parts else None
+    if t is not None and t.num_rows:
+        t = t.filter(pc.invert(t.column("is_representative")))
+        t = t.sort_by("gidx")
+        gidx = t.column("gidx").to_numpy()
+    else:
+        gidx = np.zeros(0, np.int64)
+    for i, (off, n) in enumerate(zip(offsets, rows)):
+        a, z = np.searchsorted(gidx, [off, off + n])
+        part = t.slice(a, z - a) if len(gidx) else None
+        table = pa.table({
+            "row": pa.array(gidx[a:z] - off, pa.int64()),
+            "duplicate_of": part.column("representative") if part is not None else pa.array([], pa.string()),
+            "cluster": part.column("cluster") if part is not None else pa.array([], pa.int64()),
+        })
+        write_shard(table, plan_dir / "assign" / f"{i:05d}.arrow")
+    return int(len(gidx))
