@@ -1,0 +1,266 @@
+"""``extract``: HTML -> main text.
+
+Rows whose ``content_type`` is ``text/html`` get their ``text`` replaced by the page's main text and
+``content_type`` set to ``text/plain``; every other row passes through untouched.
+
+Engines (``engine = ...``):
+
+- ``resiliparse`` (default): resiliparse ``extract_plain_text(main_content=True)`` on a DOM that a short
+  pre-pass adjusted (embedded tweets and text-heavy blocks with "share" class names are kept; comment
+  threads that lie outside the container resiliparse picks as the article root are appended), then the
+  line-level cleanup of ``curate/stages/boilerplate.py``. ``cleanup = false`` skips that cleanup (plain
+  resiliparse main-content extraction, for comparison).
+- ``trafilatura``: ``trafilatura.extract(html, url=...)`` with its defaults (comments included, tables
+  included, fallback extractors on), the reference the default engine is measured against.
+
+Rows set aside (reason codes):
+
+- ``html_too_large``: the HTML is larger than ``max_html_bytes`` (UTF-8 bytes); never parsed.
+- ``extract_timeout``: extraction took longer than ``timeout_s``.
+- ``extract_error``: the extractor raised (one bad page never stops the shard).
+- ``no_main_text``: fewer than ``min_chars`` characters of main text.
+
+**What the time limit enforces.** The limit is a ``SIGALRM`` interval timer armed around each document
+(POSIX, main thread of the process: the local executor's workers and ``workers = 1`` both run stages in
+their main thread). Python code is interrupted as soon as the timer fires: that covers trafilatura
+(pure Python over lxml) and the pre-pass and line cleanup of the resiliparse engine. A signal cannot
+interrupt a running C call, and resiliparse's parser and extractor are C (they release the GIL), so for
+that part the handler runs the moment the C call returns: the document is still set aside as
+``extract_timeout`` but the time was spent. What bounds the C part is ``max_html_bytes``: lexbor's parse
+and resiliparse's extraction are linear in the input (about 20-60 MB/s here), so a page under the 2 MB
+default cannot hold them for more than a fraction of a second. Off the main thread (or without
+``SIGALRM``) only the size cap applies.
+"""
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from curate.schema import CONTENT_TYPE, HTML, PLAIN, TEXT, URL
+from curate.stages.base import MapStage, StageResult, split
+
+REASONS = {
+    "html_too_large": "HTML larger than max_html_bytes; not parsed",
+    "extract_timeout": "extraction took longer than timeout_s",
+    "extract_error": "the extractor raised an exception on this page",
+    "no_main_text": "less than min_chars characters of main text",
+}
+
+ENGINES = ("resiliparse", "trafilatura")
+
+
+@dataclass
+class Params:
+    engine: str = "resiliparse"        # "resiliparse" (default) or "trafilatura"
+    timeout_s: float = 5.0             # per document; 0 disables the timer
+    max_html_bytes: int = 2_000_000    # UTF-8 bytes of HTML; larger pages are set aside unparsed
+    min_chars: int = 50                # fewer characters of main text: no_main_text
+    cleanup: bool = True               # resiliparse: line-level boilerplate removal after extraction
+    comments: bool = True              # keep user comment threads (trafilatura's default too)
+
+    def __post_init__(self):
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine = {self.engine!r}; allowed: {', '.join(ENGINES)}")
+        if self.timeout_s < 0:
+            raise ValueError(f"timeout_s = {self.timeout_s}; must be >= 0")
+        if self.max_html_bytes <= 0:
+            raise ValueError(f"max_html_bytes = {self.max_html_bytes}; must be > 0")
+        if self.min_chars < 0:
+            raise ValueError(f"min_chars = {self.min_chars}; must be >= 0")
+
+
+# ------------------------------------------------------------------------------------------ engines
+
+# The pre-pass. Every selector query is a walk over the whole DOM, so the pre-pass makes one query for all
+# its candidates, and plain string tests on their class and id attributes then decide:
+#
+# - Embedded posts quoted in an article (tweets, Instagram or Mastodon posts): resiliparse drops them for
+#   their "twitter"/"social" class names; they are part of the article. Kept.
+# - Class names resiliparse reads as share bars / social widgets (its own class regex, _SOCIAL_CLASS, below).
+#   A share bar holds a few links; such an element around a run of paragraphs is a layout wrapper of the
+#   article itself. Kept.
+# - resiliparse 2.0 restricts main-content extraction to the one element with a class in _ROOT_CLASSES
+#   (or role="main") when exactly one has; comment threads outside that element are then lost. When there
+#   are such threads, that element loses its root class, and extraction runs on the whole body with
+#   resiliparse's main-content rules (as on pages without such an element).
+_EMBED_KEYS = ("tweet", "twitter", "instagram", "mastodon")
+_SOCIAL_CLASS = re.compile(r"(?:^|\s|__|--|mobile-|desktop-|l-|m-|c-)(?:social(?:media)?|share(?:daddy)?|sharing)"
+                           r"(?:[_-]?(?:post|links?|section|icons?|btn|buttons?|target))?(?:$|[\s_-])", re.I)
+_PARAGRAPH_RUN = "p ~ p ~ p"  # three sibling paragraphs somewhere inside
+_ROOT_CLASSES = {"article-body", "articleBody", "contentBody", "article-text", "main-content", "postcontent",
+                 "post-content", "single-post"}
+_ROOT_SELECTOR = ", ".join(["." + c for c in sorted(_ROOT_CLASSES)] + ['[role="main"]'])
+_COMMENT_CLASSES = {"comments", "comment-list", "commentlist", "comments-area", "comment-section", "comments-container"}
+_COMMENT_IDS = {"comments", "comments-section", "disqus_thread"}
+_COMMENTS_SELECTOR = ", ".join(["." + c for c in sorted(_COMMENT_CLASSES)] + ["#" + i for i in sorted(_COMMENT_IDS)])
+_PREPASS_SELECTOR = "blockquote[class], [class*=shar], [class*=social]"
+# Author boxes (photo, name and a short bio beside the post) and comment forms (prompts, field labels,
+# privacy notes) are never content: skipped by the extractor itself (its skip query is one walk anyway).
+_SKIP_SELECTORS = ["[class*=author-box]", "[id*=author-box]", "[class*=authorbox]", "[class*=author_box]",
+                   "[class*=author-bio]", "[id*=author-bio]", "[class*=author-desc]", "[id*=author-desc]",
+                   "[class*=about-author]", "[id*=about-author]", "[class*=author-info]", "[id*=author-info]",
+                   "#respond", ".comment-respond", "[class*=comment-form]", "[id*=comment-form]"]
+# Below this many characters of main content, fall back to the whole page (then the line cleanup).
+_FALLBACK_BELOW_CHARS = 200
+
+
+def _items(node_list):
+    # item(i), not iteration: iterating an ElementNodeList is quadratic in resiliparse 2.0.1.
+    return [node_list.item(i) for i in range(len(node_list))]
+
+
+def _prepass(body, find_threads: bool):
+    """Adjust the DOM in place; return (article roots, comment threads) when ``find_threads``."""
+    selector = _PREPASS_SELECTOR + ", " + _ROOT_SELECTOR + ", " + _COMMENTS_SELECTOR if find_threads else _PREPASS_SELECTOR
+    roots, threads = [], []
+    for node in _items(body.query_selector_all(selector)):
+        cls = node.getattr("class") or ""
+        if node.tag == "blockquote" and any(k in cls for k in _EMBED_KEYS):
+            node.setattr("class", "embedded-post")
+            continue
+        if find_threads:
+            tokens = set(cls.split())
+            if tokens & _ROOT_CLASSES or node.getattr("role") == "main":
+                roots.append(node)
+            if tokens & _COMMENT_CLASSES or node.getattr("id") in _COMMENT_IDS:
+                threads.append(node)
+        if ("shar" in cls or "social" in cls) and _SOCIAL_CLASS.search(cls) \
+                and node.query_selector(_PARAGRAPH_RUN) is not None:
+            node.setattr("class", "content-wrapper")
+    return roots, threads
+
+
+def extract_resiliparse(html: str, url: str = "", cleanup: bool = True, comments: bool = True) -> str:
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse(html)
+    body = tree.body
+    if body is None:
+        return ""
+    find_threads = comments and ("comment" in html or "disqus" in html)
+    roots, threads = _prepass(body, find_threads)
+    if len(roots) == 1 and any(not roots[0].contains(t) and not t.contains(roots[0]) for t in threads):
+        root = roots[0]
+        root.setattr("class", " ".join(c for c in (root.getattr("class") or "").split() if c not in _ROOT_CLASSES))
+        if root.getattr("role") == "main":
+            root.delattr("role")
+    text = extract_plain_text(tree, main_content=True, alt_texts=False, comments=comments, post_meta=False,
+                              skip_elements=_SKIP_SELECTORS)
+    if len(text) < _FALLBACK_BELOW_CHARS:
+        # The main-content rules removed (nearly) everything: some layouts put the article inside an
+        # element they read as chrome. Take the whole page and let the line cleanup remove the chrome.
+        full = extract_plain_text(tree, main_content=False, alt_texts=False, skip_elements=_SKIP_SELECTORS)
+        if len(full) > len(text):
+            text = full
+    if cleanup:
+        from curate.stages.boilerplate import clean
+
+        text = clean(text)
+    return text
+
+
+def extract_trafilatura(html: str, url: str = "", comments: bool = True) -> str:
+    import trafilatura
+
+    return trafilatura.extract(html, url=url or None, include_comments=comments) or ""
+
+
+def engine_function(params: Params) -> Callable[[str, str], str]:
+    if params.engine == "trafilatura":
+        return lambda html, url: extract_trafilatura(html, url, comments=params.comments)
+    return lambda html, url: extract_resiliparse(html, url, cleanup=params.cleanup, comments=params.comments)
+
+
+# ----------------------------------------------------------------------------------------- timeout
+
+class ExtractTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise ExtractTimeout()
+
+
+class _Deadline:
+    """Arms a SIGALRM interval timer per call when that is possible (POSIX, main thread)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.enabled = (seconds > 0 and hasattr(signal, "setitimer")
+                        and threading.current_thread() is threading.main_thread())
+        self._old = None
+
+    def __enter__(self):
+        if self.enabled:
+            self._old = signal.signal(signal.SIGALRM, _on_alarm)
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._old)
+        return False
+
+    def call(self, fn, *args):
+        if not self.enabled:
+            return fn(*args)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+# ------------------------------------------------------------------------------------------- stage
+
+class Extract(MapStage):
+    Params = Params
+
+    def apply(self, table: pa.Table) -> StageResult:
+        p = self.params
+        n = table.num_rows
+        if n == 0:
+            return split(table, self.name, [])
+        is_html = pc.fill_null(pc.equal(table.column(CONTENT_TYPE), HTML), False).to_pylist()
+        if not any(is_html):
+            return split(table, self.name, [None] * n)
+        html_bytes = pc.binary_length(table.column(TEXT)).to_pylist()
+        texts = table.column(TEXT).to_pylist()
+        urls = table.column(URL).to_pylist() if URL in table.column_names else [""] * n
+        ctypes = table.column(CONTENT_TYPE).to_pylist()
+        reasons: list[str | None] = [None] * n
+        fn = engine_function(p)
+        with _Deadline(p.timeout_s) as deadline:
+            for i in range(n):
+                if not is_html[i]:
+                    continue
+                if html_bytes[i] > p.max_html_bytes:
+                    reasons[i] = "html_too_large"
+                    continue
+                try:
+                    out = deadline.call(fn, texts[i] or "", urls[i] or "")
+                except ExtractTimeout:
+                    reasons[i] = "extract_timeout"
+                    continue
+                except Exception:
+                    reasons[i] = "extract_error"
+                    continue
+                out = (out or "").strip()
+                if len(out) < max(p.min_chars, 1):
+                    reasons[i] = "no_main_text"
+                    continue
+                texts[i] = out
+                ctypes[i] = PLAIN
+        text_type = table.schema.field(TEXT).type
+        ctype_type = table.schema.field(CONTENT_TYPE).type
+        table = table.set_column(table.column_names.index(TEXT), table.schema.field(TEXT), pa.array(texts, text_type))
+        table = table.set_column(table.column_names.index(CONTENT_TYPE), table.schema.field(CONTENT_TYPE),
+                                 pa.array(ctypes, ctype_type))
+        return split(table, self.name, reasons)
