@@ -1,0 +1,365 @@
+"""Training configuration: a TOML file with tables [model], [parallel], [train], [data], [checkpoint], [log];
+any key can be overridden on the command line with ``--set table.key=value`` (the value is read as a TOML value,
+else as a string). Unknown tables or keys and wrong types are rejected, naming them.
+
+``check(cfg, world_size)`` validates a config before any process group exists, with messages that say what to
+change; ``finalize`` fills the derived values (dp, ffn size, padded vocabulary, ...). Relative paths are taken
+relative to the current directory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int | None = None  # real vocabulary size; None: read from data.tokenizer
+    hidden_size: int = 64
+    num_layers: int = 4
+    num_heads: int = 4
+    ffn_hidden_size: int | None = None  # None: 4h (gelu), 8h/3 rounded up to a multiple of 64 (swiglu)
+    max_seq_len: int | None = None  # None: data.seq_len
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    norm_eps: float = 1e-5
+    position: str = "learned"  # learned | rope
+    rope_theta: float = 10000.0
+    mlp: str = "gelu"  # gelu | swiglu
+    bias: bool = True
+    tie_embeddings: bool = True
+    init_std: float = 0.02
+    init_seed: int | None = None  # None: train.seed
+    make_vocab_size_divisible_by: int = 128  # the vocabulary is padded to a multiple of this times tp
+    padded_vocab_size: int | None = None  # derived (or taken from a checkpoint being resumed)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+@dataclass
+class ParallelConfig:
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1  # virtual pipeline stages per pipeline rank (interleaved 1F1B when > 1)
+    dp: int = 0  # 0: world_size // (tp * pp)
+    sequence_parallel: bool = False
+    pp_schedule: str = "auto"  # auto | 1f1b | interleaved_1f1b
+    dp_mode: str = "fsdp"  # fsdp (FSDP2 fully_shard) | replicate (all-reduce, parameters replicated)
+    fsdp_reshard_after_forward: bool | None = None  # None: true without pipeline parallelism, false with it
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 100
+    micro_batch: int = 1
+    global_batch: int = 8
+    seed: int = 1234
+    lr: float = 3e-4
+    min_lr: float = 3e-5  # cosine decay floor
+    warmup_steps: int = 0
+    decay_steps: int | None = None  # None: steps (cosine from warmup_steps to decay_steps, then min_lr)
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # 0: off
+    rampup_batch_size: list[int] | None = None  # [start, increment, samples], e.g. MT-NLG [32, 32, 5859375]
+    eval_interval: int = 0  # 0: no evaluation
+    eval_iters: int = 1  # global batches per evaluation
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    recompute: str = "none"  # none | selective | full
+    compile: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    peak_tflops: float | None = None  # per device, for MFU; None: from the device name (see flops.py)
+
+
+@dataclass
+class DataConfig:
+    kind: str = "blend"  # blend | synthetic
+    blend: str | None = None  # a data_specs/*.toml blend spec
+    tokenizer: str | None = None  # a sentencepiece .model, for the vocabulary size
+    seq_len: int = 256
+    cache_dir: str | None = None  # blend index cache (pretrain blend build --out); None: built in memory
+
+
+@dataclass
+class CheckpointConfig:
+    dir: str | None = None  # None: no checkpoints; a dir that holds one is resumed from
+    interval: int = 0  # steps between checkpoints; 0: only at the end
+
+
+@dataclass
+class LogConfig:
+    dir: str | None = None  # metrics.jsonl and TensorBoard events; None: stdout only
+    interval: int = 1  # stdout line every N steps
+    tensorboard: bool = True
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+TABLES = {f.name: f.type for f in dataclasses.fields(Config)}
+_TABLE_CLASSES = {"model": ModelConfig, "parallel": ParallelConfig, "train": TrainConfig, "data": DataConfig,
+                  "checkpoint": CheckpointConfig, "log": LogConfig}
+
+
+def _coerce(where: str, value, annotation):
+    """Check ``value`` against a dataclass field annotation (int, float, str, bool, list[int], X | None)."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if args and type(None) in args and origin is not list:
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(where, value, inner[0])
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(f"{where}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: unsupported type {annotation}")
+
+
+def from_dict(raw: dict) -> Config:
+    cfg = Config()
+    for table, values in raw.items():
+        if table not in _TABLE_CLASSES:
+            raise ConfigError(f"unknown table [{table}]; known: {', '.join(_TABLE_CLASSES)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"[{table}] must be a table")
+        section = getattr(cfg, table)
+        hints = typing.get_type_hints(type(section))
+        for key, value in values.items():
+            if key not in hints:
+                raise ConfigError(f"unknown key {table}.{key}; known: {', '.join(hints)}")
+            setattr(section, key, _coerce(f"{table}.{key}", value, hints[key]))
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, str, object]:
+    """``table.key=value`` -> (table, key, value); the value is parsed as TOML, else taken as a string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"--set {text!r}: expected table.key=value, e.g. --set parallel.tp=2")
+    lhs, rhs = text.split("=", 1)
+    table, key = lhs.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {rhs.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = rhs.strip()
+    return table, key, value
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    raw: dict = {}
+    if path is not None:
+        with open(path, "rb") as f:
+            try:
+                raw = tomllib.load(f)
+            except tomllib.TOMLDecodeError as e:
+                raise ConfigError(f"{path}: {e}") from e
+    for text in overrides or []:
+        table, key, value = parse_override(text)
+        raw.setdefault(table, {})[key] = value
+    return from_dict(raw)
+
+
+def batch_size_at(cfg: Config, consumed_samples: int) -> int:
+    """Global batch size after ``consumed_samples`` (Megatron's --rampup-batch-size start incr samples):
+    start, start + incr, ... up to train.global_batch, each stage lasting samples / #increments samples."""
+    t = cfg.train
+    if not t.rampup_batch_size:
+        return t.global_batch
+    start, incr, ramp_samples = t.rampup_batch_size
+    n_incr = (t.global_batch - start) // incr
+    if n_incr <= 0 or consumed_samples >= ramp_samples:
+        return t.global_batch
+    per_incr = ramp_samples / n_incr
+    return min(t.global_batch, start + int(consumed_samples // per_incr) * incr)
+
+
+def total_train_samples(cfg: Config) -> int:
+    consumed = 0
+    for _ in range(cfg.train.steps):
+        consumed += batch_size_at(cfg, consumed)
+    return consumed
+
+
+def padded_vocab(vocab_size: int, multiple: int, tp: int) -> int:
+    m = max(1, multiple) * tp
+    return int(math.ceil(vocab_size / m) * m)
+
+
+def check(cfg: Config, world_size: int) -> None:
+    """Raise ConfigError listing every problem of ``cfg`` for ``world_size`` processes, each with what to change."""
+    m, p, t, d = cfg.model, cfg.parallel, cfg.train, cfg.data
+    errors: list[str] = []
+
+    def err(msg):
+        errors.append(msg)
+
+    for name, value in (("parallel.tp", p.tp), ("parallel.pp", p.pp), ("parallel.vpp", p.vpp),
+                        ("train.micro_batch", t.micro_batch), ("train.global_batch", t.global_batch),
+                        ("model.num_layers", m.num_layers), ("model.num_heads", m.num_heads),
+                        ("model.hidden_size", m.hidden_size), ("data.seq_len", d.seq_len)):
+        if value < 1:
+            err(f"{name} = {value}: must be at least 1")
+    if errors:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+    mp = p.tp * p.pp
+    dp = p.dp
+    if world_size % mp:
+        err(f"world size {world_size} is not divisible by tp * pp = {p.tp} * {p.pp} = {mp}: "
+            f"launch a multiple of {mp} processes (torchrun --nproc-per-node) or change parallel.tp / parallel.pp")
+    elif dp and dp * mp != world_size:
+        err(f"parallel.dp = {dp} but world size {world_size} / (tp * pp = {mp}) = {world_size // mp}: "
+            f"set parallel.dp = {world_size // mp} (or 0 to derive it), or launch {dp * mp} processes")
+    dp = dp or max(1, world_size // mp)
+    if m.num_heads % p.tp:
+        err(f"model.num_heads = {m.num_heads} is not divisible by parallel.tp = {p.tp}: "
+            f"choose tp among the divisors of {m.num_heads} or change num_heads")
+    if m.hidden_size % m.num_heads:
+        err(f"model.hidden_size = {m.hidden_size} is not divisible by model.num_heads = {m.num_heads}")
+    elif m.position == "rope" and m.head_dim % 2:
+        err(f"RoPE needs an even head dim; hidden_size / num_heads = {m.head_dim}")
+    if m.ffn_hidden_size is not None and m.ffn_hidden_size % p.tp:
+        err(f"model.ffn_hidden_size = {m.ffn_hidden_size} is not divisible by parallel.tp = {p.tp}")
+    if m.vocab_size is not None:
+        vocab = padded_vocab(m.vocab_size, m.make_vocab_size_divisible_by, p.tp)
+        if m.padded_vocab_size is not None:
+            vocab = m.padded_vocab_size
+        if vocab % p.tp:
+            err(f"vocabulary {vocab} is not divisible by parallel.tp = {p.tp}: set "
+                f"model.make_vocab_size_divisible_by to 128 (the vocabulary is padded to a multiple of it x tp)")
+    stages = p.pp * p.vpp
+    if m.num_layers % stages:
+        err(f"model.num_layers = {m.num_layers} is not divisible by pp * vpp = {p.pp} * {p.vpp} = {stages}: "
+            f"use a number of layers that is a multiple of {stages} or change parallel.pp / parallel.vpp")
+    if p.vpp > 1 and p.pp == 1:
+        err(f"parallel.vpp = {p.vpp} needs pipeline parallelism: set parallel.pp >= 2 or parallel.vpp = 1")
+    if p.pp_schedule not in ("auto", "1f1b", "interleaved_1f1b"):
+        err(f"parallel.pp_schedule = {p.pp_schedule!r}: use auto, 1f1b or interleaved_1f1b")
+    elif p.pp_schedule == "1f1b" and p.vpp > 1:
+        err(f"parallel.pp_schedule = '1f1b' runs one stage per rank but parallel.vpp = {p.vpp}: "
+            f"use interleaved_1f1b (or auto), or set vpp = 1")
+    if p.sequence_parallel and p.tp == 1:
+        err("parallel.sequence_parallel = true needs tensor parallelism: set parallel.tp >= 2 "
+            "or sequence_parallel = false")
+    if p.sequence_parallel and d.seq_len % p.tp:
+        err(f"data.seq_len = {d.seq_len} is not divisible by parallel.tp = {p.tp} (sequence parallelism "
+            f"shards the sequence): use a multiple of {p.tp}")
+    if p.dp_mode not in ("fsdp", "replicate"):
+        err(f"parallel.dp_mode = {p.dp_mode!r}: use fsdp or replicate")
+    unit = t.micro_batch * dp
+    if t.global_batch % unit:
+        err(f"train.global_batch = {t.global_batch} is not divisible by micro_batch * dp = {t.micro_batch} * "
+            f"{dp} = {unit}: use a multiple of {unit} or change train.micro_batch")
+    if t.rampup_batch_size is not None:
+        if len(t.rampup_batch_size) != 3:
+            err("train.rampup_batch_size must be [start, increment, samples], e.g. [32, 32, 1000000]")
+        else:
+            start, incr, _ = t.rampup_batch_size
+            if start < 1 or incr < 1:
+                err("train.rampup_batch_size start and increment must be at least 1")
+            elif start % unit or incr % unit:
+                err(f"train.rampup_batch_size start {start} and increment {incr} must be multiples of "
+                    f"micro_batch * dp = {unit}")
+            elif start > t.global_batch or (t.global_batch - start) % incr:
+                err(f"train.rampup_batch_size: global_batch {t.global_batch} must be start {start} plus a "
+                    f"whole number of increments {incr}")
+    num_micro = t.global_batch // max(1, unit)
+    if p.pp > 1 and num_micro < p.pp:
+        err(f"{num_micro} micro-batches per step for pp = {p.pp}: the pipeline needs at least pp micro-batches; "
+            f"raise train.global_batch or lower train.micro_batch")
+    if p.vpp > 1 and num_micro % p.pp:
+        err(f"interleaved 1F1B needs the number of micro-batches per step ({num_micro}) to be a multiple of "
+            f"pp = {p.pp}: change train.global_batch or train.micro_batch")
+    if m.max_seq_len is not None and m.max_seq_len < d.seq_len:
+        err(f"model.max_seq_len = {m.max_seq_len} is shorter than data.seq_len = {d.seq_len}")
+    for name, value, allowed in (("model.norm", m.norm, ("layernorm", "rmsnorm")),
+                                 ("model.position", m.position, ("learned", "rope")),
+                                 ("model.mlp", m.mlp, ("gelu", "swiglu")),
+                                 ("train.precision", t.precision, ("auto", "fp32", "bf16")),
+                                 ("train.recompute", t.recompute, ("none", "selective", "full")),
+                                 ("train.device", t.device, ("auto", "cpu", "cuda")),
+                                 ("data.kind", d.kind, ("blend", "synthetic"))):
+        if value not in allowed:
+            err(f"{name} = {value!r}: use one of {', '.join(allowed)}")
+    if d.kind == "blend" and not d.blend:
+        err("data.blend is not set: point it at a data_specs/*.toml blend spec (or set data.kind = 'synthetic')")
+    if m.vocab_size is None and not d.tokenizer:
+        err("model.vocab_size is not set and there is no data.tokenizer to read it from: set one of them")
+    if t.steps < 0:
+        err(f"train.steps = {t.steps}: must be >= 0")
+    if t.eval_interval and t.eval_iters < 1:
+        err("train.eval_iters must be >= 1 when train.eval_interval > 0")
+    if errors:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+
+
+def finalize(cfg: Config, world_size: int) -> Config:
+    """Fill derived values in place (after ``check``): parallel.dp, model.max_seq_len, ffn size, init seed,
+    vocabulary size (from the tokenizer if needed) and padded vocabulary size."""
+    m, p = cfg.model, cfg.parallel
+    p.dp = p.dp or world_size // (p.tp * p.pp)
+    if p.pp_schedule == "auto":
+        p.pp_schedule = "interleaved_1f1b" if p.vpp > 1 else "1f1b"
+    if p.fsdp_reshard_after_forward is None:
+        p.fsdp_reshard_after_forward = p.pp == 1
+    if m.max_seq_len is None:
+        m.max_seq_len = cfg.data.seq_len
+    if m.ffn_hidden_size is None:
+        m.ffn_hidden_size = 4 * m.hidden_size if m.mlp == "gelu" else 64 * math.ceil(8 * m.hidden_size / 3 / 64)
+        m.ffn_hidden_size = p.tp * math.ceil(m.ffn_hidden_size / p.tp)
+    if m.init_seed is None:
+        m.init_seed = cfg.train.seed
+    if m.vocab_size is None:
+        from pretrain.tokenizer import load_tokenizer
+
+        m.vocab_size = int(load_tokenizer(cfg.data.tokenizer).vocab_size)
+    if m.padded_vocab_size is None:
+        m.padded_vocab_size = padded_vocab(m.vocab_size, m.make_vocab_size_divisible_by, p.tp)
+    if m.padded_vocab_size % p.tp or m.padded_vocab_size < m.vocab_size:
+        raise ConfigError(f"padded vocabulary {m.padded_vocab_size} (from the checkpoint) does not fit tp = {p.tp} "
+                          f"and vocab_size {m.vocab_size}")
+    return cfg
+
+
+def model_config_from_dict(d: dict) -> ModelConfig:
+    hints = typing.get_type_hints(ModelConfig)
+    return ModelConfig(**{k: v for k, v in d.items() if k in hints})

@@ -1,0 +1,102 @@
+"""Parallelism applied to the plain GPT from outside, in torchtitan's order: cut pipeline stages, tensor/sequence
+parallel plans, activation recomputation, torch.compile, then data parallelism (FSDP2 or replicate).
+
+    parts = build_model_parts(cfg, env)   # this rank's stage models, pipeline stages and schedules
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from pretrain.config import Config
+from pretrain.model import cross_entropy
+from pretrain.parallel.data import apply_dp
+from pretrain.parallel.mesh import Layout, ParallelEnv, init_parallel
+from pretrain.parallel.pipeline import (
+    build_stage_model,
+    make_schedule,
+    make_stages,
+    stages_of_rank,
+    sync_tied_grads,
+    tied_duplicates,
+)
+from pretrain.parallel.tensor import apply_tp
+
+__all__ = ["Layout", "ParallelEnv", "init_parallel", "ModelParts", "build_model_parts", "apply_recompute"]
+
+
+def apply_recompute(model: nn.Module, mode: str) -> None:
+    """none | selective (attention core recomputed in backward) | full (each block recomputed in backward)."""
+    for block in model.layers.values():
+        block.recompute = mode == "full"
+        block.attn.recompute_core = mode == "selective"
+
+
+@dataclass
+class ModelParts:
+    parts: list[nn.Module]  # this rank's model chunks (one per virtual pipeline stage)
+    stage_ids: list[int]
+    num_stages: int
+    env: ParallelEnv
+    tied: bool
+    interleaved: bool = False
+    stages: list | None = None  # PipelineStage per part when pp > 1
+    _schedules: dict = field(default_factory=dict)
+
+    @property
+    def has_first_stage(self) -> bool:
+        return 0 in self.stage_ids
+
+    @property
+    def has_last_stage(self) -> bool:
+        return self.num_stages - 1 in self.stage_ids
+
+    def schedule(self, n_microbatches: int):
+        if n_microbatches not in self._schedules:
+            self._schedules[n_microbatches] = make_schedule(self.stages, n_microbatches, cross_entropy,
+                                                            self.interleaved)
+        return self._schedules[n_microbatches]
+
+    def parameters(self):
+        seen = set()
+        for part in self.parts:
+            for p in part.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield p
+
+    def sync_tied_grads(self) -> None:
+        if self.tied:
+            sync_tied_grads(self.parts, self.env.embed_group)
+
+    def norm_exclusions(self) -> set[int]:
+        return tied_duplicates(self.parts, self.env.pp_rank, self.env.layout.pp, self.tied)
+
+    def train(self, mode: bool = True):
+        for part in self.parts:
+            part.train(mode)
+
+
+def build_model_parts(cfg: Config, env: ParallelEnv, compute_dtype: torch.dtype = torch.float32) -> ModelParts:
+    p = cfg.parallel
+    num_stages = p.pp * p.vpp
+    stage_ids = stages_of_rank(env.pp_rank, p.pp, p.vpp)
+    parts = []
+    for sid in stage_ids:
+        model = build_stage_model(cfg.model, sid, num_stages, env.device)
+        if p.tp > 1:
+            apply_tp(model, env.submesh("tp"), p.sequence_parallel)
+        apply_recompute(model, cfg.train.recompute)
+        if cfg.train.compile:
+            for block in model.layers.values():
+                block.compile()  # in place: parameter names unchanged
+        if p.dp > 1:
+            apply_dp(model, env.submesh("dp"), p.dp_mode, compute_dtype, p.fsdp_reshard_after_forward)
+        parts.append(model)
+    mp = ModelParts(parts, stage_ids, num_stages, env, tied=cfg.model.tie_embeddings,
+                    interleaved=p.pp_schedule == "interleaved_1f1b")
+    if p.pp > 1:
+        mp.stages = make_stages(parts, stage_ids, num_stages, env.device, env.submesh("pp").get_group())
+    return mp
