@@ -28,6 +28,7 @@ class atomic_path:
         if exc_type is None:
             with open(self.tmp, "rb+") as f:
                 os.fsync(f.fileno())
+            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600 files; plans are read by other users' tools too
             os.replace(self.tmp, self.path)
         elif os.path.exists(self.tmp):
             os.unlink(self.tmp)

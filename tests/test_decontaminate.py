@@ -1,0 +1,184 @@
+"""decontaminate: MT-NLG n-gram rules (13-grams, 8 for short tasks, 200 characters, 10 splits)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from curate.executors.local import LocalExecutor
+from curate.schema import documents_to_table
+from curate.shards import read_shard, write_shard
+from curate.stages.decontaminate import Decontaminate, Params, eval_examples
+from curate.stages.minhash.shingles import normalize
+
+DATA = Path(__file__).resolve().parent / "data" / "dedup"
+
+
+def vocabulary(rng, size=20_000) -> list[str]:
+    letters = rng.integers(97, 123, size=(size, 7), dtype=np.uint8)
+    return [bytes(r).decode() for r in letters]
+
+
+def sentence(rng, vocab, n) -> list[str]:
+    return [vocab[i] for i in rng.integers(len(vocab), size=n)]
+
+
+def write_docs(tmp: Path, docs: list[tuple[str, str]], per_shard: int) -> list[str]:
+    paths = []
+    for k, lo in enumerate(range(0, len(docs), per_shard)):
+        rows = [{"id": i, "text": t, "source": "t", "url": "", "content_type": "text/plain"} for i, t in docs[lo:lo + per_shard]]
+        paths.append(str(write_shard(documents_to_table(rows), tmp / f"in-{k:05d}.arrow")))
+    return paths
+
+
+def run(inputs, plan_dir, workers=1, **params):
+    stage = Decontaminate("decontaminate", Params(**params))
+    stats = stage.plan(inputs, Path(plan_dir), LocalExecutor(workers))
+    out = [stage.apply_with_plan(read_shard(p), i, Path(plan_dir)) for i, p in enumerate(inputs)]
+    return stats, pa.concat_tables([r.kept for r in out]), pa.concat_tables([r.dropped for r in out])
+
+
+def test_every_planted_13gram_is_found_and_control_text_is_untouched(tmp_path):
+    rng = np.random.default_rng(11)
+    vocab = vocabulary(rng)
+    examples = [" ".join(sentence(rng, vocab, int(rng.integers(30, 80)))) for _ in range(40)]
+    jsonl = tmp_path / "task.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "label": "x"}) + "\n" for i, t in enumerate(examples[:30])))
+    txt = tmp_path / "task.txt"
+    txt.write_text("\n".join(examples[30:]) + "\n")
+    docs, planted = [], {}
+    for i in range(300):  # control: same vocabulary, no eval n-gram
+        docs.append((f"ctl-{i:04d}", " ".join(sentence(rng, vocab, int(rng.integers(150, 400))))))
+    for i in range(120):
+        ex = examples[int(rng.integers(len(examples)))].split()
+        start = int(rng.integers(0, len(ex) - 13 + 1))
+        gram = ex[start:start + 13]
+        shown = [w.capitalize() + "," if k % 4 == 0 else w for k, w in enumerate(gram)]  # case and punctuation vary
+        body = sentence(rng, vocab, int(rng.integers(60, 400)))
+        pos = int(rng.integers(0, len(body) + 1))
+        text = " ".join(body[:pos] + shown + body[pos:])
+        docs.append((f"hit-{i:04d}", text))
+        planted[f"hit-{i:04d}"] = " ".join(gram)
+    order = rng.permutation(len(docs))
+    docs = [docs[k] for k in order]
+    inputs = write_docs(tmp_path, docs, per_shard=70)
+    stats, kept, dropped = run(inputs, tmp_path / "plan", workers=2, eval_files=[str(jsonl), str(txt)])
+    assert stats["documents"] == len(docs)
+    assert stats["documents_matched"] == len(planted)  # every planted 13-gram, and nothing else
+    assert stats["documents_split"] + stats["documents_trimmed"] + stats["documents_removed"] == len(planted)
+    assert stats["documents_split"] > 0 and stats["documents_trimmed"] > 0 and stats["documents_removed"] > 0
+    original = dict(docs)
+    out = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    for i, t in out.items():
+        if i.startswith("ctl-"):
+            assert t == original[i]  # byte for byte
+        else:
+            assert planted[i] not in normalize(t)  # the n-gram is gone
+            assert len(t) < len(original[i])
+    assert all(i.startswith("ctl-") for i in out if out[i] == original[i])
+    assert sum(i.startswith("ctl-") for i in out) == 300
+    assert set(dropped.column("reason").to_pylist()) <= {"contaminated"}
+    assert all(i.startswith("hit-") for i in dropped.column("id").to_pylist())
+    assert kept.num_rows + dropped.num_rows == len(docs)
+
+
+def test_short_tasks_use_the_whole_example_as_one_ngram(tmp_path):
+    rng = np.random.default_rng(5)
+    vocab = vocabulary(rng)
+    nine, four = sentence(rng, vocab, 9), sentence(rng, vocab, 4)
+    ev = tmp_path / "short.jsonl"
+    ev.write_text(json.dumps({"question": " ".join(nine), "answer": " ".join(four)}) + "\n")
+    pad = lambda: " ".join(sentence(rng, vocab, 120))
+    docs = [
+        ("whole", pad() + " " + " ".join(nine) + " " + pad()),  # the 9-word example: found
+        ("part", pad() + " " + " ".join(nine[:8]) + " " + pad()),  # 8 of its words: not the n-gram
+        ("tiny", pad() + " " + " ".join(four) + " " + pad()),  # under min_ngram: not indexed
+    ]
+    inputs = write_docs(tmp_path, docs, per_shard=3)
+    stats, kept, _ = run(inputs, tmp_path / "plan", eval_files=[str(ev)], eval_fields=["question", "answer"])
+    assert stats["index_lengths"] == [9]
+    assert stats["eval_files"][0]["too_short"] == 1
+    assert stats["documents_matched"] == 1
+    texts = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    assert texts["part"] == docs[1][1] and texts["tiny"] == docs[2][1]
+    assert " ".join(nine) not in texts["whole"]
+
+
+def test_cuts_200_characters_each_side_drops_short_pieces_and_over_split_documents(tmp_path):
+    rng = np.random.default_rng(3)
+    vocab = vocabulary(rng)
+    gram = " ".join(sentence(rng, vocab, 13))
+    ev = tmp_path / "ev.txt"
+    ev.write_text(gram + "\n")
+
+    def filler(n):  # exactly n characters, no eval n-gram; a space at each end
+        words, s = [], " "
+        while len(s) < n:
+            s += vocab[int(rng.integers(len(vocab)))] + " "
+        return s[:n - 1] + " "
+    a, b = filler(500), filler(500)
+    middle = a + gram + b
+    start = filler(600)
+    over = "".join(filler(700) + gram for _ in range(11)) + filler(700)  # 12 pieces > 10
+    ten = "".join(filler(700) + gram for _ in range(9)) + filler(700)  # exactly 10 pieces
+    small = filler(150) + gram + filler(150)
+    docs = [("middle", middle), ("start", gram + start), ("end", start + gram), ("over", over), ("ten", ten), ("small", small)]
+    inputs = write_docs(tmp_path, docs, per_shard=4)
+    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    texts = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    assert texts["middle"] == a[:300].strip() + "\n\n" + b[200:].strip()
+    assert texts["start"] == start[200:].strip()
+    assert texts["end"] == start[:400].strip()
+    assert texts["ten"].count("\n\n") == 9
+    assert set(dropped.column("id").to_pylist()) == {"over", "small"}
+    assert stats["documents_split"] == 2 and stats["documents_trimmed"] == 2 and stats["documents_removed"] == 2
+    assert stats["removed_split_over_limit"] == 1 and stats["removed_no_fragment_left"] == 1
+    assert stats["matches"] == 1 + 1 + 1 + 11 + 9 + 1
+
+
+def test_eval_files_jsonl_fields_text_lines_and_gzip(tmp_path):
+    j = tmp_path / "a.jsonl.gz"
+    with gzip.open(j, "wt") as f:
+        f.write(json.dumps({"text": "first example", "id": "x"}) + "\n\n")
+        f.write(json.dumps({"q": "no text key", "choices": ["one", {"deep": "two"}], "n": 3}) + "\n")
+    assert eval_examples(str(j), []) == ["first example", "no text key", "one", "two"]
+    assert eval_examples(str(j), ["q"]) == ["no text key"]
+    t = tmp_path / "b.txt"
+    t.write_text("line one\n\n  \nline two\n")
+    assert [x.strip() for x in eval_examples(str(t), [])] == ["line one", "line two"]
+    bad = tmp_path / "c.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(ValueError, match="c.jsonl:1"):
+        eval_examples(str(bad), [])
+    with pytest.raises(FileNotFoundError):
+        Decontaminate("d", Params(eval_files=[str(tmp_path / "missing.jsonl")]))
+    with pytest.raises(ValueError, match="eval_files"):
+        Params()
+
+
+def test_real_licences_one_sentence_of_the_mit_licence(tmp_path):
+    files = sorted((DATA / "licenses").glob("*.txt"))
+    docs = [(f.name, f.read_text(encoding="utf-8", errors="replace")) for f in files]
+    sentence_ = ("THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, "
+                 "INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY")
+    ev = tmp_path / "mit.txt"
+    ev.write_text(sentence_ + "\n")
+    inputs = write_docs(tmp_path, docs, per_shard=10)
+    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    key = normalize(sentence_)
+    contaminated = {i for i, t in docs if key in normalize(t)}
+    assert len(contaminated) >= 10
+    assert stats["documents_matched"] == len(contaminated)
+    out = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    for i, t in docs:
+        if i in contaminated:
+            assert i not in out or key not in normalize(out[i])
+        else:
+            assert out[i] == t
+    # a resumed plan returns the same report
+    again, kept2, _ = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    assert again == stats and kept2.column("text").to_pylist() == kept.column("text").to_pylist()
