@@ -34,7 +34,7 @@ from pretrain.config import (
     total_train_samples,
 )
 from pretrain.flops import flops_per_iteration, peak_flops
-from pretrain.model import cross_entropy, num_params
+from pretrain.model import GPT, cross_entropy, num_params
 from pretrain.parallel import ModelParts, build_model_parts
 from pretrain.parallel.mesh import Layout, env_world, init_parallel
 
@@ -351,13 +351,15 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
     n_valid = t.eval_iters * t.global_batch if t.eval_interval else 0
     train_ds, valid_ds = _build_data(cfg, env, total_train_samples(cfg), n_valid)
     trainer = Trainer(cfg, parts, device, dtype)
-    n_params = sum(num_params(part) for part in parts.parts)
+    with torch.device("meta"):
+        whole = GPT(cfg.model)
     log.info(f"world {env.layout.world_size} = tp {p.tp} x dp {p.dp} x pp {p.pp} (vpp {p.vpp}); device {device}; "
-             f"{dtype}; rank-0 parameters {n_params:,}; padded vocab {cfg.model.padded_vocab_size}")
+             f"{dtype}; parameters {num_params(whole):,} ({num_params(whole, exclude_embeddings=True):,} without "
+             f"embeddings); vocab {cfg.model.vocab_size} padded to {cfg.model.padded_vocab_size}")
     seq = cfg.data.seq_len
     peak = peak_flops(device, dtype, t.peak_tflops)
     world = env.layout.world_size
-    losses, val_losses = {}, {}
+    losses, val_losses, grad_norms = {}, {}, {}
     load_data = env.layout.pp == 1 or parts.has_first_stage or parts.has_last_stage
     while step < t.steps:
         t0 = time.perf_counter()
@@ -384,7 +386,7 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
         dt = time.perf_counter() - t0
         flops = flops_per_iteration(cfg.model, gbs, seq)
         hw_flops = flops_per_iteration(cfg.model, gbs, seq, t.recompute)
-        losses[step] = loss
+        losses[step], grad_norms[step] = loss, grad_norm
         rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": gbs * seq / dt,
                "mfu": flops / (dt * world * peak), "hfu": hw_flops / (dt * world * peak), "global_batch": gbs,
                "consumed_samples": consumed, "step_time_s": dt, "tflops_per_device": flops / dt / world / 1e12}
@@ -398,7 +400,9 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
                     "config": cfg.to_dict()}
             d = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model)
             log.info(f"saved checkpoint {d}")
-    return {"losses": losses, "val_losses": val_losses, "step": step, "consumed_samples": consumed}
+    local_numel = sum((q.to_local() if isinstance(q, DTensor) else q).numel() for q in parts.parameters())
+    return {"losses": losses, "val_losses": val_losses, "grad_norms": grad_norms, "step": step,
+            "consumed_samples": consumed, "stage_ids": parts.stage_ids, "local_param_numel": local_numel}
 
 
 def _build_data(cfg: Config, env, num_train: int, num_valid: int):

@@ -86,6 +86,9 @@ def init_parallel(layout: Layout, device: torch.device) -> ParallelEnv:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", device_id=device
                                 if device.type == "cuda" else None)
     mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=("pp", "dp", "tp"))
+    if layout.dp > 1 and layout.tp > 1:
+        # a flattened dp x tp dimension lets DTensor reduce over both at once (e.g. the gradient norm)
+        mesh["dp", "tp"]._flatten("dp_tp")
     env = ParallelEnv(layout, rank, device, mesh)
     if layout.pp > 1:
         # every process creates every group, in the same order (new_group is collective over the world)
