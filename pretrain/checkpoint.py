@@ -23,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,12 @@ from pretrain.config import ModelConfig, model_config_from_dict
 
 LATEST = "latest"
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def _dcp(fn, state, path: Path) -> None:
+    with warnings.catch_warnings():  # one process without a process group is a supported DCP mode
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        fn(state, checkpoint_id=str(path))
 
 
 def step_dir(root: str | Path, step: int) -> Path:
@@ -154,7 +161,7 @@ def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: 
         (d / "rng").mkdir(parents=True)
     _barrier()
     _, merged_optim = optim_state(parts, optimizers)
-    dcp.save({"model": model_state(parts), "optim": merged_optim}, checkpoint_id=str(d / "dcp"))
+    _dcp(dcp.save, {"model": model_state(parts), "optim": merged_optim}, d / "dcp")
     torch.save(_rng_state(), d / "rng" / f"rank_{rank:05d}.pt")
     if rank == 0:
         _write_atomic(d / "model_config.json", json.dumps(model_cfg.__dict__, indent=1))
@@ -183,7 +190,7 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
     osds = None
     if optimizers is not None:
         osds, state["optim"] = optim_state(parts, optimizers)
-    dcp.load(state, checkpoint_id=str(d / "dcp"))
+    _dcp(dcp.load, state, d / "dcp")
     for part in parts:
         own = {k: v for k, v in msd.items() if k in part.state_dict()}
         set_model_state_dict(part, own)
@@ -214,6 +221,6 @@ def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.dev
         model.lm_head.weight = model.embed.weight
     model.init_weights()  # fills the RoPE table; weights are overwritten below
     sd = model.state_dict()
-    dcp.load({"model": sd}, checkpoint_id=str(d / "dcp"))
+    _dcp(dcp.load, {"model": sd}, d / "dcp")
     model.load_state_dict(sd)
     return model.eval(), cfg

@@ -372,7 +372,7 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
         lr = sched.apply(optimizers)
         parts.train(True)
         local = trainer.forward_backward(tokens, n_micro)
-        parts.sync_tied_grads()
+        parts.finish_grads()
         grad_norm = trainer.clip_grad_norm()
         for opt in optimizers:
             opt.step()

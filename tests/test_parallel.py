@@ -47,6 +47,7 @@ LAYOUTS = {
     "pp2_vpp2": ({"parallel.pp": 2, "parallel.vpp": 2}, 2),
     "dp2_fsdp": ({"parallel.dp": 2}, 2),
     "dp2_replicate": ({"parallel.dp": 2, "parallel.dp_mode": "replicate"}, 2),
+    "tp2_pp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.sequence_parallel": True}, 4),
     "tp2_pp2_dp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.dp": 2, "parallel.sequence_parallel": True}, 8),
 }
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from pretrain.config import Config
 from pretrain.model import cross_entropy
@@ -67,7 +68,15 @@ class ModelParts:
                     seen.add(id(p))
                     yield p
 
-    def sync_tied_grads(self) -> None:
+    @torch.no_grad()
+    def finish_grads(self) -> None:
+        """After backward: give every DTensor gradient its parameter's placements (DTensor leaves e.g. the
+        vocab-parallel embedding's gradient replicated; Replicate -> Shard is a local slice), then sum the tied
+        embedding copies of the first and last pipeline stages."""
+        for p in self.parameters():
+            g = p.grad
+            if isinstance(g, DTensor) and g.placements != p.placements:
+                p.grad = g.redistribute(g.device_mesh, p.placements)
         if self.tied:
             sync_tied_grads(self.parts, self.env.embed_group)
 
