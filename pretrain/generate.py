@@ -1,0 +1,143 @@
+"""Generate text from a checkpoint: ``pretrain generate --checkpoint DIR --prompt TEXT``.
+
+Prints the prompt followed by the generated text. Decoding is a plain loop without a KV cache: each step runs
+the model on the last ``max_seq_len`` tokens and takes the next token from the last position's logits (the
+vocabulary padding columns are cut off). ``--temperature 0`` or ``--top-k 1`` is greedy decoding; otherwise the
+next token is sampled from ``softmax(logits / T)`` restricted to the ``k`` most likely tokens (``--top-k 0``: all),
+with a seeded generator. Generation stops after ``--max-tokens`` tokens or at the end-of-document token.
+The tokenizer is ``--tokenizer`` or else the ``data.tokenizer`` of the run's config saved in the checkpoint's
+``meta.json``; the device is CUDA when available (``--device``).
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+
+def is_greedy(temperature: float, top_k: int) -> bool:
+    return temperature == 0 or top_k == 1
+
+
+@torch.no_grad()
+def next_token(logits: torch.Tensor, temperature: float, top_k: int, generator: torch.Generator | None) -> int:
+    """logits: [V] (real vocabulary only)."""
+    if is_greedy(temperature, top_k):
+        return int(torch.argmax(logits))
+    logits = logits.float() / temperature
+    if 0 < top_k < logits.numel():
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+@torch.no_grad()
+def generate_ids(model: torch.nn.Module, prompt_ids: list[int], max_tokens: int, temperature: float = 1.0,
+                 top_k: int = 0, eod_id: int | None = None, seed: int = 0) -> list[int]:
+    """The ids generated after ``prompt_ids`` (not including them, nor the final EOD)."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top-k must be >= 0, got {top_k}")
+    if not prompt_ids:
+        if eod_id is None:
+            raise ValueError("empty prompt and no end-of-document token to start from")
+        prompt_ids = [eod_id]  # a document starts after an EOD
+    cfg = model.config
+    window, vocab = cfg.max_seq_len, cfg.vocab_size
+    device = next(model.parameters()).device
+    generator = None
+    if not is_greedy(temperature, top_k):
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+    ids = list(prompt_ids)
+    out: list[int] = []
+    was_training = model.training
+    model.eval()
+    try:
+        for _ in range(max_tokens):
+            x = torch.tensor([ids[-window:]], dtype=torch.long, device=device)
+            logits = model(x)[0, -1, :vocab]
+            tok = next_token(logits, temperature, top_k, generator)
+            if eod_id is not None and tok == eod_id:
+                break
+            ids.append(tok)
+            out.append(tok)
+    finally:
+        model.train(was_training)
+    return out
+
+
+def generate_text(model, tokenizer, prompt: str, max_tokens: int = 50, temperature: float = 1.0, top_k: int = 0,
+                  seed: int = 0) -> str:
+    """The continuation of ``prompt`` as text (the prompt itself not included)."""
+    prompt_ids = list(tokenizer.encode(prompt))
+    new = generate_ids(model, prompt_ids, max_tokens, temperature, top_k, tokenizer.eod_id, seed)
+    # decode with the prompt so that word boundaries at the join come out right, then cut the prompt off
+    full, head = tokenizer.decode(prompt_ids + new), tokenizer.decode(prompt_ids)
+    if prompt_ids and full.startswith(head):
+        return full[len(head):]
+    return tokenizer.decode(new)
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="checkpoint folder written by `pretrain train`")
+    parser.add_argument("--prompt", required=True, help="text to continue")
+    parser.add_argument("--max-tokens", type=int, default=50, help="at most this many new tokens (default 50)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy (default 1)")
+    parser.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens; 1: greedy; "
+                                                             "0: all (default)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="auto: cuda if available (default)")
+
+
+def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
+    """``explicit`` if given, else the ``data.tokenizer`` of the run's config saved with the checkpoint (its
+    ``meta.json``; a relative path is taken from the current directory, as the trainer took it); None if neither."""
+    if explicit:
+        return str(explicit)
+    from pretrain import checkpoint as ckpt
+
+    d = ckpt.resolve(checkpoint_dir)
+    if d is None:
+        return None
+    recorded = ckpt.read_meta(d).get("config", {}).get("data", {}).get("tokenizer")
+    return str(recorded) if recorded else None
+
+
+def load_for_generation(checkpoint_dir, tokenizer=None, device="auto"):
+    """-> (model, tokenizer) from a checkpoint, the tokenizer given or recorded with it; checks they agree."""
+    from pretrain.checkpoint import load_model_for_inference
+    from pretrain.tokenizer import load_tokenizer
+
+    tok_path = resolve_tokenizer_path(checkpoint_dir, tokenizer)
+    if tok_path is None:
+        raise ValueError(f"no tokenizer recorded with {checkpoint_dir} (data.tokenizer): pass --tokenizer PATH")
+    tok = load_tokenizer(tok_path)
+    model, cfg = load_model_for_inference(checkpoint_dir, device=pick_device(device))
+    if tok.vocab_size != cfg.vocab_size:
+        raise ValueError(f"tokenizer {tok_path} has {tok.vocab_size} pieces but the model was trained with "
+                         f"vocab_size {cfg.vocab_size}: pass the tokenizer it was trained with (--tokenizer)")
+    return model.eval(), tok
+
+
+def run(args) -> int:
+    try:
+        model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer, args.device)
+        text = generate_text(model, tokenizer, args.prompt, args.max_tokens, args.temperature, args.top_k,
+                             args.seed)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(args.prompt + text)
+    return 0
