@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 TRAIN_KEY, VAL_KEY = "loss", "val_loss"
@@ -199,21 +200,14 @@ def run(args) -> int:
     sample = None
     try:
         if args.checkpoint:
-            from pretrain.checkpoint import load_model_for_inference
-            from pretrain.generate import generate_text, pick_device, resolve_tokenizer_path
-            from pretrain.tokenizer import load_tokenizer
+            from pretrain.generate import generate_text, load_for_generation
 
-            tok_path = resolve_tokenizer_path(args.checkpoint, args.tokenizer)
-            if tok_path is None:
-                raise ReportError(f"no tokenizer recorded with {args.checkpoint}: pass --tokenizer PATH")
-            model, _ = load_model_for_inference(args.checkpoint)
-            model.to(pick_device()).eval()
-            text = generate_text(model, load_tokenizer(tok_path), args.generate_prompt, args.max_tokens,
-                                 temperature=0.0)
+            model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer)
+            text = generate_text(model, tokenizer, args.generate_prompt, args.max_tokens, temperature=0.0)
             sample = (args.generate_prompt, text)
         out = make_report(args.out, args.curated, args.logs, sample)
-    except ReportError as e:
-        print(f"error: {e}")
+    except (ReportError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
     return 0

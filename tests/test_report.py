@@ -10,6 +10,9 @@ from PIL import Image
 from pretrain.cli import main
 from pretrain.report import ReportError, make_report, read_metrics
 
+# single-process checkpoint load/save: DCP warns that no process group exists
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+
 WEB = {"pipeline": "web", "stages": [
     {"name": "read", "in": 1000, "kept": 950, "dropped": {"empty": 30, "not_html": 20}, "skipped": {"request": 7}},
     {"name": "langid", "in": 950, "kept": 700, "dropped": {"lang_de": 150, "low_confidence": 100}},
@@ -108,7 +111,7 @@ def test_errors_name_the_file(tmp_path, capsys):
     with pytest.raises(ReportError, match=r"metrics.jsonl:2"):
         read_metrics(bad)
     rc = main(["report", "--out", str(tmp_path / "r"), "--curated", str(tmp_path / "nope"), "--logs", str(logs)])
-    assert rc == 2 and "stats.json" in capsys.readouterr().out
+    assert rc == 2 and "stats.json" in capsys.readouterr().err
 
 
 def test_cli(tmp_path, capsys):
@@ -119,3 +122,24 @@ def test_cli(tmp_path, capsys):
     assert "index.md" in capsys.readouterr().out
     for name in ("index.md", "funnel.png", "loss.png"):
         assert (tmp_path / "r" / name).stat().st_size > 0
+
+
+def test_cli_on_a_trained_run_with_sample(tmp_path_factory, tmp_path, capsys):
+    """The report of a real (tiny) `pretrain train` run: its metrics.jsonl and a greedy sample from its checkpoint."""
+    from pretrain.generate import generate_text, load_for_generation
+    from tests.test_export_hf import trained_checkpoint
+
+    ckpt, logs = trained_checkpoint(tmp_path_factory, "gpt2")
+    books = write_stats(tmp_path / "books", BOOKS)
+    out = tmp_path / "r"
+    assert main(["report", "--out", str(out), "--curated", str(books), "--logs", str(logs), "--checkpoint",
+                 str(ckpt), "--generate-prompt", "Emma", "--max-tokens", "12"]) == 0
+    rows = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    md = (out / "index.md").read_text()
+    assert f"| final train loss | {rows[-1]['loss']:.4f} |" in md
+    last_val = [r for r in rows if "val_loss" in r][-1]
+    assert f"| final validation loss | {last_val['val_loss']:.4f} (step {last_val['step']}) |" in md
+    model, tok = load_for_generation(ckpt)
+    sample = "Emma" + generate_text(model, tok, "Emma", 12, temperature=0.0)
+    assert "## Sample" in md and f"```text\n{sample}\n```" in md
+    png_size(out / "loss.png")
