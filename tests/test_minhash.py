@@ -128,16 +128,22 @@ def test_shingles_are_word_5grams_and_short_documents_have_one():
         py_shingles("a b c d e f".split()), py_shingles("a b c d e f a b c d e f".split())))
 
 
-def test_signature_is_exact_affine_permutation_mod_mersenne61():
+@pytest.mark.parametrize("family", ["multiply_shift", "mod_prime"])
+def test_signature_is_the_exact_minimum_of_the_documented_permutations(family):
     texts = ["the quick brown fox jumps over the lazy dog and runs far away", "one two", ""]
-    mh = MinHasher(bands=4, rows=5, seed=3)
+    mh = MinHasher(bands=4, rows=5, seed=3, family=family)
     sig, counts = mh.signatures(texts)
-    a, b = permutations(20, 3)
+    a, b = permutations(20, 3, family)
     flat, off = shingle_sets(texts)
     assert list(counts) == list(np.diff(off))
     for d in range(len(texts)):
-        xs = [int(x) % MERSENNE61 for x in flat[off[d]:off[d + 1]]]
-        expect = [min(((int(a[j]) * x + int(b[j])) % MERSENNE61 for x in xs), default=MERSENNE61) for j in range(20)]
+        if family == "mod_prime":
+            xs = [int(x) % MERSENNE61 for x in flat[off[d]:off[d + 1]]]
+            h = lambda j, x: (int(a[j]) * x + int(b[j])) % MERSENNE61
+        else:
+            xs = [int(x) for x in flat[off[d]:off[d + 1]]]
+            h = lambda j, x: ((int(a[j]) * x + int(b[j])) % 2**64) >> 32
+        expect = [min((h(j, x) for x in xs), default=2**64 - 1) for j in range(20)]
         assert [int(v) for v in sig[d]] == expect
 
 
@@ -155,12 +161,11 @@ def test_threshold_chooses_bands_and_rows_and_prints_the_curve(capsys, tmp_path)
     assert f"{b} bands x {r} rows" in err and "P(s)" in err
 
 
-def test_candidate_rate_follows_the_s_curve_in_every_jaccard_bin():
-    """Planted pairs, exact shingle Jaccard as ground truth: per 0.05 bin from 0.5 to 1.0 the share of
-    pairs that share a band is within 0.03 of the mean of 1 - (1 - s^13)^20 over the bin's pairs."""
+@pytest.fixture(scope="module")
+def planted_pairs():
+    """Pairs of documents at controlled shingle Jaccard, 2,500 per 0.05 bin from 0.5 to 1.0."""
     rng = np.random.default_rng(2024)
     vocab = vocabulary(rng)
-    bands, rows = 20, 13
     edges = np.linspace(0.5, 1.0, 11)
     per_bin = 2500
     a_texts, b_texts, truth = [], [], []
@@ -184,8 +189,16 @@ def test_candidate_rate_follows_the_s_curve_in_every_jaccard_bin():
         a_texts.append(" ".join(base))
         b_texts.append(" ".join(other))
         truth.append(j)
-    truth = np.array(truth)
-    mh = MinHasher(bands, rows, seed=42)
+    return edges, a_texts, b_texts, np.array(truth)
+
+
+@pytest.mark.parametrize("family", ["multiply_shift", "mod_prime"])
+def test_candidate_rate_follows_the_s_curve_in_every_jaccard_bin(planted_pairs, family):
+    """Planted pairs, exact shingle Jaccard as ground truth: per 0.05 bin from 0.5 to 1.0 the share of
+    pairs that share a band is within 0.03 of the mean of 1 - (1 - s^13)^20 over the bin's pairs."""
+    edges, a_texts, b_texts, truth = planted_pairs
+    bands, rows = 20, 13
+    mh = MinHasher(bands, rows, seed=42, family=family)
     ba, _ = mh.bands_of(a_texts)
     bb, _ = mh.bands_of(b_texts)
     candidate = (ba == bb).any(axis=1)

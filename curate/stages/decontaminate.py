@@ -44,14 +44,14 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
 from curate.schema import TEXT
 from curate.shards import read_json, read_shard, write_json, write_shard
 from curate.stages.base import GlobalStage, StageResult, split
-from curate.stages.minhash.shingles import combine, words
+from curate.stages.minhash.kernels import _example_ngrams, _match_kernel
+from curate.stages.minhash.shingles import words
 from curate.stages.minhash.store import load_npy, save_npy
 
 REASON = "contaminated"
@@ -181,33 +181,6 @@ def _all_strings(v) -> list[str]:
     return []
 
 
-@nb.njit(cache=True)
-def _example_ngrams(word_hash, word_offsets, ngram, min_ngram):
-    total = 0
-    for d in range(len(word_offsets) - 1):
-        nw = word_offsets[d + 1] - word_offsets[d]
-        if nw >= ngram:
-            total += nw - ngram + 1
-        elif nw >= min_ngram:
-            total += 1
-    out = np.empty(total, np.uint64)
-    lens = np.empty(total, np.int64)
-    k = 0
-    for d in range(len(word_offsets) - 1):
-        a = word_offsets[d]
-        nw = word_offsets[d + 1] - a
-        if nw >= ngram:
-            for i in range(nw - ngram + 1):
-                out[k] = combine(word_hash, a + i, ngram)
-                lens[k] = ngram
-                k += 1
-        elif nw >= min_ngram:
-            out[k] = combine(word_hash, a, nw)
-            lens[k] = nw
-            k += 1
-    return out, lens
-
-
 def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str]):
     """(sorted unique n-gram hashes, sorted n-gram lengths used, per-file counts)."""
     hashes, lengths, per_file = [], set(), []
@@ -227,36 +200,6 @@ def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str])
 
 
 # --- the scan -------------------------------------------------------------------------------------
-
-@nb.njit(cache=True)
-def _match_kernel(word_hash, word_offsets, lengths, table):
-    """(document, first word, word count) of every n-gram of the documents found in ``table``."""
-    cap = 64
-    doc = np.empty(cap, np.int64)
-    first = np.empty(cap, np.int64)
-    count = np.empty(cap, np.int64)
-    k = 0
-    nt = len(table)
-    if nt == 0:
-        return doc[:0], first[:0], count[:0]
-    for d in range(len(word_offsets) - 1):
-        a, z = word_offsets[d], word_offsets[d + 1]
-        for L in lengths:
-            for i in range(a, z - L + 1):
-                h = combine(word_hash, i, L)
-                j = np.searchsorted(table, h)
-                if j < nt and table[j] == h:
-                    if k == cap:
-                        cap *= 2
-                        doc = np.concatenate((doc, np.empty(cap - k, np.int64)))
-                        first = np.concatenate((first, np.empty(cap - k, np.int64)))
-                        count = np.concatenate((count, np.empty(cap - k, np.int64)))
-                    doc[k] = d
-                    first[k] = i - a
-                    count[k] = L
-                    k += 1
-    return doc[:k], first[:k], count[:k]
-
 
 def find_matches(texts, table: np.ndarray, lengths: list[int]) -> dict[int, list[tuple[int, int]]]:
     """{document index: [(start, end) character spans of matched n-grams]} for a batch of texts."""

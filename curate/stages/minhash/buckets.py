@@ -26,10 +26,10 @@ from curate.stages.minhash.store import load_npy, save_npy
 _HASHERS: dict = {}
 
 
-def hasher(bands: int, rows: int, ngram: int, seed: int) -> MinHasher:
-    key = (bands, rows, ngram, seed)
+def hasher(bands: int, rows: int, ngram: int, seed: int, family: str) -> MinHasher:
+    key = (bands, rows, ngram, seed, family)
     if key not in _HASHERS:
-        _HASHERS[key] = MinHasher(bands, rows, ngram, seed)
+        _HASHERS[key] = MinHasher(bands, rows, ngram, seed, family)
     return _HASHERS[key]
 
 
@@ -47,7 +47,7 @@ def signature_task(job: dict) -> dict:
     if marker.exists():
         return read_json(marker)
     texts = read_shard(job["input"], columns=[TEXT]).column(TEXT)
-    mh = hasher(job["bands"], job["rows"], job["ngram"], job["seed"])
+    mh = hasher(job["bands"], job["rows"], job["ngram"], job["seed"], job["family"])
     bands, counts = mh.bands_of(texts)
     valid = np.flatnonzero(counts > 0)
     b = bands[valid].T  # [bands, valid]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,37 +31,11 @@ import pyarrow.compute as pc
 from curate.schema import ID, TEXT
 from curate.shards import read_shard, write_shard
 from curate.stages.minhash.buckets import sig_paths
-from curate.stages.minhash.shingles import jaccard_pairs, shingle_sets
+from curate.stages.minhash.kernels import flatten, jaccard_pairs, union_edges
+from curate.stages.minhash.shingles import shingle_sets
 from curate.stages.minhash.store import load_npy, read_batch, write_batches
 
 SNIPPET_CHARS = 200
-
-
-@nb.njit(cache=True)
-def _find(parent, x):
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@nb.njit(cache=True)
-def union_edges(parent, edges):
-    """Union every edge (a, b) into ``parent``; the root of a component is its smallest index."""
-    for k in range(edges.shape[0]):
-        a = _find(parent, edges[k, 0])
-        b = _find(parent, edges[k, 1])
-        if a < b:
-            parent[b] = a
-        elif b < a:
-            parent[a] = b
-
-
-@nb.njit(cache=True)
-def flatten(parent):
-    """parent[i] <- root of i. Valid because every parent index is <= its child's."""
-    for i in range(len(parent)):
-        parent[i] = parent[parent[i]]
 
 
 def connected_components(n: int, edge_files) -> np.ndarray:

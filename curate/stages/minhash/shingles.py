@@ -15,7 +15,8 @@ Normalization (the same for fuzzy dedup and for decontamination), one code point
 the kernels never build that string. They read the UTF-8 bytes of an Arrow string column in place,
 map each code point through one lookup table (``code_point_map``), and hash each word with 64-bit
 FNV-1a over its mapped code points followed by the MurmurHash3 finalizer. A shingle of ``n`` words
-hashes the ``n`` word hashes with a multiply-xor chain and the finalizer again: 64 bits end to end.
+hashes its ``n`` word hashes, each times an odd constant for its position, summed, through the
+finalizer again: 64 bits end to end.
 A document with fewer than ``n`` words (but at least one) has one shingle made of all its words; a
 document with no word has no shingle.
 """
@@ -23,18 +24,11 @@ from __future__ import annotations
 
 import unicodedata
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-SPLIT = -1  # code_point_map value for whitespace
-DROP = 0  # ... for removed characters
-
-U64 = np.uint64
-FNV_OFFSET = U64(0xCBF29CE484222325)
-FNV_PRIME = U64(0x100000001B3)
-MIX = U64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection on 64-bit words
+from curate.stages.minhash.kernels import DROP, MAX_NGRAM, SPLIT, _shingle_sets, _words_batch, jaccard_pairs  # noqa: F401
 
 _CP_MAP: np.ndarray | None = None
 
@@ -98,118 +92,6 @@ def text_buffers(texts) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-# --- kernels ----------------------------------------------------------------------------------------
-
-@nb.njit(inline="always")
-def fmix64(k):
-    k ^= k >> U64(33)
-    k *= U64(0xFF51AFD7ED558CCD)
-    k ^= k >> U64(33)
-    k *= U64(0xC4CEB9FE1A85EC53)
-    k ^= k >> U64(33)
-    return k
-
-
-@nb.njit(inline="always")
-def _decode(data, i):
-    """(code point, next byte index) of the UTF-8 sequence at ``data[i]`` (input is valid UTF-8)."""
-    c = np.int64(data[i])
-    if c < 0x80:
-        return c, i + 1
-    if c < 0xE0:
-        return ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), i + 2
-    if c < 0xF0:
-        return ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), i + 3
-    return (((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
-            | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), i + 4
-
-
-@nb.njit(cache=True)
-def doc_words(data, start, end, cpmap, hashes, starts, ends):
-    """Hash the words of ``data[start:end]`` into ``hashes``; ``starts``/``ends`` get each word's
-    code-point span in the original text (``text[s:e]`` in Python). Returns the number of words.
-    The output arrays need room for ``(end - start + 1) // 2 + 1`` words."""
-    n = 0
-    h = FNV_OFFSET
-    in_word = False
-    cp_index = 0
-    first = 0
-    last = 0
-    i = start
-    while i < end:
-        cp, i = _decode(data, i)
-        m = cpmap[cp]
-        if m == SPLIT:
-            if in_word:
-                hashes[n] = fmix64(h)
-                starts[n] = first
-                ends[n] = last
-                n += 1
-                in_word = False
-                h = FNV_OFFSET
-        elif m != DROP:
-            if not in_word:
-                in_word = True
-                first = cp_index
-            h = (h ^ U64(m)) * FNV_PRIME
-            last = cp_index + 1
-        cp_index += 1
-    if in_word:
-        hashes[n] = fmix64(h)
-        starts[n] = first
-        ends[n] = last
-        n += 1
-    return n
-
-
-@nb.njit(inline="always")
-def combine(words, i, n):
-    """64-bit hash of the ``n`` word hashes ``words[i:i+n]``."""
-    h = U64(n)
-    for t in range(n):
-        h = (h ^ words[i + t]) * MIX
-        h ^= h >> U64(29)
-    return fmix64(h)
-
-
-@nb.njit(cache=True)
-def _shingle_sets(data, offsets, cpmap, ngram, out_offsets):
-    """Sorted unique shingle hashes of every document, flattened; ``out_offsets`` (n + 1) is filled."""
-    n_docs = len(offsets) - 1
-    cap = 0
-    for d in range(n_docs):
-        cap = max(cap, offsets[d + 1] - offsets[d])
-    words = np.empty(cap // 2 + 2, np.uint64)
-    ws = np.empty(cap // 2 + 2, np.int64)
-    we = np.empty(cap // 2 + 2, np.int64)
-    total = 0
-    for d in range(n_docs):
-        nw = doc_words(data, offsets[d], offsets[d + 1], cpmap, words, ws, we)
-        total += max(nw - ngram + 1, 1) if nw > 0 else 0
-    out = np.empty(total, np.uint64)
-    pos = 0
-    out_offsets[0] = 0
-    for d in range(n_docs):
-        nw = doc_words(data, offsets[d], offsets[d + 1], cpmap, words, ws, we)
-        begin = pos
-        if nw >= ngram:
-            for i in range(nw - ngram + 1):
-                out[pos] = combine(words, i, ngram)
-                pos += 1
-        elif nw > 0:
-            out[pos] = combine(words, 0, nw)
-            pos += 1
-        seg = np.sort(out[begin:pos])
-        k = 0
-        for j in range(len(seg)):
-            if j == 0 or seg[j] != seg[j - 1]:
-                out[begin + k] = seg[j]
-                k += 1
-        pos = begin + k
-        out_offsets[d + 1] = pos
-    return out[:pos]
-
-
 def shingle_sets(texts, ngram: int = 5) -> tuple[np.ndarray, np.ndarray]:
     """(flat sorted unique uint64 shingle hashes, int64 offsets n + 1) for a batch of texts."""
     data, offsets = text_buffers(texts)
@@ -218,49 +100,10 @@ def shingle_sets(texts, ngram: int = 5) -> tuple[np.ndarray, np.ndarray]:
     return flat, out_offsets
 
 
-@nb.njit(cache=True)
-def jaccard_pairs(flat, offsets, left, right):
-    """Exact Jaccard of the shingle sets ``left[i]`` and ``right[i]`` (indices into ``offsets``).
-    Two empty sets have Jaccard 1 (identical); one empty set against a non-empty one has 0."""
-    out = np.empty(len(left), np.float64)
-    for p in range(len(left)):
-        a0, a1 = offsets[left[p]], offsets[left[p] + 1]
-        b0, b1 = offsets[right[p]], offsets[right[p] + 1]
-        na, nb_ = a1 - a0, b1 - b0
-        if na == 0 and nb_ == 0:
-            out[p] = 1.0
-            continue
-        i, j, inter = a0, b0, 0
-        while i < a1 and j < b1:
-            x, y = flat[i], flat[j]
-            if x == y:
-                inter += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
-        out[p] = inter / (na + nb_ - inter)
-    return out
-
-
 def jaccard(a: str, b: str, ngram: int = 5) -> float:
     """Exact Jaccard similarity of two texts' shingle sets (after normalization)."""
     flat, offsets = shingle_sets([a, b], ngram)
     return float(jaccard_pairs(flat, offsets, np.array([0]), np.array([1]))[0])
-
-
-@nb.njit(cache=True)
-def _words_batch(data, offsets, cpmap, out_hash, out_start, out_end, word_offsets):
-    n_docs = len(offsets) - 1
-    pos = 0
-    word_offsets[0] = 0
-    for d in range(n_docs):
-        nw = doc_words(data, offsets[d], offsets[d + 1], cpmap, out_hash[pos:], out_start[pos:], out_end[pos:])
-        pos += nw
-        word_offsets[d + 1] = pos
-    return pos
 
 
 def words(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
