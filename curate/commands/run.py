@@ -1,6 +1,7 @@
 """`curate run PIPELINE.toml`: run or resume a curation pipeline."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -22,6 +23,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.quiet:
+        os.environ["TQDM_DISABLE"] = "1"  # also silences the bars of worker processes and global stages
     try:
         pipeline = load_pipeline(args.pipeline, inputs=args.input, output=args.output, workers=args.workers)
         executor = make_executor(args.executor, workers=pipeline.workers, address=args.address)
