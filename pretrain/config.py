@@ -37,7 +37,7 @@ class ModelConfig:
     tie_embeddings: bool = True
     init_std: float = 0.02
     init_seed: int | None = None  # None: train.seed
-    make_vocab_size_divisible_by: int = 128  # the vocabulary is padded to a multiple of this times tp
+    make_vocab_size_divisible_by: int = 128  # vocabulary padded to a multiple of this times tp; 0: no padding
     padded_vocab_size: int | None = None  # derived (or taken from a checkpoint being resumed)
 
     @property
@@ -221,7 +221,10 @@ def total_train_samples(cfg: Config) -> int:
 
 
 def padded_vocab(vocab_size: int, multiple: int, tp: int) -> int:
-    m = max(1, multiple) * tp
+    """``vocab_size`` rounded up to a multiple of ``multiple * tp`` (Megatron); ``multiple = 0``: unpadded."""
+    if multiple <= 0:
+        return vocab_size
+    m = multiple * tp
     return int(math.ceil(vocab_size / m) * m)
 
 
@@ -265,7 +268,7 @@ def check(cfg: Config, world_size: int) -> None:
             vocab = m.padded_vocab_size
         if vocab % p.tp:
             err(f"vocabulary {vocab} is not divisible by parallel.tp = {p.tp}: set "
-                f"model.make_vocab_size_divisible_by to 128 (the vocabulary is padded to a multiple of it x tp)")
+                f"model.make_vocab_size_divisible_by = 128 (the vocabulary is then padded to a multiple of 128 x tp)")
     stages = p.pp * p.vpp
     if m.num_layers % stages:
         err(f"model.num_layers = {m.num_layers} is not divisible by pp * vpp = {p.pp} * {p.vpp} = {stages}: "

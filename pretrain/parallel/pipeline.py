@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 
 from pretrain.config import ModelConfig
 from pretrain.model import GPT
@@ -49,12 +48,16 @@ def build_stage_model(cfg: ModelConfig, stage: int, num_stages: int, device: tor
 
 
 def make_stages(parts: list[nn.Module], stage_ids: list[int], num_stages: int, device: torch.device,
-                group: dist.ProcessGroup) -> list[PipelineStage]:
+                group: dist.ProcessGroup) -> list:
+    from torch.distributed.pipelining import PipelineStage  # imported on use: 1.4 s that one process never needs
+
     return [PipelineStage(part, sid, num_stages, device, group=group) for part, sid in zip(parts, stage_ids)]
 
 
 def make_schedule(stages: list[PipelineStage], n_microbatches: int, loss_fn, interleaved: bool):
     """Gradients are scaled by 1 / n_microbatches (``loss_fn`` returns a micro-batch mean)."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleInterleaved1F1B
+
     if interleaved:
         return ScheduleInterleaved1F1B(stages, n_microbatches, loss_fn=loss_fn, scale_grads=True)
     assert len(stages) == 1

@@ -1,0 +1,114 @@
+"""Training config: TOML tables, --set overrides, and the checks that run before any process group exists, with
+messages that say what to change."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pretrain.config import (
+    ConfigError,
+    batch_size_at,
+    check,
+    finalize,
+    load_config,
+    padded_vocab,
+    parse_override,
+    total_train_samples,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "pretrain" / "configs" / "tiny.toml"
+
+
+def cfg(*overrides):
+    return load_config(TINY, list(overrides))
+
+
+def errors(c, world):
+    with pytest.raises(ConfigError) as e:
+        check(c, world)
+    return str(e.value)
+
+
+def test_tiny_example_config_is_valid():
+    c = cfg()
+    check(c, 1)
+    finalize(c, 1)
+    assert c.parallel.dp == 1 and c.model.max_seq_len == c.data.seq_len == 64
+    assert c.model.ffn_hidden_size == 4 * c.model.hidden_size
+
+
+def test_overrides_parse_toml_values():
+    assert parse_override("parallel.tp=2") == ("parallel", "tp", 2)
+    assert parse_override("train.lr=3e-4") == ("train", "lr", 3e-4)
+    assert parse_override("parallel.sequence_parallel=true") == ("parallel", "sequence_parallel", True)
+    assert parse_override("data.kind=synthetic") == ("data", "kind", "synthetic")  # bare word: a string
+    assert parse_override("train.rampup_batch_size=[32, 32, 1000]") == ("train", "rampup_batch_size", [32, 32, 1000])
+    c = cfg("parallel.tp=2", "train.steps=7", "checkpoint.dir=/tmp/x y")
+    assert (c.parallel.tp, c.train.steps, c.checkpoint.dir) == (2, 7, "/tmp/x y")
+    with pytest.raises(ConfigError, match="table.key=value"):
+        parse_override("tp=2")
+
+
+def test_unknown_keys_and_wrong_types_are_named():
+    with pytest.raises(ConfigError, match="unknown key parallel.tensor"):
+        cfg("parallel.tensor=2")
+    with pytest.raises(ConfigError, match=r"unknown table \[trian\]"):
+        cfg("trian.steps=2")
+    with pytest.raises(ConfigError, match="train.steps: expected an integer"):
+        cfg("train.steps='ten'")
+    with pytest.raises(ConfigError, match="parallel.sequence_parallel: expected true or false"):
+        cfg("parallel.sequence_parallel=1")
+
+
+@pytest.mark.parametrize("overrides, world, message", [
+    (["parallel.tp=2", "parallel.pp=2"], 6, "world size 6 is not divisible by tp * pp = 2 * 2 = 4"),
+    (["parallel.tp=3"], 3, "model.num_heads = 4 is not divisible by parallel.tp = 3"),
+    (["parallel.pp=3"], 3, "model.num_layers = 4 is not divisible by pp * vpp = 3 * 1 = 3"),
+    (["parallel.pp=2", "parallel.vpp=4"], 2, "not divisible by pp * vpp = 2 * 4 = 8"),
+    (["parallel.dp=2", "train.global_batch=12", "train.micro_batch=4"], 2,
+     "train.global_batch = 12 is not divisible by micro_batch * dp = 4 * 2 = 8"),
+    (["parallel.sequence_parallel=true"], 1, "sequence_parallel = true needs tensor parallelism"),
+    (["parallel.tp=2", "model.make_vocab_size_divisible_by=0", "model.vocab_size=255"], 2,
+     "vocabulary 255 is not divisible by parallel.tp = 2"),
+    (["parallel.dp=4"], 2, "set parallel.dp = 2"),
+    (["parallel.vpp=2"], 1, "parallel.vpp = 2 needs pipeline parallelism"),
+    (["parallel.pp=2", "train.global_batch=4"], 2, "the pipeline needs at least pp micro-batches"),
+    (["parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=63"], 2,
+     "data.seq_len = 63 is not divisible by parallel.tp = 2"),
+    (["train.rampup_batch_size=[4, 4, 100]", "train.micro_batch=8"], 1, "must be multiples of micro_batch * dp"),
+    (["data.kind='blend'"], 1, "data.blend is not set"),
+    (["model.norm='batchnorm'"], 1, "model.norm = 'batchnorm': use one of layernorm, rmsnorm"),
+])
+def test_checks_say_what_to_change(overrides, world, message):
+    assert message in errors(cfg(*overrides), world)
+
+
+def test_all_problems_reported_at_once():
+    text = errors(cfg("parallel.tp=3", "parallel.pp=3", "parallel.sequence_parallel=true"), 9)
+    assert "num_heads" in text and "num_layers" in text
+    assert "tp" in text
+
+
+def test_vocab_padding_to_128_times_tp():
+    assert padded_vocab(50257, 128, 1) == 50304
+    assert padded_vocab(50257, 128, 8) == 51200
+    assert padded_vocab(256, 128, 2) == 256
+    assert padded_vocab(255, 0, 2) == 255
+    c = cfg("model.vocab_size=1000", "parallel.tp=4")
+    finalize(c, 4)
+    assert c.model.padded_vocab_size == 1024 and c.model.vocab_size == 1000
+
+
+def test_batch_size_rampup_mt_nlg_style():
+    """MT-NLG: start 32, +32 per stage, up to the global batch over a sample budget."""
+    c = cfg("train.global_batch=128", "train.micro_batch=32", "train.rampup_batch_size=[32, 32, 300]")
+    check(c, 1)
+    # 3 increments over 300 samples: 100 samples per stage
+    assert [batch_size_at(c, n) for n in (0, 64, 96, 100, 199, 200, 299, 300, 10**6)] == \
+        [32, 32, 32, 64, 64, 96, 96, 128, 128]
+    c.train.steps = 6
+    # consumed before each step: 0, 32, 64, 96 (batch 32), 128, 192 (batch 64) -> 256
+    assert total_train_samples(c) == 32 * 4 + 64 * 2
+    assert total_train_samples(cfg("train.steps=5", "train.global_batch=16")) == 80
