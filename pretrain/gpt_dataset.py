@@ -297,11 +297,49 @@ class IndexCache:
 
 # --------------------------------------------------------------------------------------------- dataset
 
+def _gather_one(i, shuffle, sample_flat, document_index, starts, tokens, out, extra, pad):
+    """Tokens of sample ``i`` (through the shuffle index) into ``out``, padded with ``pad``."""
+    size = out.shape[0]
+    j = np.int64(shuffle[i])
+    d0 = np.int64(sample_flat[2 * j])
+    o0 = np.int64(sample_flat[2 * j + 1])
+    d1 = np.int64(sample_flat[2 * j + 2])
+    o1 = np.int64(sample_flat[2 * j + 3])
+    pos = 0
+    for d in range(d0, d1 + 1):
+        e = np.int64(document_index[d])
+        a = starts[e] + (o0 if d == d0 else 0)
+        b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
+        m = min(b - a, size - pos)
+        if m > 0:
+            src = tokens[a:a + m]
+            dst = out[pos:pos + m]
+            for k in range(m):  # over views: no negative-index checks, so the copy vectorizes
+                dst[k] = src[k]
+            pos += m
+    for k in range(pos, size):
+        out[k] = pad
+
+
+def _gather_many(idx, shuffle, sample_flat, document_index, starts, tokens, out, extra, pad):
+    for r in range(idx.shape[0]):
+        _gather_one(idx[r], shuffle, sample_flat, document_index, starts, tokens, out[r], extra, pad)
+
+
+try:  # compiled gather: one call per sample (or per batch), no Python loop over documents or tokens
+    import numba
+
+    _gather_one = numba.njit(cache=True, nogil=True)(_gather_one)
+    _gather_many = numba.njit(cache=True, nogil=True)(_gather_many)
+except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
+    pass
+
+
 class GPTDataset:
     """Samples of ``seq_len + 1`` tokens (int64) from one split of an indexed dataset.
 
     ``ds[i]`` follows the shuffle index, so reading ``0, 1, 2, ...`` gives Megatron's sample order; resume
-    by skipping the samples already consumed.
+    by skipping the samples already consumed. ``ds.get_batch(indices)`` reads many samples in one call.
     """
 
     def __init__(self, indexed: IndexedDataset, indices: GPTIndices | dict, seq_len: int, *,
@@ -319,48 +357,41 @@ class GPTDataset:
         self.name = name
         self.split = split
         self._length = self.sample_index.shape[0] - 1
-        # Hot-path views: flat sample index, token starts per sequence, python-int friendly lookups.
+        self._size = self.seq_len + self.extra
+        # Plain (aligned, non-subclass) arrays for the compiled gather; starts has one extra entry (the
+        # token count) so document e spans tokens [starts[e], starts[e + 1]).
+        self._shuffle = np.asarray(self.shuffle_index)
+        self._sample_flat = np.ascontiguousarray(self.sample_index).reshape(-1)
+        self._document_index = np.asarray(self.document_index)
+        self._starts = np.empty(len(indexed) + 1, dtype=np.int64)
+        np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
+        self._starts[-1] = len(indexed.tokens)
         self._tokens = indexed.tokens
-        self._starts = indexed.sequence_pointers // indexed.dtype.itemsize
-        self._lengths = indexed.sequence_lengths
-        self._flat_sample = np.ascontiguousarray(self.sample_index).reshape(-1)
 
     def __len__(self) -> int:
         return self._length
 
     def __getitem__(self, idx: int) -> np.ndarray:
-        n = self._length
         if idx < 0:
-            idx += n
-        if not 0 <= idx < n:
-            raise IndexError(f"sample {idx} out of range for {n} samples")
-        j = int(self.shuffle_index[idx])
-        d0, o0, d1, o1 = self._flat_sample[2 * j:2 * j + 4].tolist()
-        size = self.seq_len + self.extra
-        if d0 == d1:
-            s = int(self._starts[self.document_index[d0]]) + o0
-            out = self._tokens[s:s + o1 - o0 + self.extra].astype(np.int64)
-            if len(out) < size:
-                out = np.concatenate((out, np.full(size - len(out), self.pad_id, np.int64)))
-            return out
-        docs = self.document_index[d0:d1 + 1]
-        starts = self._starts[docs].tolist()
-        lengths = self._lengths[docs].tolist()
-        out = np.empty(size, dtype=np.int64)
-        tokens = self._tokens
-        s = starts[0] + o0
-        k = lengths[0] - o0
-        out[:k] = tokens[s:s + k]
-        pos = k
-        for m in range(1, len(starts) - 1):
-            k = lengths[m]
-            out[pos:pos + k] = tokens[starts[m]:starts[m] + k]
-            pos += k
-        k = min(o1 + self.extra, size - pos)
-        out[pos:pos + k] = tokens[starts[-1]:starts[-1] + k]
-        pos += k
-        if pos < size:
-            out[pos:] = self.pad_id
+            idx += self._length
+        if not 0 <= idx < self._length:
+            raise IndexError(f"sample {idx} out of range for {self._length} samples")
+        out = np.empty(self._size, dtype=np.int64)
+        _gather_one(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
+                    out, self.extra, self.pad_id)
+        return out
+
+    def get_batch(self, indices) -> np.ndarray:
+        """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.ndim != 1:
+            raise ValueError("indices must be 1-D")
+        idx = np.where(idx < 0, idx + self._length, idx)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
+            raise IndexError(f"sample index out of range for {self._length} samples")
+        out = np.empty((len(idx), self._size), dtype=np.int64)
+        _gather_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
+                     out, self.extra, self.pad_id)
         return out
 
     @property

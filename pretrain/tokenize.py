@@ -1,0 +1,312 @@
+"""``pretrain tokenize``: curated shards to a Megatron-compatible ``<prefix>.bin`` + ``<prefix>.idx``.
+
+Each document becomes one sequence: its token ids followed by EOD. The work is cut into tasks (one Arrow
+record batch or Parquet row group of one shard each); every task writes a partial dataset under
+``<prefix>.parts/`` (``.bin``, ``.idx``, then a ``.json`` of counts that marks it done) and the parts are
+merged in task order at the end, so the output does not depend on the number of workers.
+A killed run resumes: done tasks are kept (when the input manifest, tokenizer and settings are the
+same), half-written files are ignored, and the rerun gives byte-identical files.
+Documents that cannot be encoded (not a string, or an encoder error) are counted and skipped; empty
+documents are counted and skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.indexed import (
+    IndexedDataset, IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype,
+    write_index,
+)
+
+ENCODE_BATCH = 256  # documents per SentencePiece call
+JOB_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    shard: str
+    unit: int  # record batch (Arrow IPC) or row group (Parquet)
+
+
+def plan_tasks(shards: list[Path]) -> list[Task]:
+    """One task per record batch / row group of every shard, in manifest order."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    tasks = []
+    for path in shards:
+        path = str(path)
+        if path.endswith(".parquet"):
+            units = pq.ParquetFile(path).metadata.num_row_groups
+        else:
+            with ipc.open_file(path) as reader:
+                units = reader.num_record_batches
+        for u in range(units):
+            tasks.append(Task(len(tasks), path, u))
+    return tasks
+
+
+def read_task_texts(task: Task, text_column: str = "text") -> tuple[list, int]:
+    """The task's texts (as Python objects) and their UTF-8 size in bytes."""
+    import pyarrow.compute as pc
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    if task.shard.endswith(".parquet"):
+        pf = pq.ParquetFile(task.shard)
+        names = pf.schema_arrow.names
+        data = pf.read_row_group(task.unit, columns=[text_column]) if text_column in names else None
+    else:
+        with ipc.open_file(task.shard) as reader:
+            data = reader.get_batch(task.unit)
+        names = data.schema.names
+    if text_column not in names:
+        raise ValueError(f"{task.shard} has no {text_column!r} column (columns: {names})")
+    column = data.column(text_column)
+    nbytes = (pc.sum(pc.binary_length(column)).as_py() or 0) if len(column) else 0
+    return column.to_pylist(), int(nbytes)
+
+
+# ----------------------------------------------------------------------------------------------- worker
+
+_TOKENIZER = None
+
+
+def _worker_init(model_path: str, specials: dict) -> None:
+    global _TOKENIZER
+    from pretrain.tokenizer import Tokenizer
+
+    _TOKENIZER = Tokenizer(model_path, specials)
+
+
+def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
+    """Token ids (EOD appended) of the encodable, non-empty texts, and counts of the rest."""
+    good, errors, empty = [], 0, 0
+    for t in texts:
+        if not isinstance(t, str):
+            errors += 1
+        elif not t:
+            empty += 1
+        else:
+            good.append(t)
+    out: list[list[int]] = []
+    for i in range(0, len(good), ENCODE_BATCH):
+        batch = good[i:i + ENCODE_BATCH]
+        try:
+            out.extend(tokenizer.encode_batch(batch, num_threads=1))
+        except Exception:  # find the culprit(s): encode one by one
+            for t in batch:
+                try:
+                    out.append(tokenizer.encode(t))
+                except Exception:
+                    errors += 1
+    eod = tokenizer.eod_id
+    for ids in out:
+        ids.append(eod)
+    return out, {"errors": errors, "empty": empty}
+
+
+def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer=None) -> dict:
+    """Tokenize one task into ``parts_dir/<index>.{bin,idx}``; its ``.json`` (counts) is written last."""
+    tokenizer = tokenizer or _TOKENIZER
+    texts, nbytes = read_task_texts(task, text_column)
+    ids, counts = encode_documents(tokenizer, texts)
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    total = int(lengths.sum())
+    tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.dtype(dtype), count=total)
+    prefix = os.path.join(parts_dir, f"{task.index:06d}")
+    with IndexedDatasetBuilder(prefix, dtype) as builder:
+        builder.add_documents(tokens, lengths)
+    stats = {"task": task.index, "documents": len(ids), "tokens": total, "rows": len(texts),
+             "text_bytes": nbytes, **counts}
+    with atomic_file(prefix + ".json") as f:
+        f.write(json.dumps(stats).encode())
+    return stats
+
+
+def _run_task_star(args):
+    return run_task(*args)
+
+
+# ----------------------------------------------------------------------------------------------- driver
+
+def _sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1, text_column: str = "text",
+                     progress: bool = True, log=None) -> dict:
+    """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts."""
+    from curate.shards import manifest_shards
+    from pretrain.tokenizer import load_tokenizer
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    input_dir = Path(input_dir)
+    manifest = input_dir / "manifest.json"
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
+    tokenizer = load_tokenizer(tokenizer_path)
+    dtype = optimal_dtype(tokenizer.vocab_size)
+    shards = manifest_shards(input_dir)
+    for s in shards:
+        if not s.is_file():
+            raise FileNotFoundError(f"shard {s} named by {manifest} is missing")
+    prefix = os.fspath(output_prefix)
+    job = {"version": JOB_VERSION, "manifest_sha256": _sha256_file(manifest),
+           "shards": [str(s.resolve()) for s in shards], "tokenizer_sha256": tokenizer.sha256(),
+           "specials": tokenizer.specials(), "dtype": dtype.str, "text_column": text_column}
+    job_key = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+
+    done_path = Path(prefix + ".json")
+    if done_path.is_file() and os.path.isfile(data_file_path(prefix)) and os.path.isfile(index_file_path(prefix)):
+        try:
+            done = json.loads(done_path.read_text())
+        except json.JSONDecodeError:
+            done = {}
+        if done.get("job_key") == job_key:
+            log(f"{prefix}.bin/.idx are up to date")
+            return done["stats"]
+
+    parts = Path(prefix + ".parts")
+    parts.mkdir(parents=True, exist_ok=True)
+    job_file = parts / "job.json"
+    if job_file.is_file():
+        try:
+            old = json.loads(job_file.read_text()).get("job_key")
+        except json.JSONDecodeError:
+            old = None
+        if old != job_key:  # leftovers of another input or tokenizer: start over
+            shutil.rmtree(parts)
+            parts.mkdir(parents=True)
+    if not job_file.is_file():
+        with atomic_file(job_file) as f:
+            f.write(json.dumps({"job_key": job_key, **job}, indent=2).encode())
+    for tmp in parts.glob(".*.tmp"):  # half-written files of a killed run
+        tmp.unlink()
+
+    tasks = plan_tasks(shards)
+    results: dict[int, dict] = {}
+    for t in tasks:
+        marker = parts / f"{t.index:06d}.json"
+        if marker.is_file():
+            results[t.index] = json.loads(marker.read_text())
+    pending = [t for t in tasks if t.index not in results]
+    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
+    if results:
+        log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
+    t0 = time.perf_counter()
+    bar = _progress(total_rows, sum(r["rows"] for r in results.values()), progress)
+    try:
+        if workers <= 1 or len(pending) <= 1:
+            for t in pending:
+                results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
+                bar.update(results[t.index]["rows"])
+        else:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
+            with ctx.Pool(workers, initializer=_worker_init,
+                          initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
+                jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
+                for stats in pool.imap_unordered(_run_task_star, jobs):
+                    results[stats["task"]] = stats
+                    bar.update(stats["rows"])
+    finally:
+        bar.close()
+
+    stats = merge_parts(parts, tasks, prefix, dtype)
+    for key in ("rows", "errors", "empty", "text_bytes"):
+        stats[key] = sum(results[t.index][key] for t in tasks)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    with atomic_file(done_path) as f:
+        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
+                            "input": str(input_dir)}, indent=2).encode())
+    shutil.rmtree(parts)
+    return stats
+
+
+def merge_parts(parts: Path, tasks: list[Task], prefix: str, dtype) -> dict:
+    """Concatenate the partial datasets in task order into ``prefix.bin`` and ``prefix.idx``."""
+    lengths, doc_counts = [], []
+    bin_tmp = Path(prefix + ".bin.merge.tmp")
+    with open(bin_tmp, "wb") as out:
+        for t in tasks:
+            part = IndexedDataset(parts / f"{t.index:06d}")
+            if part.dtype != np.dtype(dtype):
+                raise ValueError(f"part {t.index} holds {part.dtype}, expected {dtype}")
+            lengths.append(np.array(part.sequence_lengths))
+            doc_counts.append(np.diff(part.document_indices))
+            part.close()
+            with open(data_file_path(parts / f"{t.index:06d}"), "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 22)
+        out.flush()
+        os.fsync(out.fileno())
+    seq_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
+    per_doc = np.concatenate(doc_counts) if doc_counts else np.zeros(0, np.int64)
+    documents = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
+    os.chmod(bin_tmp, 0o644)
+    os.replace(bin_tmp, data_file_path(prefix))
+    write_index(index_file_path(prefix), dtype, seq_lengths, documents)
+    return {"documents": int(len(per_doc)), "tokens": int(seq_lengths.sum(dtype=np.int64)),
+            "dtype": str(np.dtype(dtype)), "tasks": len(tasks)}
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="doc", desc="tokenize", file=sys.stderr,
+                dynamic_ncols=True, mininterval=0.5)
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
+    parser.add_argument("--tokenizer", required=True, help="SentencePiece .model")
+    parser.add_argument("--output-prefix", required=True, help="writes PREFIX.bin and PREFIX.idx")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--text-column", default="text", help="default text")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        print("pretrain tokenize: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        stats = tokenize_curated(args.input, args.tokenizer, args.output_prefix, args.workers,
+                                 args.text_column, args.progress)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"pretrain tokenize: error: {e}", file=sys.stderr)
+        return 2
+    mb = stats["text_bytes"] / 1e6
+    rate = f", {mb / stats['seconds']:.1f} MB/s" if stats.get("seconds") else ""
+    print(f"wrote {args.output_prefix}.bin/.idx: {stats['documents']:,} documents, {stats['tokens']:,} tokens "
+          f"({stats['dtype']}){rate}; {stats['errors']} encode errors, {stats['empty']} empty documents skipped")
+    return 0

@@ -1,0 +1,291 @@
+"""SentencePiece tokenizers: ``pretrain tokenizer train`` and :func:`load_tokenizer`.
+
+Training samples documents uniformly at random (seeded) from the kept shards of a curation output
+folder until a byte cap is reached, feeds them line by line to SentencePiece (BPE with byte fallback by
+default, or unigram), and writes ``PATH.model`` plus ``PATH.json`` beside it with the special ids:
+
+    {"eod_id": 2, "bos_id": 1, "pad_id": 3, "unk_id": 0, "vocab_size": ..., ...}
+
+The text is kept as is (identity normalization, no whitespace folding, "\\n" is a piece), so
+``decode(encode(text)) == text``. A pretrained SentencePiece ``.model`` loads too: without a ``.json``
+beside it, EOD is the model's ``</s>`` (eos) and a missing pad is -1 (Megatron's "no pad" id).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_MAX_BYTES = 100_000_000
+MAX_LINE_BYTES = 4096  # SentencePiece skips training sentences longer than max_sentence_length (4192)
+SPECIALS = {"unk_id": 0, "bos_id": 1, "eod_id": 2, "pad_id": 3}
+
+
+class Tokenizer:
+    """A SentencePiece model with the ids a trainer needs. Pickles by path (workers reload it)."""
+
+    def __init__(self, model_path: str | os.PathLike, specials: dict | None = None):
+        import sentencepiece as spm
+
+        self.model_path = str(model_path)
+        if not os.path.isfile(self.model_path):
+            raise FileNotFoundError(f"tokenizer model {self.model_path} not found")
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.Load(self.model_path)
+        except (OSError, RuntimeError) as e:
+            raise ValueError(f"{self.model_path} is not a SentencePiece model: {e}") from None
+        self.vocab_size = int(self._sp.GetPieceSize())
+        if specials is None:
+            specials = _specials_from_model(self._sp, self.model_path)
+        self.eod_id = int(specials["eod_id"])
+        self.bos_id = int(specials["bos_id"])
+        self.pad_id = int(specials["pad_id"])
+        self.unk_id = int(specials["unk_id"])
+        for name in ("eod_id", "bos_id", "pad_id", "unk_id"):
+            value = getattr(self, name)
+            if value >= self.vocab_size or value < -1:
+                raise ValueError(f"{self.model_path}: {name} {value} is outside the vocabulary of {self.vocab_size}")
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.EncodeAsIds(text)
+
+    def encode_batch(self, texts: list[str], num_threads: int = -1) -> list[list[int]]:
+        """Encode many texts in SentencePiece's own threads (-1: all cores)."""
+        return self._sp.Encode(list(texts), out_type=int, num_threads=num_threads)
+
+    def decode(self, ids) -> str:
+        if isinstance(ids, np.ndarray):
+            ids = ids.tolist()
+        return self._sp.DecodeIds(list(ids))
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.IdToPiece(int(i))
+
+    @property
+    def eod(self) -> int:  # Megatron's tokenizer attribute names
+        return self.eod_id
+
+    @property
+    def pad(self) -> int:
+        return self.pad_id
+
+    def sha256(self) -> str:
+        with open(self.model_path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+    def __reduce__(self):
+        return (Tokenizer, (self.model_path, self.specials()))
+
+    def specials(self) -> dict:
+        return {"eod_id": self.eod_id, "bos_id": self.bos_id, "pad_id": self.pad_id, "unk_id": self.unk_id}
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer({self.model_path!r}, vocab_size={self.vocab_size}, eod={self.eod_id}, "
+                f"bos={self.bos_id}, pad={self.pad_id}, unk={self.unk_id})")
+
+
+def specials_path(model_path: str | os.PathLike) -> Path:
+    return Path(model_path).with_suffix(".json")
+
+
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    """A SentencePiece ``.model`` (ours or pretrained); special ids from ``PATH.json`` when present."""
+    path = Path(path)
+    side = specials_path(path)
+    specials = None
+    if side.is_file() and side != path:
+        meta = json.loads(side.read_text())
+        if all(k in meta for k in SPECIALS):
+            specials = {k: meta[k] for k in SPECIALS}
+    return Tokenizer(path, specials)
+
+
+def _specials_from_model(sp, where: str) -> dict:
+    eod = sp.eos_id()
+    if eod < 0:
+        for piece in ("<|endoftext|>", "</s>", "<eos>", "<eod>"):
+            pid = sp.PieceToId(piece)
+            if pid != sp.unk_id() and sp.IdToPiece(pid) == piece:
+                eod = pid
+                break
+    if eod < 0:
+        raise ValueError(f"{where}: the model has no end-of-document piece (eos, </s> or <|endoftext|>); "
+                         "write its special ids into a .json beside it")
+    return {"eod_id": eod, "bos_id": sp.bos_id(), "pad_id": sp.pad_id(), "unk_id": sp.unk_id()}
+
+
+# -------------------------------------------------------------------------------------------- training
+
+def sample_training_text(input_dir: str | os.PathLike, max_bytes: int, seed: int = 0,
+                         text_column: str = "text") -> tuple[list[str], dict]:
+    """Lines of a uniform random sample of documents, at most ``max_bytes`` of UTF-8 in all."""
+    import pyarrow.compute as pc
+
+    from curate.shards import manifest_shards, read_shard
+
+    shards = _manifest_shards(input_dir, manifest_shards)
+    sizes = []
+    for path in shards:
+        col = _text_column(read_shard(path, columns=[text_column]), text_column, path)
+        lengths = pc.binary_length(col) if len(col) else None
+        sizes.append(np.zeros(0, np.int64) if lengths is None else
+                     np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.float64))
+    doc_bytes = np.nan_to_num(np.concatenate(sizes) if sizes else np.zeros(0)).astype(np.int64)
+    shard_of = np.repeat(np.arange(len(shards)), [len(s) for s in sizes])
+    row_of = np.concatenate([np.arange(len(s)) for s in sizes]) if sizes else np.zeros(0, np.int64)
+    order = np.random.default_rng(seed).permutation(len(doc_bytes))
+    take = order[np.cumsum(doc_bytes[order]) <= max_bytes] if max_bytes > 0 else order
+    if len(take) == 0 and len(order):  # even the first document passes the cap: take part of it
+        take = order[:1]
+    lines: list[str] = []
+    used = 0
+    for s in np.unique(shard_of[take]):
+        rows = np.sort(row_of[take][shard_of[take] == s])
+        col = _text_column(read_shard(shards[s], columns=[text_column]), text_column, shards[s])
+        for text in col.take(rows).to_pylist():
+            if not isinstance(text, str):
+                continue
+            for piece in (p for line in text.split("\n") for p in _chunks(line)):
+                size = len(piece.encode())
+                if max_bytes > 0 and used + size > max_bytes:
+                    break
+                lines.append(piece)
+                used += size
+    info = {"shards": len(shards), "documents": int(len(doc_bytes)), "sampled_documents": int(len(take)),
+            "sampled_bytes": used, "total_bytes": int(doc_bytes.sum())}
+    return lines, info
+
+
+def _chunks(line: str):
+    """A line cut at spaces into pieces SentencePiece will not skip as too long."""
+    if not line.strip():
+        return
+    while len(line.encode()) > MAX_LINE_BYTES:
+        cut = line.rfind(" ", 0, MAX_LINE_BYTES // 4)
+        if cut <= 0:
+            cut = MAX_LINE_BYTES // 4
+        yield line[:cut]
+        line = line[cut:]
+    if line.strip():
+        yield line
+
+
+def train_tokenizer(input_dir: str | os.PathLike, vocab_size: int, output: str | os.PathLike, *,
+                    model_type: str = "bpe", max_bytes: int = DEFAULT_MAX_BYTES, byte_fallback: bool = True,
+                    character_coverage: float = 0.9995, seed: int = 0, threads: int | None = None,
+                    text_column: str = "text") -> Tokenizer:
+    """Train a SentencePiece model on sampled text of a curation output; write ``output`` (``.model``)
+    and its special ids to ``output`` with ``.json``."""
+    import sentencepiece as spm
+
+    if model_type not in ("bpe", "unigram"):
+        raise ValueError(f"model type must be 'bpe' or 'unigram', got {model_type!r}")
+    output = Path(output)
+    if output.suffix != ".model":
+        raise ValueError(f"the output must be a .model path, got {output}")
+    lines, info = sample_training_text(input_dir, max_bytes, seed, text_column)
+    if not lines:
+        raise ValueError(f"{input_dir}: no text to train on")
+    min_vocab = len(SPECIALS) + 1 + (256 if byte_fallback else 0)
+    if vocab_size <= min_vocab:
+        raise ValueError(f"vocab size {vocab_size} is too small: it must exceed {min_vocab} "
+                         f"({len(SPECIALS)} special ids, the newline piece" + (", 256 bytes)" if byte_fallback else ")"))
+    model = io.BytesIO()
+    if hasattr(spm, "set_random_generator_seed"):
+        spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.Train(
+            sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, model_type=model_type,
+            byte_fallback=byte_fallback, character_coverage=character_coverage,
+            normalization_rule_name="identity", remove_extra_whitespaces=False,
+            allow_whitespace_only_pieces=True, split_digits=True, user_defined_symbols=["\n"],
+            unk_id=SPECIALS["unk_id"], bos_id=SPECIALS["bos_id"], eos_id=SPECIALS["eod_id"],
+            pad_id=SPECIALS["pad_id"], input_sentence_size=0, shuffle_input_sentence=False,
+            num_threads=threads or os.cpu_count() or 1, minloglevel=2,
+        )
+    except RuntimeError as e:
+        raise ValueError(f"SentencePiece could not train: {e}") from None
+    from curate.shards import write_json
+    from pretrain.indexed import atomic_file
+
+    with atomic_file(output) as f:
+        f.write(model.getvalue())
+    meta = dict(SPECIALS, vocab_size=vocab_size, model_type=model_type, byte_fallback=byte_fallback,
+                character_coverage=character_coverage, seed=seed, input=str(input_dir),
+                model_sha256=hashlib.sha256(model.getvalue()).hexdigest(), **info)
+    write_json(meta, specials_path(output))
+    return load_tokenizer(output)
+
+
+def _manifest_shards(input_dir, manifest_shards) -> list[Path]:
+    if not (Path(input_dir) / "manifest.json").is_file():
+        raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
+    return manifest_shards(input_dir)
+
+
+def _text_column(table, text_column: str, path):
+    if text_column not in table.column_names:
+        raise ValueError(f"{path} has no {text_column!r} column (columns: {table.column_names})")
+    return table.column(text_column)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+def _bytes(text: str) -> int:
+    t = text.strip().upper().replace("_", "")
+    scale = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    try:
+        if t.endswith("B"):
+            t = t[:-1]
+        if t and t[-1] in scale:
+            return int(float(t[:-1]) * scale[t[-1]])
+        return int(float(t))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 100M, 2G)") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="{train,info}")
+    t = sub.add_parser("train", help="train a SentencePiece model on a curation output",
+                       description="Train a SentencePiece tokenizer on documents sampled from curated shards.")
+    t.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
+    t.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special ids included")
+    t.add_argument("--output", required=True, help="PATH.model to write (special ids go to PATH.json)")
+    t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="default bpe")
+    t.add_argument("--max-bytes", type=_bytes, default=DEFAULT_MAX_BYTES,
+                   help=f"cap on the sampled text (default {DEFAULT_MAX_BYTES // 1_000_000}M bytes)")
+    t.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
+                   help="map unknown characters to UNK instead of UTF-8 byte pieces")
+    t.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
+    t.add_argument("--seed", type=int, default=0, help="sampling and training seed (default 0)")
+    t.add_argument("--threads", type=int, default=None, help="training threads (default: all cores)")
+    t.add_argument("--text-column", default="text", help="default text")
+    i = sub.add_parser("info", help="vocabulary size and special ids of a .model")
+    i.add_argument("model", help="a SentencePiece .model")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.tokenizer_command == "info":
+            tok = load_tokenizer(args.model)
+            print(json.dumps({"model": tok.model_path, "vocab_size": tok.vocab_size, **tok.specials()}, indent=2))
+            return 0
+        tok = train_tokenizer(args.input, args.vocab_size, args.output, model_type=args.model_type,
+                              max_bytes=args.max_bytes, byte_fallback=args.byte_fallback,
+                              character_coverage=args.character_coverage, seed=args.seed,
+                              threads=args.threads, text_column=args.text_column)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"pretrain tokenizer {args.tokenizer_command}: error: {e}", file=sys.stderr)
+        return 2
+    meta = json.loads(specials_path(tok.model_path).read_text())
+    print(f"wrote {tok.model_path} ({meta['model_type']}, vocab {tok.vocab_size}; trained on "
+          f"{meta['sampled_documents']:,} of {meta['documents']:,} documents, {meta['sampled_bytes']:,} bytes) "
+          f"and {specials_path(tok.model_path)} (eod={tok.eod_id} bos={tok.bos_id} pad={tok.pad_id} unk={tok.unk_id})")
+    return 0
