@@ -423,3 +423,17 @@ def test_bad_parameters_are_refused():
         Params(bands=0)
     with pytest.raises(RuntimeError, match="global stage"):
         MinHashDedup("m", Params()).apply(pa.table({"id": ["a"], "text": ["b"]}))
+
+
+def test_empty_inputs_and_empty_shards(tmp_path):
+    stats = MinHashDedup("minhash_dedup", Params()).plan([], tmp_path / "none", LocalExecutor(1))
+    assert stats["documents"] == 0 and stats["duplicates"] == 0 and stats["clusters"] == 0
+    empty = str(write_shard(documents_to_table([]), tmp_path / "empty.arrow"))
+    full = write_docs(tmp_path, [("a", "one two three four five six"), ("b", "one two three four five six")], 5)
+    stage = MinHashDedup("minhash_dedup", Params())
+    stats = stage.plan([empty] + full, tmp_path / "plan", LocalExecutor(1))
+    assert stats["documents"] == 2 and stats["duplicates"] == 1
+    res = stage.apply_with_plan(read_shard(full[0]), 1, tmp_path / "plan")
+    assert res.kept.column("id").to_pylist() == ["a"] and res.dropped.column("duplicate_of").to_pylist() == ["a"]
+    with pytest.raises(RuntimeError, match="rows"):
+        stage.apply_with_plan(read_shard(full[0]), 0, tmp_path / "plan")  # the plan saw 0 rows there

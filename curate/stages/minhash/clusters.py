@@ -74,11 +74,12 @@ def members_task(job: dict) -> dict:
     if len(rows) == 0:
         write_batches([schema.empty_table()] * groups, schema, out)
         return {"members": 0}
-    table = read_shard(job["input"])
+    qcol = job["quality_column"]
+    has_quality = bool(qcol) and qcol in _column_names(job["input"])
+    table = read_shard(job["input"], columns=[ID, TEXT] + ([qcol] if has_quality else []))
     take = pa.array(rows, pa.int64())
     ids = table.column(ID).take(take)
-    qcol = job["quality_column"]
-    if qcol and qcol in table.column_names:
+    if has_quality:
         q = pc.cast(table.column(qcol).take(take), pa.float64())
         quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False)
         quality = np.where(np.isnan(quality), -np.inf, quality)
@@ -104,6 +105,15 @@ def members_task(job: dict) -> dict:
     bounds = np.searchsorted(g_o, np.arange(groups + 1))
     write_batches([t.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(groups)], schema, out)
     return {"members": int(len(rows))}
+
+
+def _column_names(path: str) -> list[str]:
+    if str(path).endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(path).names
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).schema.names
 
 
 def _residual_components(bands: np.ndarray) -> np.ndarray:
