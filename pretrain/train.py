@@ -278,7 +278,7 @@ class MetricsLog:
             self.file.flush()
         if self.tb:
             for k, v in rec.items():
-                if k != "step" and isinstance(v, (int, float)):
+                if k not in ("step", "time") and isinstance(v, (int, float)):
                     self.tb.add_scalar(("val/" if k.startswith("val_") else "train/") + k, v, rec["step"])
         if rec["step"] % self.interval == 0 or "val_loss" in rec:
             parts = [f"step {rec['step']}", f"loss {rec['loss']:.4f}", f"lr {rec['lr']:.3e}",
@@ -389,7 +389,8 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
         losses[step], grad_norms[step] = loss, grad_norm
         rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": gbs * seq / dt,
                "mfu": flops / (dt * world * peak), "hfu": hw_flops / (dt * world * peak), "global_batch": gbs,
-               "consumed_samples": consumed, "step_time_s": dt, "tflops_per_device": flops / dt / world / 1e12}
+               "consumed_samples": consumed, "step_time_s": dt, "tflops_per_device": flops / dt / world / 1e12,
+               "time": time.time()}
         if t.eval_interval and step % t.eval_interval == 0 and valid_ds is not None:
             rec["val_loss"] = val_losses[step] = _evaluate(cfg, trainer, parts, valid_ds, device, load_data)
         log.step(rec)
