@@ -16,11 +16,21 @@ removes those from the extracted text, one line at a time, with rules that cost 
 4. **Menu runs**: a run of several consecutive very short lines without sentence punctuation (menus,
    breadcrumbs, tag clouds) is dropped.
 
-The rules were designed by looking at the output on one half of the trafilatura real-world test pages
-(see ``curate/stages/extract_eval.py``) and checked on the other half.
+How the rules were made: by reading the output of ``curate.stages.extract`` on one half of trafilatura's
+real-world test pages (``curate/stages/extract_eval.py``; the 44 pages whose URL's SHA-1 starts with an even
+byte), and checking them on the other 39 pages, whose failures were not looked at while writing rules
+(only the list of plain resiliparse's failures on all pages had been seen, once, at the start). Precision /
+recall of the whole default engine (pre-pass + this cleanup) on the two halves, against plain resiliparse
+``main_content=True``:
+
+    design half    0.959 / 0.972   (plain resiliparse 0.704 / 0.849)
+    held-out half  0.863 / 0.957   (plain resiliparse 0.716 / 0.924)
+
+The held-out figure is the honest estimate for unseen sites: phrase rules generalise less than they fit.
 """
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 
@@ -184,27 +194,57 @@ def _phrase_match(s: str, floating: bool) -> bool:
     return False
 
 
-# Notices that are boilerplate wherever they occur in a line (up to 600 characters): (key, regex) pairs; the
-# regex (on the lower-cased line) runs only when the key, a plain substring, is in the line.
-_NOTICES = [(k, re.compile(r)) for k, r in [
-    ("akismet", r"akismet"),
-    ("fields", r"required fields are marked"),
-    ("felder", r"(erforderliche|pflicht)felder sind|pflichtfelder"),
-    ("publi", r"(your )?e-?mail address will not be published|votre adresse (e-mail|de messagerie) ne sera pas publiée"),
-    ("veröffentlicht", r"e-mail-adresse wird nicht veröffentlicht"),
-    ("cookie", r"(we|this (site|website)|wir|diese (web)?seite|website|webseite) (uses?|verwende[nt]|nutz(en|t)|setzen|speicher[nt]) cookies|"
-               r"utilise des cookies|utilizamos cookies|(what|was) (are|sind) cookies|cookies? (settings|einstellungen|policy|richtlinie)"),
-    ("site", r"by (continuing|using) (to (use|browse) )?(this|our) (web)?site"),
-    ("zeilenumbr", r"zeilenumbrüche und absätze werden automatisch"),
-    ("mit d", r"mit (der|dem) (nutzung|absenden|absendung).{0,60}(erklären|willige|stimme|akzeptier)"),
-    ("ich ", r"ich (willige|stimme|akzeptiere).{0,80}(datenschutz|newsletter|e-mail)"),
-    ("i ", r"\bi (consent|agree).{0,80}(privacy|newsletter|e-mail|email)"),
+# Notices that are boilerplate wherever they occur in a line (up to 600 characters): (keys, regex) pairs; the
+# regex (on the lower-cased line) runs only on lines that hold one of its keys (plain substrings, found
+# with str.find over the whole document).
+_NOTICES = [(keys, re.compile(r)) for keys, r in [
+    (("akismet",), r"akismet"),
+    (("fields",), r"required fields are marked"),
+    (("felder",), r"(erforderliche|pflicht)felder sind|pflichtfelder"),
+    (("published", "publiée"),
+     r"(your )?e-?mail address will not be published|votre adresse (e-mail|de messagerie) ne sera pas publiée"),
+    (("veröffentlicht",), r"e-mail-adresse wird nicht veröffentlicht"),
+    (("cookie",), r"(we|this (site|website)|wir|diese (web)?seite|website|webseite) (uses?|verwende[nt]|nutz(en|t)|setzen|"
+                  r"speicher[nt]) cookies|utilise des cookies|utilizamos cookies|(what|was) (are|sind) cookies|"
+                  r"cookies? (settings|einstellungen|policy|richtlinie)"),
+    (("by continuing", "by using"), r"by (continuing|using) (to (use|browse) )?(this|our) (web)?site"),
+    (("zeilenumbr",), r"zeilenumbrüche und absätze werden automatisch"),
+    (("nutzung", "absend"), r"mit (der|dem) (nutzung|absenden|absendung).{0,60}(erklären|willige|stimme|akzeptier)"),
+    (("willige", "stimme", "akzeptiere"), r"ich (willige|stimme|akzeptiere).{0,80}(datenschutz|newsletter|e-mail)"),
+    (("consent", "agree"), r"\bi (consent|agree).{0,80}(privacy|newsletter|e-mail|email)"),
 ]]
 # A line of up to 160 characters that points to the privacy policy is a form or cookie notice.
 _PRIVACY_WORDS = ("datenschutzerklärung", "datenschutzbestimmungen", "datenschutzhinweise", "privacy policy",
                   "privacy statement", "politique de confidentialité", "política de privacidad")
-_NOTICE_KEYS = tuple(k for k, _ in _NOTICES) + _PRIVACY_WORDS
-_NOTICE_BY_KEY = dict(_NOTICES)
+_NOTICE_KEYS = tuple(k for keys, _ in _NOTICES for k in keys) + _PRIVACY_WORDS
+_NOTICE_BY_KEY = {k: rx for keys, rx in _NOTICES for k in keys}
+
+
+def _notice_lines(low: str, starts: list[int]) -> dict[int, list[str]]:
+    """Line index -> notice keys in that line, from the lower-cased document and its line start offsets."""
+    found: dict[int, list[str]] = {}
+    for k in _NOTICE_KEYS:
+        pos = low.find(k)
+        while pos != -1:
+            i = bisect.bisect_right(starts, pos) - 1
+            found.setdefault(i, []).append(k)
+            pos = low.find(k, pos + len(k))
+    return found
+
+
+def _is_notice(s: str, keys) -> bool:
+    if len(s) > 600:
+        return False
+    low = s.lower()
+    for k in keys:
+        rx = _NOTICE_BY_KEY.get(k)
+        if rx is None:  # a privacy-policy word
+            if len(s) <= 160:
+                return True
+        elif rx.search(low):
+            return True
+    return False
+
 
 # Headings that open a block of teasers for other pages: drop them and the short lines that follow.
 _SECTION_RE = re.compile(
@@ -217,6 +257,14 @@ _SECTION_RE = re.compile(
     r"diese beiträge solltest du|(watch|read) (this )?next|(top|most) (stories|read|popular)",
     re.IGNORECASE,
 )
+
+_SECTION_PREFIX = {w[:3] for w in re.findall(r"[^\W\d_]+", _SECTION_RE.pattern.lower())}
+
+
+def _may_be_section(s: str) -> bool:
+    """``_SECTION_RE.match(s)``, tried only when the first word starts like a word of its pattern."""
+    return s.split(None, 1)[0][:3].lower() in _SECTION_PREFIX and _SECTION_RE.match(s) is not None
+
 
 _BULLET_RE = re.compile(r"^(?:[•·◦▪▸►*\-–—|>]+|\d{1,3}[.)])\s+")
 _BULLET_START = frozenset("•·◦▪▸►*-–—|>0123456789")
@@ -233,27 +281,15 @@ def _core(line: str) -> str:
     return s.strip(_EDGE_PUNCT)
 
 
-def _is_phrase(s: str, notice_keys, floating: bool = True, max_len: int = 100) -> bool:
-    if len(s) <= max_len and _phrase_match(s, floating):
-        return True
-    if not notice_keys or len(s) > 600:
-        return False
-    low = s.lower()
-    for k in notice_keys:
-        if k in low:
-            rx = _NOTICE_BY_KEY.get(k)
-            if rx is None:  # a privacy-policy word
-                if len(s) <= 160:
-                    return True
-            elif rx.search(low):
-                return True
-    return False
-
-
 def is_phrase_line(line: str, max_len: int = 100) -> bool:
-    """Whether a line is boilerplate by its wording alone (rules 2 above)."""
+    """Whether a line is boilerplate by its wording alone (rule 2 above)."""
     s = _core(line)
-    return not s or _is_phrase(s, _NOTICE_KEYS, max_len)
+    if not s:
+        return True
+    if len(s) <= max_len and _phrase_match(s, True):
+        return True
+    low = s.lower()
+    return _is_notice(s, [k for k in _NOTICE_KEYS if k in low])
 
 
 def _is_menu_item(s: str) -> bool:
@@ -268,19 +304,31 @@ def clean(text: str, menu_run: int = 5, section_tail: int = 12) -> str:
     lines = text.split("\n")
     n = len(lines)
     low = text.lower()
-    keys = tuple(k for k in _NOTICE_KEYS if k in low)
     floating = any(k in low for k in _FLOATING_WORDS)
+    if len(low) == len(text):
+        starts, pos = [], 0
+        for line in lines:
+            starts.append(pos)
+            pos += len(line) + 1
+        notices = _notice_lines(low, starts)
+    else:  # lower-casing changed the length (a rare character): find keys line by line
+        notices = {}
+        for i, line in enumerate(lines):
+            ll = line.lower()
+            ks = [k for k in _NOTICE_KEYS if k in ll]
+            if ks:
+                notices[i] = ks
     cores = [_core(l) for l in lines]
     keep = [bool(c) for c in cores]
 
-    # 2. phrase lines, 3. section tails (a heading that is itself a phrase line, then its teaser lines)
+    # 2. phrase and notice lines; 3. section tails (the heading, then the short teaser lines after it)
     skip_until = -1
     for i in range(n):
         s = cores[i]
         if not s or i <= skip_until:
             continue
-        section = len(s) <= 60 and _SECTION_RE.match(s) is not None
-        if section or _is_phrase(s, keys, floating):
+        section = len(s) <= 60 and _may_be_section(s)
+        if section or (len(s) <= 100 and _phrase_match(s, floating)) or (i in notices and _is_notice(s, notices[i])):
             keep[i] = False
             if section:
                 taken = 0
