@@ -235,8 +235,8 @@ def corpus(tmp_path_factory):
 
 def test_same_plan_and_kept_set_with_1_or_2_workers_and_on_rerun(corpus, tmp_path):
     _, docs, inputs = corpus
-    s1, k1, d1 = run_stage(inputs, tmp_path / "w1", workers=1)
-    s2, k2, d2 = run_stage(inputs, tmp_path / "w2", workers=2)
+    s1, k1, d1 = run_stage(inputs, tmp_path / "w1", workers=1, verify=True)
+    s2, k2, d2 = run_stage(inputs, tmp_path / "w2", workers=2, verify=True)
     assert k1.column("id").to_pylist() == k2.column("id").to_pylist()
     assert d1.column("duplicate_of").to_pylist() == d2.column("duplicate_of").to_pylist()
     strip = lambda s: {k: v for k, v in s.items() if k != "seconds"}
@@ -248,6 +248,7 @@ def test_same_plan_and_kept_set_with_1_or_2_workers_and_on_rerun(corpus, tmp_pat
         if f.name != "minhash_stats.json":
             assert (tmp_path / "w1" / f).read_bytes() == (tmp_path / "w2" / f).read_bytes(), f
     assert d1.num_rows > 0 and set(d1.column("reason").to_pylist()) == {"near_duplicate"}
+    assert s1["verify_rejected"] > 0
     assert k1.num_rows + d1.num_rows == len(docs)
     # resume: remove parts of every step (as a kill would leave them) and plan again
     plan = tmp_path / "w1"
@@ -255,8 +256,9 @@ def test_same_plan_and_kept_set_with_1_or_2_workers_and_on_rerun(corpus, tmp_pat
     (plan / "components.npy").unlink()
     for sub in ("sig", "edges", "members", "clusters", "assign"):
         victims = sorted((plan / sub).iterdir())
-        victims[len(victims) // 2].unlink()
-    s3, k3, d3 = run_stage(inputs, plan, workers=2)
+        victims[len(victims) // 2].unlink()  # a part, or the marker written after it
+    (plan / "sig" / "00001.hash.npy").unlink()
+    s3, k3, d3 = run_stage(inputs, plan, workers=2, verify=True)
     assert k3.column("id").to_pylist() == k1.column("id").to_pylist()
     assert strip(s3) == strip(s1)
 

@@ -236,7 +236,7 @@ def scan_task(job: dict) -> dict:
     plan_dir = Path(job["plan_dir"])
     out = plan_dir / "results" / f"{job['index']:05d}.arrow"
     meta = plan_dir / "results" / f"{job['index']:05d}.json"
-    if meta.exists():
+    if meta.exists() and out.exists():
         return read_json(meta)
     table = load_npy(plan_dir / "ngrams.npy", mmap=False)
     texts = read_shard(job["input"], columns=[TEXT]).column(TEXT)

@@ -44,7 +44,7 @@ def signature_task(job: dict) -> dict:
 
     plan_dir = Path(job["plan_dir"])
     hpath, rpath, marker = sig_paths(plan_dir, job["index"])
-    if marker.exists():
+    if marker.exists() and hpath.exists() and rpath.exists():
         return read_json(marker)
     texts = read_shard(job["input"], columns=[TEXT]).column(TEXT)
     mh = hasher(job["bands"], job["rows"], job["ngram"], job["seed"], job["family"])

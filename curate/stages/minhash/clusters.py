@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curate.schema import ID, TEXT
-from curate.shards import read_shard, write_shard
+from curate.shards import read_json, read_shard, write_json, write_shard
 from curate.stages.minhash.buckets import sig_paths
 from curate.stages.minhash.kernels import flatten, jaccard_pairs, union_edges
 from curate.stages.minhash.shingles import shingle_sets
@@ -183,16 +183,17 @@ def cluster_schema() -> pa.Schema:
 def cluster_task(job: dict) -> dict:
     plan_dir = Path(job["plan_dir"])
     out = plan_dir / "clusters" / f"{job['group']:05d}.arrow"
+    marker = out.with_suffix(".json")
     stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
-    if out.exists():
-        t = read_shard(out, columns=["is_representative"])
-        reps = int(pc.sum(t.column(0)).as_py() or 0)
-        return {"documents": None, "components": None, "clusters": reps, "duplicates": t.num_rows - reps, "rejected": None}
+    if marker.exists() and out.exists():
+        return read_json(marker)
     parts = [read_batch(plan_dir / "members" / f"{i:05d}.arrow", job["group"]) for i in range(job["shards"])]
     t = pa.concat_tables(parts) if parts else members_schema(job["bands"]).empty_table()
     if t.num_rows == 0:
         write_shard(cluster_schema().empty_table(), out)
-        return dict.fromkeys(stats_keys, 0)
+        info = dict.fromkeys(stats_keys, 0)
+        write_json(info, marker)
+        return info
     gidx = t.column("gidx").to_numpy()
     comp = t.column("comp").to_numpy()
     order = np.lexsort((gidx, comp))
@@ -224,8 +225,10 @@ def cluster_task(job: dict) -> dict:
     res = res.sort_by([("cluster", "ascending"), ("is_representative", "descending"), ("gidx", "ascending")])
     write_shard(res, out)
     reps = int(np.count_nonzero(rep_of[inc] == inc))
-    return {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
+    info = {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
             "duplicates": int(len(inc) - reps), "rejected": int(rejected)}
+    write_json(info, marker)  # written last: the group is done
+    return info
 
 
 def write_assignments(plan_dir: Path, groups: int, offsets: list[int], rows: list[int]) -> int:

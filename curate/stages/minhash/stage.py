@@ -136,9 +136,10 @@ class MinHashDedup(GlobalStage):
             roots = connected_components(n, [plan_dir / "edges" / f"{k:05d}.npy" for k in range(ranges)])
             size = np.bincount(roots, minlength=n)
             save_npy(np.where(size[roots] >= 2, roots, -1), comp_path)
-        comp = np.load(comp_path, mmap_mode="r")
-        candidates = int(np.count_nonzero(np.asarray(comp) >= 0))
-        components = int(len(np.unique(np.asarray(comp)[np.asarray(comp) >= 0]))) if candidates else 0
+        comp = np.load(comp_path)
+        comp = comp[comp >= 0]
+        candidates, components = int(len(comp)), int(len(np.unique(comp)))
+        del comp
         seconds["components"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -163,7 +164,7 @@ class MinHashDedup(GlobalStage):
             "components": components,
             "clusters": sum(c["clusters"] for c in cinfo),
             "duplicates": duplicates,
-            "verify_rejected": sum(c["rejected"] or 0 for c in cinfo) if p.verify else 0,
+            "verify_rejected": sum(c["rejected"] for c in cinfo),
             "bucket_ranges": ranges, "cluster_groups": groups,
             "seconds": {k: round(v, 3) for k, v in seconds.items()},
         }
