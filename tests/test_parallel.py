@@ -16,7 +16,7 @@ RTOL = 1e-5
 # the gradient norm is compared too (Adam would hide a wrong gradient scale from the loss); it is more sensitive
 # to reduction-order noise, which Adam amplifies on parameters whose true gradient is ~0 (the k_proj bias)
 NORM_RTOL = 1e-4
-TRAIN = {"train.lr": 5e-3, "train.min_lr": 5e-4}
+TRAIN = {"train.lr": 5e-3, "train.min_lr": 5e-4, "train.eval_interval": 5, "train.eval_iters": 1}
 
 
 def test_rank_layout_is_megatrons():
@@ -42,10 +42,10 @@ def reference():
 
 LAYOUTS = {
     "tp2_sp": ({"parallel.tp": 2, "parallel.sequence_parallel": True}, 2),
-    "tp2": ({"parallel.tp": 2}, 2),
+    "tp2_full_recompute": ({"parallel.tp": 2, "train.recompute": "full"}, 2),
     "pp2_1f1b": ({"parallel.pp": 2}, 2),
     "pp2_vpp2": ({"parallel.pp": 2, "parallel.vpp": 2}, 2),
-    "dp2_fsdp": ({"parallel.dp": 2}, 2),
+    "dp2_fsdp_selective_recompute": ({"parallel.dp": 2, "train.recompute": "selective"}, 2),
     "dp2_replicate": ({"parallel.dp": 2, "parallel.dp_mode": "replicate"}, 2),
     "tp2_pp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.sequence_parallel": True}, 4),
     "tp2_pp2_dp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.dp": 2, "parallel.sequence_parallel": True}, 8),
@@ -67,6 +67,7 @@ def test_layout_matches_single_process(name, reference):
         for step in ref_loss:
             assert res["losses"][step] == pytest.approx(ref_loss[step], rel=RTOL), (name, step)
             assert res["grad_norms"][step] == pytest.approx(ref_norm[step], rel=NORM_RTOL), (name, step)
+        assert res["val_losses"][5] == pytest.approx(reference["val_losses"][5], rel=RTOL)  # forward-only path
     # the layout was really applied: each rank holds a part of the parameters (all of them only under replicate)
     cfg1 = tiny_config(TRAIN)
     finalize(cfg1, 1)
