@@ -396,7 +396,7 @@ def corpus_run(n_docs: int, shard_rows: int, workers: int, workdir: Path, keep: 
         t = time.perf_counter()
         stats = stage.plan(inputs, plan_dir, QuietExecutor(workers))
         total = time.perf_counter() - t
-    sec = stats["seconds"]
+    sec = stats["phase_seconds"]
     print(f"   {'phase':<14}{'seconds':>9}{'docs/s':>12}{'docs/s/core':>13}")
     for k, v in sec.items():
         cores = workers if k != "components" else 1

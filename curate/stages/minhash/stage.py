@@ -166,7 +166,7 @@ class MinHashDedup(GlobalStage):
             "duplicates": duplicates,
             "verify_rejected": sum(c["rejected"] for c in cinfo),
             "bucket_ranges": ranges, "cluster_groups": groups,
-            "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            "phase_seconds": {k: round(v, 3) for k, v in seconds.items()},
         }
         write_json(stats, plan_dir / STATS_FILE)
         return stats
