@@ -91,6 +91,29 @@ def build_datasets(cfg: Config, num_train: int, num_valid: int):
     return train, valid
 
 
+DEMO_HINT = ("run `make demo` (or steps 1-6 of pipelines/demo.sh) to tokenize the repository's sample, or train on "
+             "synthetic tokens: --set data.kind=synthetic --set model.vocab_size=256")
+
+
+def check_data_paths(cfg: Config) -> None:
+    """Before any process-group work: the tokenizer and the blend's .bin/.idx files exist."""
+    d = cfg.data
+    if d.kind != "blend":
+        return
+    if d.tokenizer and cfg.model.vocab_size is None and not Path(d.tokenizer).is_file():
+        raise ConfigError(f"data.tokenizer {d.tokenizer} not found: {DEMO_HINT}")
+    from pretrain.blend_spec import BlendSpecError, load_blend_spec
+
+    try:
+        spec = load_blend_spec(d.blend)
+    except (BlendSpecError, OSError) as e:
+        raise ConfigError(f"data.blend {d.blend}: {e}") from e
+    for ds in spec.datasets:
+        for ext in (".bin", ".idx"):
+            if not Path(ds.prefix + ext).is_file():
+                raise ConfigError(f"data.blend {d.blend}: dataset {ds.name!r} has no {ds.prefix}{ext}: {DEMO_HINT}")
+
+
 def _batch(ds, start: int, count: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([np.asarray(ds[i], dtype=np.int64) for i in range(start, start + count)]))
 
@@ -300,6 +323,7 @@ def train(cfg: Config) -> dict:
     Every rank returns the same losses."""
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
+    check_data_paths(cfg)
     resume_dir = ckpt.resolve(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
     if resume_dir is not None:
         _adopt_checkpoint_model(cfg, resume_dir)

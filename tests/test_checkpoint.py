@@ -154,7 +154,7 @@ def test_latest_names_only_complete_checkpoints(tmp_path):
 # ------------------------------------------------------------------------------------------- kill and resume
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
-KILL_ARGS = ["--set", "train.steps=30", "--set", "checkpoint.interval=4", "--set", "log.tensorboard=false",
+KILL_ARGS = ["--set", "data.kind=synthetic", "--set", "model.vocab_size=256", "--set", "train.steps=30", "--set", "checkpoint.interval=4", "--set", "log.tensorboard=false",
              "--set", "model.hidden_size=32", "--set", "data.seq_len=32", "--set", "train.eval_interval=10"]
 
 

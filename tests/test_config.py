@@ -21,8 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "pretrain" / "configs" / "tiny.toml"
 
 
+SYNTH = ["data.kind='synthetic'", "model.vocab_size=256"]
+
+
 def cfg(*overrides):
-    return load_config(TINY, list(overrides))
+    return load_config(TINY, SYNTH + list(overrides))
 
 
 def errors(c, world):
@@ -32,6 +35,11 @@ def errors(c, world):
 
 
 def test_tiny_example_config_is_valid():
+    shipped = load_config(TINY)  # trains on the repository's sample (the demo blend)
+    check(shipped, 1)
+    assert shipped.data.kind == "blend" and (ROOT / shipped.data.blend).is_file()
+    shipped.parallel.tp = shipped.parallel.pp = 2
+    check(shipped, 4)  # and fits the CLI's torchrun example (tp 2 x pp 2)
     c = cfg()
     check(c, 1)
     finalize(c, 1)
@@ -78,7 +86,7 @@ def test_unknown_keys_and_wrong_types_are_named():
     (["parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=63"], 2,
      "data.seq_len = 63 is not divisible by parallel.tp = 2"),
     (["train.rampup_batch_size=[4, 4, 100]", "train.micro_batch=8"], 1, "must be multiples of micro_batch * dp"),
-    (["data.kind='blend'"], 1, "data.blend is not set"),
+    (["data.kind='blend'", "data.blend=''"], 1, "data.blend is not set"),
     (["model.norm='batchnorm'"], 1, "model.norm = 'batchnorm': use one of layernorm, rmsnorm"),
 ])
 def test_checks_say_what_to_change(overrides, world, message):

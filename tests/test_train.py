@@ -21,6 +21,7 @@ from tests.distributed_helpers import config_dict, run_distributed, tiny_config,
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "pretrain" / "configs" / "tiny.toml"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+SYNTH = ["--set", "data.kind=synthetic", "--set", "model.vocab_size=256"]  # tiny.toml without the demo's tokens
 
 
 def metrics(log_dir: Path) -> list[dict]:
@@ -28,7 +29,7 @@ def metrics(log_dir: Path) -> list[dict]:
 
 
 def test_cli_single_process_trains_and_logs(tmp_path):
-    args = [sys.executable, "-m", "pretrain", "train", "--config", str(TINY), "--set", "train.steps=24",
+    args = [sys.executable, "-m", "pretrain", "train", "--config", str(TINY), *SYNTH, "--set", "train.steps=24",
             "--set", "train.eval_interval=12", "--set", f"log.dir='{tmp_path}/log'",
             "--set", f"checkpoint.dir='{tmp_path}/ckpt'", "--set", "checkpoint.interval=0",
             "--set", "data.seq_len=32", "--set", "train.warmup_steps=2"]
@@ -52,11 +53,23 @@ def test_cli_single_process_trains_and_logs(tmp_path):
 def test_config_errors_exit_before_any_process_group(monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "6")  # as under torchrun --nproc-per-node 6; no rendezvous is attempted
     monkeypatch.setenv("RANK", "0")
-    code = cli_main(["train", "--config", str(TINY), "--set", "parallel.tp=2", "--set", "parallel.pp=2",
+    code = cli_main(["train", "--config", str(TINY), *SYNTH, "--set", "parallel.tp=2", "--set", "parallel.pp=2",
                      "--set", "parallel.sequence_parallel=false"])
     assert code == 2
     err = capsys.readouterr().err
     assert "world size 6 is not divisible by tp * pp = 2 * 2 = 4" in err
+
+
+def test_missing_data_says_how_to_get_it(tmp_path, capsys):
+    code = cli_main(["train", "--config", str(TINY), "--set", f"data.tokenizer='{tmp_path}/none.model'"])
+    assert code == 2
+    assert "make demo" in capsys.readouterr().err
+    spec = tmp_path / "b.toml"
+    spec.write_text(f'[[datasets]]\nname = "web"\nprefix = "{tmp_path}/web"\nweight = 1.0\n')
+    code = cli_main(["train", "--config", str(TINY), "--set", "model.vocab_size=256", "--set", f"data.blend='{spec}'"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"dataset 'web' has no {tmp_path}/web.bin" in err and "data.kind=synthetic" in err
 
 
 def test_resume_trains_on_to_train_steps(tmp_path):
@@ -106,7 +119,7 @@ def test_batch_rampup_under_pipeline_parallelism_matches_one_process():
 @pytest.mark.slow
 def test_torchrun_two_processes(tmp_path):
     """`torchrun --nproc-per-node 2 -m pretrain train` (pp = 2) logs the single-process run's losses."""
-    common = ["--config", str(TINY), "--set", "train.steps=4", "--set", "log.tensorboard=false",
+    common = ["--config", str(TINY), *SYNTH, "--set", "train.steps=4", "--set", "log.tensorboard=false",
               "--set", "model.hidden_size=32", "--set", "data.seq_len=32", "--set", "train.eval_interval=2",
               "--set", "checkpoint.interval=0"]
     one = subprocess.run([sys.executable, "-m", "pretrain", "train", *common, "--set", f"log.dir='{tmp_path}/one'",
