@@ -305,6 +305,9 @@ def check(cfg: Config, world_size: int) -> None:
             elif start > t.global_batch or (t.global_batch - start) % incr:
                 err(f"train.rampup_batch_size: global_batch {t.global_batch} must be start {start} plus a "
                     f"whole number of increments {incr}")
+            elif p.pp > 1 and start // unit < p.pp:
+                err(f"train.rampup_batch_size starts at {start} samples = {start // unit} micro-batches, fewer than "
+                    f"pp = {p.pp}: start at {p.pp * unit} or more")
     num_micro = t.global_batch // max(1, unit)
     if p.pp > 1 and num_micro < p.pp:
         err(f"{num_micro} micro-batches per step for pp = {p.pp}: the pipeline needs at least pp micro-batches; "

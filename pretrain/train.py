@@ -357,6 +357,9 @@ def _adopt_checkpoint_model(cfg: Config, d: Path) -> None:
     m.vocab_size = saved.vocab_size
     if m.ffn_hidden_size is None:
         m.ffn_hidden_size = saved.ffn_hidden_size
+    elif m.ffn_hidden_size != saved.ffn_hidden_size:
+        raise ConfigError(f"checkpoint {d} has model.ffn_hidden_size = {saved.ffn_hidden_size}, the config "
+                          f"{m.ffn_hidden_size}")
     if saved.padded_vocab_size % cfg.parallel.tp == 0:
         m.padded_vocab_size = saved.padded_vocab_size
 

@@ -87,6 +87,7 @@ def test_unknown_keys_and_wrong_types_are_named():
      "data.seq_len = 63 is not divisible by parallel.tp = 2"),
     (["train.rampup_batch_size=[4, 4, 100]", "train.micro_batch=8"], 1, "must be multiples of micro_batch * dp"),
     (["data.kind='blend'", "data.blend=''"], 1, "data.blend is not set"),
+    (["parallel.pp=2", "train.rampup_batch_size=[4, 4, 100]"], 2, "fewer than pp = 2: start at 8 or more"),
     (["model.norm='batchnorm'"], 1, "model.norm = 'batchnorm': use one of layernorm, rmsnorm"),
 ])
 def test_checks_say_what_to_change(overrides, world, message):
