@@ -254,7 +254,7 @@ def test_same_plan_and_kept_set_with_1_or_2_workers_and_on_rerun(corpus, tmp_pat
     plan = tmp_path / "w1"
     (plan / "minhash_stats.json").unlink()
     (plan / "components.npy").unlink()
-    for sub in ("sig", "edges", "members", "clusters", "assign"):
+    for sub in ("sig", "edges", "members", "clusters", "drops", "assign"):
         victims = sorted((plan / sub).iterdir())
         victims[len(victims) // 2].unlink()  # a part, or the marker written after it
     (plan / "sig" / "00001.hash.npy").unlink()

@@ -18,7 +18,12 @@
    so any two members of a cluster have Jaccard >= 2t - 1 (Jaccard distance is a metric).
    ``clusters/GGGGG.arrow``: one row per document in a cluster of two or more: ``cluster`` (the
    representative's global index), ``id``, ``representative`` (its id), ``is_representative``,
-   ``jaccard`` (to the representative), ``quality``, ``size``, ``snippet``.
+   ``jaccard`` (to the representative), ``quality``, ``size``, ``snippet``; ``drops/GGGGG.arrow``:
+   the members set aside, one IPC batch per input shard.
+4. ``assign_task`` (one per shard): the shard's batch from every group, sorted by row:
+   ``assign/NNNNN.arrow`` (row, duplicate_of, cluster), which ``apply_with_plan`` reads.
+
+Memory: 8 bytes a document for union-find; every other step holds about one shard's worth.
 """
 from __future__ import annotations
 
@@ -185,11 +190,12 @@ def cluster_task(job: dict) -> dict:
     out = plan_dir / "clusters" / f"{job['group']:05d}.arrow"
     marker = out.with_suffix(".json")
     stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
-    if marker.exists() and out.exists():
+    if marker.exists() and out.exists() and (plan_dir / "drops" / f"{job['group']:05d}.arrow").exists():
         return read_json(marker)
     parts = [read_batch(plan_dir / "members" / f"{i:05d}.arrow", job["group"]) for i in range(job["shards"])]
     t = pa.concat_tables(parts) if parts else members_schema(job["bands"]).empty_table()
     if t.num_rows == 0:
+        _write_drops(plan_dir, job["group"], cluster_schema().empty_table(), job["offsets"])
         write_shard(cluster_schema().empty_table(), out)
         info = dict.fromkeys(stats_keys, 0)
         write_json(info, marker)
@@ -223,6 +229,7 @@ def cluster_task(job: dict) -> dict:
         "snippet": pa.array(snippets, pa.string()),
     }, schema=cluster_schema())
     res = res.sort_by([("cluster", "ascending"), ("is_representative", "descending"), ("gidx", "ascending")])
+    _write_drops(plan_dir, job["group"], res, job["offsets"])
     write_shard(res, out)
     reps = int(np.count_nonzero(rep_of[inc] == inc))
     info = {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
@@ -231,24 +238,29 @@ def cluster_task(job: dict) -> dict:
     return info
 
 
-def write_assignments(plan_dir: Path, groups: int, offsets: list[int], rows: list[int]) -> int:
-    """Per shard: the rows set aside and the id of the representative kept instead."""
-    parts = [read_shard(plan_dir / "clusters" / f"{g:05d}.arrow", columns=["gidx", "representative", "is_representative", "cluster"])
-             for g in range(groups)]
-    t = pa.concat_tables(parts) if parts else None
-    if t is not None and t.num_rows:
-        t = t.filter(pc.invert(t.column("is_representative")))
-        t = t.sort_by("gidx")
-        gidx = t.column("gidx").to_numpy()
-    else:
-        gidx = np.zeros(0, np.int64)
-    for i, (off, n) in enumerate(zip(offsets, rows)):
-        a, z = np.searchsorted(gidx, [off, off + n])
-        part = t.slice(a, z - a) if len(gidx) else None
-        table = pa.table({
-            "row": pa.array(gidx[a:z] - off, pa.int64()),
-            "duplicate_of": part.column("representative") if part is not None else pa.array([], pa.string()),
-            "cluster": part.column("cluster") if part is not None else pa.array([], pa.int64()),
-        })
-        write_shard(table, plan_dir / "assign" / f"{i:05d}.arrow")
-    return int(len(gidx))
+DROPS_SCHEMA = pa.schema([("row", pa.int64()), ("duplicate_of", pa.string()), ("cluster", pa.int64())])
+
+
+def _write_drops(plan_dir: Path, group: int, res: pa.Table, offsets: list[int]) -> None:
+    """The group's documents set aside, as one IPC batch per input shard (row within the shard)."""
+    drops = res.filter(pc.invert(res.column("is_representative"))).sort_by("gidx")
+    gidx = drops.column("gidx").to_numpy() if drops.num_rows else np.zeros(0, np.int64)
+    bounds = np.searchsorted(gidx, np.asarray(list(offsets) + [np.iinfo(np.int64).max], np.int64))
+    batches = []
+    for i in range(len(offsets)):
+        part = drops.slice(bounds[i], bounds[i + 1] - bounds[i])
+        batches.append(pa.table({
+            "row": pa.array(gidx[bounds[i]:bounds[i + 1]] - offsets[i], pa.int64()),
+            "duplicate_of": part.column("representative"), "cluster": part.column("cluster"),
+        }, schema=DROPS_SCHEMA))
+    write_batches(batches, DROPS_SCHEMA, plan_dir / "drops" / f"{group:05d}.arrow")
+
+
+def assign_task(job: dict) -> int:
+    """Per shard: the rows set aside and the id of the representative kept instead (``assign/NNNNN.arrow``)."""
+    plan_dir = Path(job["plan_dir"])
+    parts = [read_batch(plan_dir / "drops" / f"{g:05d}.arrow", job["index"]) for g in range(job["groups"])]
+    t = pa.concat_tables(parts) if parts else DROPS_SCHEMA.empty_table()
+    t = t.sort_by("row")
+    write_shard(t, plan_dir / "assign" / f"{job['index']:05d}.arrow")
+    return t.num_rows

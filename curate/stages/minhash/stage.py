@@ -25,7 +25,8 @@ plan resumes where it stopped; the same parts for any number of workers):
 - ``components.npy``  union-find labels (-1 for documents with no candidate)  (in the planning process)
 - ``members/``    documents with candidates, grouped by component           (one task per shard)
 - ``clusters/``   clusters, representatives, Jaccard, snippets              (one task per group)
-- ``assign/``     per shard: rows set aside and their representative's id
+- ``drops/``      per group: the documents set aside, one IPC batch per shard
+- ``assign/``     per shard: rows set aside and their representative's id   (one task per shard)
 - ``minhash_stats.json``  the plan's statistics, written last
 
 ``curate clusters OUT --show N`` reads ``clusters/``. See the package modules for each step.
@@ -46,7 +47,7 @@ import pyarrow as pa
 from curate.shards import read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.buckets import bucket_task, sig_paths, signature_task
-from curate.stages.minhash.clusters import cluster_task, connected_components, members_task, write_assignments
+from curate.stages.minhash.clusters import assign_task, cluster_task, connected_components, members_task
 from curate.stages.minhash.shingles import MAX_NGRAM
 from curate.stages.minhash.signatures import (
     DEFAULT_BANDS, DEFAULT_ROWS, FAMILIES, choose_bands, format_s_curve, s50, s_curve_table,
@@ -147,10 +148,11 @@ class MinHashDedup(GlobalStage):
         mjobs = [{**base, "index": i, "input": s, "offset": int(offsets[i]), "rows": rows[i], "groups": groups,
                   "quality_column": p.quality_column} for i, s in enumerate(inputs)]
         executor.map(members_task, mjobs, desc=f"{self.name}: members")
-        cjobs = [{**base, "group": g, "shards": len(inputs), "verify": p.verify,
+        cjobs = [{**base, "group": g, "shards": len(inputs), "verify": p.verify, "offsets": [int(o) for o in offsets[:-1]],
                   "verify_threshold": self.verify_threshold()} for g in range(groups)]
         cinfo = executor.map(cluster_task, cjobs, desc=f"{self.name}: clusters")
-        duplicates = write_assignments(plan_dir, groups, [int(o) for o in offsets[:-1]], rows)
+        ajobs = [{"plan_dir": str(plan_dir), "index": i, "groups": groups} for i in range(len(inputs))]
+        duplicates = sum(executor.map(assign_task, ajobs, desc=f"{self.name}: assign"))
         seconds["clusters"] = time.perf_counter() - t0
 
         stats = {
@@ -187,7 +189,7 @@ class MinHashDedup(GlobalStage):
         raise RuntimeError("minhash_dedup is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
-_PARTS = ("sig", "edges", "members", "clusters", "assign", "components.npy", STATS_FILE)
+_PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", STATS_FILE)
 
 
 def _claim(plan_dir: Path, config: dict) -> None:
