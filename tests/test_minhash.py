@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 
 from curate.executors.local import LocalExecutor
 from curate.schema import documents_to_table
-from curate.shards import read_json, read_shard, write_shard
+from curate.shards import read_shard, write_shard
 from curate.stages.minhash.clusters import connected_components
 from curate.stages.minhash.shingles import jaccard, normalize, shingle_sets
 from curate.stages.minhash.signatures import (

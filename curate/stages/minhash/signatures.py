@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from curate.stages.minhash.kernels import EMPTY, M32, MERSENNE61, U64, _band_kernel, _minhash_kernel
+from curate.stages.minhash.kernels import M32, MERSENNE61, U64, _band_kernel, _minhash_kernel
 from curate.stages.minhash.shingles import MAX_NGRAM, code_point_map, text_buffers
 
 
