@@ -86,8 +86,14 @@ def build_datasets(cfg: Config, num_train: int, num_valid: int):
         valid = SyntheticDataset(num_valid, d.seq_len, cfg.model.vocab_size, cfg.train.seed + 1) if num_valid else None
         return train, valid
     from pretrain.blend import build_blend_splits
+    from pretrain.gpt_dataset import EmptySplitError
 
-    train, valid, _ = build_blend_splits(d.blend, d.seq_len, (num_train, num_valid, 0), cfg.train.seed, d.cache_dir)
+    try:
+        train, valid, _ = build_blend_splits(d.blend, d.seq_len, (num_train, num_valid, 0), cfg.train.seed,
+                                             d.cache_dir)
+    except EmptySplitError as e:
+        raise ConfigError(f"data.blend {d.blend}: {e}" + (" (or set train.eval_interval = 0: no validation)"
+                                                          if num_valid else "")) from e
     return train, valid
 
 
