@@ -1,0 +1,189 @@
+"""GPT sample indices with Megatron-core's semantics, the index cache, and (optionally) Megatron itself."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.gpt_dataset import (
+    EmptySplitError, IndexCache, build_gpt_dataset, build_gpt_indices, build_sample_index, num_epochs_needed,
+    parse_split, split_ranges,
+)
+from pretrain.indexed import IndexedDataset, IndexedDatasetBuilder
+
+HERE = Path(__file__).parent
+
+
+def make_dataset(prefix, lengths, seed=0, vocab=30000):
+    rng = np.random.default_rng(seed)
+    with IndexedDatasetBuilder(prefix, np.uint16) as b:
+        for n in lengths:
+            b.add_document(rng.integers(0, vocab, n))
+    return IndexedDataset(prefix)
+
+
+def stream_of(ds):
+    """The flattened token stream the samples are cut from: documents in document-index order."""
+    ix = ds.indexed
+    return np.concatenate([ix[int(d)] for d in ds.document_index]).astype(np.int64)
+
+
+def test_split_string_and_ranges():
+    assert parse_split("969,30,1") == pytest.approx([0.969, 0.03, 0.001])
+    assert parse_split("98, 2") == pytest.approx([0.98, 0.02, 0.0])
+    assert split_ranges(1000, "969,30,1") == [(0, 969), (969, 999), (999, 1000)]
+    assert split_ranges(10, "98,2") == [(0, 10), (10, 10), None]  # valid rounds to nothing; test is 0
+    with pytest.raises(ValueError):
+        parse_split("1,2,3,4")
+    with pytest.raises(ValueError):
+        parse_split("0,0,0")
+
+
+def test_sample_index_by_hand():
+    # documents (sizes) 3, 4, 5 read in the order 2, 0, 1: a stream of 5 + 3 + 4 = 12 tokens.
+    sizes = np.array([3, 4, 5], np.int32)
+    order = np.array([2, 0, 1], np.int32)
+    # seq_len 4 + 1 extra token: (12 - 1) // 4 = 2 samples, starting at stream positions 0, 4, 8.
+    rows = build_sample_index(sizes, order, 4, 1, 12)
+    assert rows.tolist() == [[0, 0], [0, 4], [2, 0]]  # position 4 is offset 4 of entry 0; 8 starts entry 2
+    assert rows.dtype == np.int32
+    # without the extra token: 12 // 4 = 3 samples; a row points just past the previous sample's end
+    assert build_sample_index(sizes, order, 4, 1, 12, extra=0).tolist() == [[0, 0], [0, 4], [1, 3], [2, 4]]
+    # an empty document in the stream is skipped: stream position 3 is the first token of entry 2
+    sizes0 = np.array([3, 0, 5], np.int32)
+    assert build_sample_index(sizes0, np.array([0, 1, 2], np.int32), 3, 1, 8).tolist() == [[0, 0], [2, 0], [2, 3]]
+
+
+def test_epochs_and_separate_last_epoch_rule():
+    assert num_epochs_needed(100, 10, 10) == 2  # 10 * 10 + 1 tokens need 2 epochs of 100
+    assert num_epochs_needed(101, 10, 10) == 1
+    sizes = np.full(10, 10, np.int32)  # 100 tokens per epoch, seq_len 10: 9 samples in one epoch
+    # 10 samples need 101 tokens: 2 epochs. The first gives (100 - 1) // 10 = 9 samples, so the last epoch
+    # supplies 10 - 9 = 1 < int(0.8 * 9) = 7 of its 9: it is shuffled separately
+    ix = build_gpt_indices(sizes, np.arange(10), 10, 10, seed=3)
+    assert (ix.num_epochs, ix.separate_final_epoch) == (2, True)
+    assert sorted(ix.document_index[:10].tolist()) == list(range(10))  # epoch 1 shuffled on its own
+    assert sorted(ix.document_index[10:].tolist()) == list(range(10))
+    n = len(ix.sample_index) - 1
+    assert n == (2 * 100 - 1) // 10
+    assert sorted(ix.shuffle_index[:9].tolist()) == list(range(9))  # full epochs first ...
+    assert sorted(ix.shuffle_index[9:].tolist()) == list(range(9, n))  # ... then the partial last one
+    # 17 samples: the last epoch gives 17 - 9 = 8 >= int(0.8 * 9) = 7: shuffled together
+    ix = build_gpt_indices(sizes, np.arange(10), 17, 10, seed=3)
+    assert (ix.num_epochs, ix.separate_final_epoch) == (2, False)
+    assert sorted(ix.shuffle_index.tolist()) == list(range(len(ix.sample_index) - 1))
+    assert ix.shuffle_index.dtype == np.uint32 and ix.document_index.dtype == np.int32
+
+
+@pytest.mark.parametrize("num_samples,seq_len", [(40, 16), (500, 16), (7, 64), (90, 3)])
+def test_samples_have_seq_len_plus_one_tokens_and_share_one(tmp_path, num_samples, seq_len):
+    rng = np.random.default_rng(num_samples)
+    ix = make_dataset(tmp_path / "d", rng.integers(0, 60, 50), seed=1)
+    ds = build_gpt_dataset(ix, "100,0,0", "train", num_samples, seq_len, seed=11)
+    assert len(ds) >= num_samples
+    stream = stream_of(ds)
+    order = np.argsort(ds.shuffle_index)  # sample k of the stream is ds[order[k]]
+    assert sorted(ds.shuffle_index.tolist()) == list(range(len(ds)))
+    for k in range(len(ds)):
+        sample = ds[int(order[k])]
+        assert sample.dtype == np.int64 and sample.shape == (seq_len + 1,)
+        assert np.array_equal(sample, stream[k * seq_len:k * seq_len + seq_len + 1])
+        if k + 1 < len(ds):
+            assert sample[-1] == ds[int(order[k + 1])][0]  # the last label is the next sample's first input
+    batch = ds.get_batch([3, 0, len(ds) - 1])
+    assert np.array_equal(batch, np.stack([ds[3], ds[0], ds[len(ds) - 1]]))
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+
+
+@pytest.mark.timeout(60)
+def test_a_split_without_tokens_raises_instead_of_hanging(tmp_path):
+    ix = make_dataset(tmp_path / "small", [5] * 10)
+    with pytest.raises(EmptySplitError, match="no documents"):  # round(.98*10) .. round(.99*10): nothing
+        build_gpt_dataset(ix, "98,1,1", "valid", 10, 8, seed=1)
+    empty = make_dataset(tmp_path / "zeros", [0] * 4)
+    with pytest.raises(EmptySplitError, match="0 tokens"):
+        build_gpt_dataset(empty, "100,0,0", "train", 10, 8, seed=1)
+    with pytest.raises(EmptySplitError, match="0 in the split"):
+        build_gpt_dataset(ix, "100,0,0", "test", 10, 8, seed=1)
+
+
+def test_cache_is_keyed_and_never_read_half_written(tmp_path):
+    ix = make_dataset(tmp_path / "d", np.random.default_rng(0).integers(1, 40, 80))
+    cache = tmp_path / "cache"
+    a = build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=5, cache_dir=cache)
+    names = sorted(p.name for p in cache.iterdir())
+    assert names == [".lock", "document_index.npy", "index.json", "sample_index.npy", "shuffle_index.npy"]
+    b = build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=5, cache_dir=cache)
+    assert isinstance(b.shuffle_index, np.memmap)  # loaded, not rebuilt
+    for name in ("document_index", "sample_index", "shuffle_index"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    meta = json.loads((cache / "index.json").read_text())
+    assert meta["description"]["random_seed"] == 5 and meta["description"]["fingerprint"] == ix.fingerprint()
+    # other parameters: rebuilt in place, the key follows
+    c = build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=6, cache_dir=cache)
+    assert not isinstance(c.shuffle_index, np.memmap)
+    assert json.loads((cache / "index.json").read_text())["key"] != meta["key"]
+    # arrays without their index.json (a build killed before the end) are never used
+    (cache / "index.json").unlink()
+    np.save(cache / "shuffle_index.npy", np.zeros(3, np.uint32))
+    d = build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=6, cache_dir=cache)
+    assert np.array_equal(d.shuffle_index, c.shuffle_index)
+    # the data changed (same path, other tokens): a new fingerprint, so a rebuild
+    ix2 = make_dataset(tmp_path / "d", np.random.default_rng(1).integers(1, 40, 80))
+    assert ix2.fingerprint() != ix.fingerprint()
+    assert IndexCache(cache).load(meta["key"], ["shuffle_index"]) is None
+
+
+def _megatron_python():
+    return os.environ.get("QUARRY_MEGATRON_PYTHON")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _megatron_python(), reason="set QUARRY_MEGATRON_PYTHON to a Python with megatron-core")
+def test_arrays_equal_megatron_core(tmp_path):
+    """Builds the same blends with Megatron-core (BlendedMegatronDatasetBuilder) and compares every array and
+    the first samples' tokens. megatron-core 0.19 needs Python >= 3.12, hence a separate interpreter."""
+    from pretrain.blend import build_blend_splits
+
+    rng = np.random.default_rng(42)
+    jobs = []
+    for i in range(6):
+        split = ["90,8,2", "80,10,10", "969,30,1"][i % 3]
+        prefixes = []
+        for k in range(1 + i % 3):
+            while True:  # Megatron hangs on a split without tokens (that is our EmptySplitError): avoid those
+                lengths = rng.integers(1, [8, 60, 500, 3000][(i + k) % 4], rng.integers(60, 400) + 1200 * (i % 3 == 2))
+                lengths[rng.random(len(lengths)) < 0.05] = 0
+                if all(r and lengths[r[0]:r[1]].sum() > 1 for r in split_ranges(len(lengths), split)):
+                    break
+            make_dataset(tmp_path / f"d{i}_{k}", lengths, seed=10 * i + k, vocab=1000)
+            prefixes.append(str(tmp_path / f"d{i}_{k}"))
+        weights = [float(w) for w in rng.uniform(0.1, 1, len(prefixes))] if (len(prefixes) > 1 or i % 2) else None
+        jobs.append({"blend": [prefixes, weights], "split": split, "seq_len": [7, 64, 128][i % 3],
+                     "sizes": [int(rng.integers(100, 20000)), 40, 10], "seed": int(rng.integers(0, 2 ** 31))})
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    subprocess.run([_megatron_python(), str(HERE / "data" / "pretrain" / "megatron_reference.py"),
+                    str(tmp_path / "jobs.json"), str(tmp_path / "ref")], check=True, capture_output=True, timeout=600)
+    for i, job in enumerate(jobs):
+        prefixes, weights = job["blend"]
+        spec = " ".join(f"{w} {p}" for w, p in zip(weights, prefixes)) if weights else " ".join(prefixes)
+        splits = build_blend_splits(spec, job["seq_len"], job["sizes"], job["seed"], tmp_path / f"c{i}",
+                                    split=job["split"])
+        report = json.loads((tmp_path / "ref" / str(i) / "report.json").read_text())
+        for name, ds in zip(("train", "valid", "test"), splits):
+            ref = tmp_path / "ref" / str(i) / name
+            parts = ds.datasets if hasattr(ds, "datasets") else [ds]
+            pairs = [(ref / f"{a}.npy", getattr(ds, a)) for a in ("dataset_index", "dataset_sample_index")
+                     if hasattr(ds, "datasets")]
+            pairs += [(ref / str(k) / f"{a}.npy", getattr(g, a)) for k, g in enumerate(parts)
+                      for a in ("document_index", "sample_index", "shuffle_index")]
+            for path, ours in pairs:
+                theirs = np.load(path)
+                assert theirs.dtype == ours.dtype and np.array_equal(theirs, ours), (i, path)
+            assert report[name]["len"] == len(ds)
+            for k, tokens in enumerate(report[name]["samples"]):
+                assert np.array_equal(ds[k], tokens), (i, name, k)
