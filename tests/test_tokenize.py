@@ -1,0 +1,108 @@
+"""`pretrain tokenize`: curated shards to .bin/.idx, in parallel, resumable, byte-identical."""
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.cli import main as pretrain_main
+from pretrain.indexed import IndexedDataset
+from pretrain.tokenize import tokenize_curated
+from pretrain.tokenizer import train_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
+curated = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(curated)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokenize")
+    docs = [d["text"] for d in curated.prose_docs()]
+    texts = docs[:150]
+    texts.insert(7, None)  # not a string: an encode error, counted and skipped
+    texts.insert(20, "")  # empty: counted and skipped
+    cur = curated.make_curated(root / "curated", texts, shards=3, batch_rows=16)
+    tok = train_tokenizer(cur, 700, root / "tok.model", max_bytes=600_000, threads=2)
+    return root, cur, tok, [t for t in texts if t]
+
+
+def test_documents_end_with_eod_and_decode_back(setup):
+    root, cur, tok, good = setup
+    stats = tokenize_curated(cur, tok.model_path, root / "out" / "web", workers=1, progress=False)
+    assert (stats["documents"], stats["errors"], stats["empty"], stats["rows"]) == (len(good), 1, 1, len(good) + 2)
+    ds = IndexedDataset(root / "out" / "web")
+    assert ds.dtype == np.uint16 and len(ds) == ds.num_documents == len(good)
+    assert stats["tokens"] == ds.num_tokens == len(ds.tokens)
+    for i, text in enumerate(good):
+        seq = ds[i]
+        assert seq[-1] == tok.eod_id and tok.eod_id not in seq[:-1]
+        assert tok.decode(seq[:-1]) == text
+    assert not (root / "out" / "web.parts").exists()
+    again = tokenize_curated(cur, tok.model_path, root / "out" / "web", workers=1, progress=False)
+    assert again["documents"] == stats["documents"]  # up to date: nothing redone
+
+
+def test_two_workers_and_parquet_give_the_same_bytes(setup, tmp_path):
+    root, cur, tok, good = setup
+    one = root / "out" / "one"
+    tokenize_curated(cur, tok.model_path, one, workers=1, progress=False)
+    two = tmp_path / "two"
+    tokenize_curated(cur, tok.model_path, two, workers=2, progress=False)
+    pq = curated.make_curated(tmp_path / "pq", [t for t in good], shards=2, fmt="parquet")
+    tokenize_curated(pq, tok.model_path, tmp_path / "pq_out", workers=1, progress=False)
+    for ext in (".bin", ".idx"):
+        assert Path(f"{one}{ext}").read_bytes() == Path(f"{two}{ext}").read_bytes()
+        assert Path(f"{one}{ext}").read_bytes() == Path(f"{tmp_path}/pq_out{ext}").read_bytes()
+
+
+@pytest.mark.timeout(180)
+def test_killed_run_resumes_to_identical_files(setup, tmp_path):
+    root, cur, tok, good = setup
+    big = curated.make_curated(tmp_path / "big", good * 2, shards=4, batch_rows=6)  # ~50 tasks
+    clean = tmp_path / "clean"
+    tokenize_curated(big, tok.model_path, clean, workers=1, progress=False)
+    prefix = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "pretrain", "tokenize", "--input", str(big), "--tokenizer", tok.model_path,
+           "--output-prefix", str(prefix), "--workers", "1", "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts = Path(f"{prefix}.parts")
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if parts.is_dir() and len([p for p in parts.glob("0*.json")]) >= 3:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "tokenize finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list(parts.glob("0*.json")))
+    assert 3 <= done and not Path(f"{prefix}.idx").exists()
+    rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming: {done} of" in rerun.stderr
+    for ext in (".bin", ".idx"):
+        assert Path(f"{prefix}{ext}").read_bytes() == Path(f"{clean}{ext}").read_bytes()
+    assert not parts.exists()
+
+
+def test_bad_input_is_reported(setup, tmp_path, capsys):
+    root, cur, tok, good = setup
+    rc = pretrain_main(["tokenize", "--input", str(tmp_path), "--tokenizer", tok.model_path,
+                        "--output-prefix", str(tmp_path / "x")])
+    assert rc == 2 and "no manifest.json" in capsys.readouterr().err
+    rc = pretrain_main(["tokenize", "--input", str(cur), "--tokenizer", str(tmp_path / "none.model"),
+                        "--output-prefix", str(tmp_path / "x")])
+    assert rc == 2 and "none.model" in capsys.readouterr().err
+    rc = pretrain_main(["tokenize", "--input", str(cur), "--tokenizer", tok.model_path, "--text-column", "body",
+                        "--output-prefix", str(tmp_path / "x"), "--no-progress"])
+    assert rc == 2 and "no 'body' column" in capsys.readouterr().err
+    rc = pretrain_main(["tokenize", "--input", str(cur), "--tokenizer", tok.model_path,
+                        "--output-prefix", str(tmp_path / "ok"), "--no-progress"])
+    assert rc == 0 and "1 encode errors, 1 empty" in capsys.readouterr().out
+    assert os.path.isfile(tmp_path / "ok.bin")

@@ -1,0 +1,86 @@
+"""`pretrain tokenizer train` and load_tokenizer, on real prose (tests/data/pretrain/SOURCES.md)."""
+import importlib.util
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from pretrain.cli import main as pretrain_main
+from pretrain.tokenizer import load_tokenizer, sample_training_text, train_tokenizer
+
+_spec = importlib.util.spec_from_file_location("curated", Path(__file__).parent / "data" / "pretrain" / "curated.py")
+curated = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(curated)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    docs = [d["text"] for d in curated.prose_docs()]
+    out = curated.make_curated(tmp_path_factory.mktemp("cur") / "curated", docs, shards=3)
+    return out, docs
+
+
+@pytest.fixture(scope="module")
+def bpe(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok") / "tok.model"
+    return train_tokenizer(corpus[0], 800, out, max_bytes=1_500_000, threads=2)
+
+
+def test_bpe_tokenizer_ids_and_round_trip(bpe, corpus):
+    meta = json.loads(Path(bpe.model_path).with_suffix(".json").read_text())
+    assert (bpe.unk_id, bpe.bos_id, bpe.eod_id, bpe.pad_id) == (0, 1, 2, 3)
+    assert {k: meta[k] for k in ("unk_id", "bos_id", "eod_id", "pad_id", "vocab_size")} == {
+        "unk_id": 0, "bos_id": 1, "eod_id": 2, "pad_id": 3, "vocab_size": 800}
+    assert bpe.vocab_size == 800 and meta["model_type"] == "bpe" and meta["sampled_bytes"] <= 1_500_000
+    docs = corpus[1]
+    for text in docs[:60] + ["  two  spaces\n\ttab\n\nline", "naïve café — “quotes” 中文 🎉"]:
+        assert bpe.decode(bpe.encode(text)) == text
+    assert bpe.encode_batch(docs[:20], num_threads=1) == [bpe.encode(t) for t in docs[:20]]
+    assert bpe.id_to_piece(bpe.encode("\n")[-1]) == "\n"  # newline is one piece, not bytes
+    assert len(bpe.encode("🎉")) >= 4  # unseen characters fall back to UTF-8 bytes, not UNK
+    assert bpe.unk_id not in bpe.encode("🎉 中文")
+    clone = pickle.loads(pickle.dumps(bpe))
+    assert clone.encode(docs[0]) == bpe.encode(docs[0]) and clone.eod_id == 2
+
+
+def test_sampling_respects_the_cap_and_the_seed(corpus):
+    lines, info = sample_training_text(corpus[0], 200_000, seed=1)
+    assert sum(len(x.encode()) for x in lines) == info["sampled_bytes"] <= 200_000
+    assert 0 < info["sampled_documents"] < info["documents"] == len(corpus[1])
+    again, _ = sample_training_text(corpus[0], 200_000, seed=1)
+    other, _ = sample_training_text(corpus[0], 200_000, seed=2)
+    assert again == lines and other != lines
+    assert all(len(x.encode()) <= 4096 and "\n" not in x for x in lines)
+
+
+def test_unigram_option(corpus, tmp_path):
+    tok = train_tokenizer(corpus[0], 500, tmp_path / "uni.model", model_type="unigram", max_bytes=300_000, threads=2)
+    assert json.loads((tmp_path / "uni.json").read_text())["model_type"] == "unigram"
+    text = corpus[1][3]
+    assert tok.vocab_size == 500 and tok.decode(tok.encode(text)) == text
+
+
+def test_pretrained_model_without_sidecar(bpe, tmp_path):
+    model = tmp_path / "pretrained.model"
+    model.write_bytes(Path(bpe.model_path).read_bytes())  # no .json beside it: ids from the model itself
+    tok = load_tokenizer(model)
+    assert (tok.eod_id, tok.bos_id, tok.pad_id, tok.unk_id) == (2, 1, 3, 0)
+    assert tok.encode("hello world") == bpe.encode("hello world")
+
+
+def test_command_line_and_errors(corpus, tmp_path, capsys):
+    out = tmp_path / "cli.model"
+    rc = pretrain_main(["tokenizer", "train", "--input", str(corpus[0]), "--vocab-size", "600", "--output", str(out),
+                        "--max-bytes", "400K", "--threads", "1"])
+    assert rc == 0 and out.is_file() and out.with_suffix(".json").is_file()
+    assert "eod=2" in capsys.readouterr().out
+    assert load_tokenizer(out).vocab_size == 600
+    rc = pretrain_main(["tokenizer", "train", "--input", str(tmp_path), "--vocab-size", "600", "--output",
+                        str(tmp_path / "x.model")])
+    assert rc == 2 and "no manifest.json" in capsys.readouterr().err
+    rc = pretrain_main(["tokenizer", "train", "--input", str(corpus[0]), "--vocab-size", "100", "--output",
+                        str(tmp_path / "x.model")])
+    assert rc == 2 and "too small" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError):
+        load_tokenizer(tmp_path / "absent.model")
