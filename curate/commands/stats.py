@@ -38,7 +38,19 @@ def format_funnel(stats: dict) -> str:
         lines.append("  ".join(cells).rstrip())
         if j == 0:
             lines.append("-" * len(lines[0]))
+    for s in stats["stages"]:
+        notes = _plan_notes(s.get("plan") or {})
+        if notes:
+            lines.append(f"{s['name']}: {notes}")
     first, last = stats["stages"][0], stats["stages"][-1]
     lines.append(f"{first['in']:,} input documents -> {last['kept']:,} kept "
                  f"({100 * last['kept'] / max(first['in'], 1):.1f}%)")
     return "\n".join(lines)
+
+
+# Plan figures worth a line under the table (the MT-NLG paper reported decontamination this way).
+_PLAN_KEYS = ("documents_split", "documents_trimmed", "documents_removed", "clusters", "duplicates", "candidate_pairs")
+
+
+def _plan_notes(plan: dict) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {plan[k]:,}" for k in _PLAN_KEYS if isinstance(plan.get(k), int))
