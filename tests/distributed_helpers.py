@@ -10,12 +10,12 @@ import multiprocessing as mp
 import os
 import pickle
 import socket
-import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
-from pretrain.config import Config, check, from_dict, load_config
+from pretrain.config import Config, from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 _CTX = None
@@ -59,8 +59,6 @@ def run_distributed(world: int, fn, *args, timeout: float = 300.0) -> list:
         procs = [ctx.Process(target=_child, args=(fn, args, r, world, port, out_dir)) for r in range(world)]
         for p in procs:
             p.start()
-        import time
-
         deadline = time.monotonic() + timeout
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
