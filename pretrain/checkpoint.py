@@ -55,15 +55,18 @@ def step_dir(root: str | Path, step: int) -> Path:
 
 
 def resolve(path: str | Path) -> Path | None:
-    """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none."""
+    """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none;
+    FileNotFoundError if ``latest`` names an incomplete one (never silently start over)."""
     path = Path(path)
     if (path / "dcp" / ".metadata").exists():
         return path
     latest = path / LATEST
     if latest.exists():
         d = path / latest.read_text().strip()
-        if (d / "dcp" / ".metadata").exists():
-            return d
+        if not (d / "dcp" / ".metadata").exists():
+            raise FileNotFoundError(f"{latest} names {d.name}, which is not a complete checkpoint (no dcp/.metadata): "
+                                    f"restore it, or point {LATEST} at another step_* directory")
+        return d
     return None
 
 

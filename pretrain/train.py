@@ -330,7 +330,10 @@ def train(cfg: Config) -> dict:
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
-    resume_dir = ckpt.resolve(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+    try:
+        resume_dir = ckpt.resolve(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+    except FileNotFoundError as e:
+        raise ConfigError(f"checkpoint.dir: {e}") from e
     if resume_dir is not None:
         _adopt_checkpoint_model(cfg, resume_dir)
     finalize(cfg, world)

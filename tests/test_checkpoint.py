@@ -147,6 +147,9 @@ def test_latest_names_only_complete_checkpoints(tmp_path):
     assert meta["step"] == 6 and meta["consumed_samples"] == 48
     assert (root / "step_00000006" / "rng" / "rank_00000.pt").exists()
     assert ckpt.resolve(tmp_path / "nothing") is None
+    (root / "latest").write_text("step_00000099\n")  # a pointer to nothing is an error, not a fresh start
+    with pytest.raises(FileNotFoundError, match="not a complete checkpoint"):
+        ckpt.resolve(root)
     with pytest.raises(FileNotFoundError):
         ckpt.load_model_for_inference(tmp_path / "nothing")
 
