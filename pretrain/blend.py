@@ -100,6 +100,20 @@ class BlendedDataset:
             raise IndexError(f"sample {idx} out of range for {self._size} samples")
         return self.datasets[self.dataset_index[idx]][int(self.dataset_sample_index[idx])]
 
+    def get_batch(self, indices) -> np.ndarray:
+        """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array (one gather per dataset)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        idx = np.where(idx < 0, idx + self._size, idx)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._size):
+            raise IndexError(f"sample index out of range for {self._size} samples")
+        which = np.asarray(self.dataset_index[idx])
+        local = np.asarray(self.dataset_sample_index[idx])
+        out = np.empty((len(idx), self.datasets[0]._size), dtype=np.int64)
+        for d in np.unique(which):
+            rows = which == d
+            out[rows] = self.datasets[d].get_batch(local[rows])
+        return out
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{n}={w:.3g}" for n, w in zip(self.names, self.weights))
         return f"BlendedDataset({self.split}, samples={len(self)}, {parts})"

@@ -79,9 +79,9 @@ def encode_index(dtype, sequence_lengths, document_indices) -> bytes:
     return header + lengths.tobytes() + pointers.tobytes() + docs.tobytes()
 
 
-def write_index(idx_path: str | os.PathLike, dtype, sequence_lengths, document_indices) -> None:
+def write_index(idx_path: str | os.PathLike, dtype, sequence_lengths, document_indices, durable: bool = True) -> None:
     data = encode_index(dtype, sequence_lengths, document_indices)
-    with _atomic_file(idx_path) as f:
+    with _atomic_file(idx_path, durable) as f:
         f.write(data)
 
 
@@ -89,11 +89,13 @@ class IndexedDatasetBuilder:
     """Streams token sequences into ``<prefix>.bin``; ``finalize()`` writes the ``.idx``.
 
     Both files appear only at ``finalize()`` (written under temporary names, then renamed), so an
-    interrupted build leaves no ``.bin``/``.idx`` pair behind.
+    interrupted build leaves no ``.bin``/``.idx`` pair behind. ``durable=False`` skips the fsyncs (for
+    intermediate files that a killed process, not a power cut, must not leave half-written).
     """
 
-    def __init__(self, prefix: str | os.PathLike, dtype=np.uint16):
+    def __init__(self, prefix: str | os.PathLike, dtype=np.uint16, durable: bool = True):
         self.prefix = os.fspath(prefix)
+        self.durable = durable
         self.dtype = np.dtype(dtype).newbyteorder("<")
         dtype_code(self.dtype)
         Path(self.prefix).parent.mkdir(parents=True, exist_ok=True)
@@ -152,12 +154,13 @@ class IndexedDatasetBuilder:
 
     def finalize(self) -> None:
         self._bin.flush()
-        os.fsync(self._bin.fileno())
+        if self.durable:
+            os.fsync(self._bin.fileno())
         self._bin.close()
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
         docs = np.concatenate([np.zeros(1, np.int64)] + self._doc_ends)
         os.replace(self._tmp_bin, data_file_path(self.prefix))
-        write_index(index_file_path(self.prefix), self.dtype, lengths, docs)
+        write_index(index_file_path(self.prefix), self.dtype, lengths, docs, self.durable)
         self._closed = True
 
     def abort(self) -> None:
@@ -291,8 +294,9 @@ class IndexedDataset:
 class _atomic_file:
     """``with _atomic_file(path) as f``: write to a temp file beside ``path``, fsync, rename onto it."""
 
-    def __init__(self, path):
+    def __init__(self, path, durable: bool = True):
         self.path = Path(path)
+        self.durable = durable
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -304,7 +308,8 @@ class _atomic_file:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             self.f.flush()
-            os.fsync(self.f.fileno())
+            if self.durable:
+                os.fsync(self.f.fileno())
             self.f.close()
             os.replace(self.tmp, self.path)
         else:
@@ -321,8 +326,8 @@ def _default_mode(path) -> None:
     os.chmod(path, 0o666 & ~umask)
 
 
-def atomic_file(path):
-    return _atomic_file(path)
+def atomic_file(path, durable: bool = True):
+    return _atomic_file(path, durable)
 
 
 __all__ = [

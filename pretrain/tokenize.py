@@ -121,23 +121,38 @@ def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
 def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer=None) -> dict:
     """Tokenize one task into ``parts_dir/<index>.{bin,idx}``; its ``.json`` (counts) is written last."""
     tokenizer = tokenizer or _TOKENIZER
+    cpu0 = time.process_time()
     texts, nbytes = read_task_texts(task, text_column)
     ids, counts = encode_documents(tokenizer, texts)
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     total = int(lengths.sum())
     tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.dtype(dtype), count=total)
     prefix = os.path.join(parts_dir, f"{task.index:06d}")
-    with IndexedDatasetBuilder(prefix, dtype) as builder:
+    with IndexedDatasetBuilder(prefix, dtype, durable=False) as builder:  # parts: the merged output is fsynced
         builder.add_documents(tokens, lengths)
     stats = {"task": task.index, "documents": len(ids), "tokens": total, "rows": len(texts),
-             "text_bytes": nbytes, **counts}
-    with atomic_file(prefix + ".json") as f:
+             "text_bytes": nbytes, "cpu_seconds": round(time.process_time() - cpu0, 4), **counts}
+    with atomic_file(prefix + ".json", durable=False) as f:
         f.write(json.dumps(stats).encode())
     return stats
 
 
 def _run_task_star(args):
     return run_task(*args)
+
+
+def _mp_context():
+    """A fork server with the heavy modules preloaded: workers start in milliseconds and do not inherit
+    the parent's threads (pyarrow, tqdm). As with any spawn/forkserver pool, a script that calls this
+    needs the ``if __name__ == "__main__":`` guard."""
+    import multiprocessing as mp
+
+    if sys.platform == "win32":  # pragma: no cover
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["numpy", "pyarrow", "pyarrow.ipc", "pyarrow.parquet", "pyarrow.compute",
+                                "sentencepiece", "pretrain.tokenize", "pretrain.tokenizer"])
+    return ctx
 
 
 # ----------------------------------------------------------------------------------------------- driver
@@ -218,10 +233,8 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
                 results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
                 bar.update(results[t.index]["rows"])
         else:
-            import multiprocessing as mp
-
-            ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
-            with ctx.Pool(workers, initializer=_worker_init,
+            ctx = _mp_context()
+            with ctx.Pool(min(workers, len(pending)), initializer=_worker_init,
                           initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
                 jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
                 for stats in pool.imap_unordered(_run_task_star, jobs):
@@ -233,6 +246,7 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     stats = merge_parts(parts, tasks, prefix, dtype)
     for key in ("rows", "errors", "empty", "text_bytes"):
         stats[key] = sum(results[t.index][key] for t in tasks)
+    stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     with atomic_file(done_path) as f:
         f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,

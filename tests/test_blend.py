@@ -81,6 +81,8 @@ def test_blend_splits_samples_and_cache_layout(two_datasets, tmp_path):
         d, j = int(train.dataset_index[i]), int(train.dataset_sample_index[i])
         assert np.array_equal(train[i], train.datasets[d][j]) and train[i].shape == (33,)
     assert np.bincount(train.dataset_index).tolist() == [350, 150]
+    picks = [5, 0, len(train) - 1, 17, 5]
+    assert np.array_equal(train.get_batch(picks), np.stack([train[i] for i in picks]))
     for p in ("dataset_index.npy", "dataset_sample_index.npy", "index.json", "web/document_index.npy",
               "web/sample_index.npy", "web/shuffle_index.npy", "books/shuffle_index.npy",
               "valid/dataset_index.npy", "valid/web/sample_index.npy"):

@@ -1,0 +1,251 @@
+"""Data-path figures, as ratios measured in one run:
+
+1. tokenization MB/s end to end (curated Arrow shards in, .bin/.idx out, `pretrain tokenize`) against
+   SentencePiece's own batch encode of the same texts already in memory (the limit), on one worker, and
+   two workers against one;
+2. random reads of 2,049-token samples per second through the GPT dataset against bare numpy memmap
+   slices at random offsets of the same token file;
+3. seconds to build the GPT indices (document, sample, shuffle) for 1 billion tokens of synthetic
+   document lengths, and the blend indices for them.
+
+    .venv/bin/python benchmarks/dataset.py              # ~2-4 minutes on 2 cores
+    .venv/bin/python benchmarks/dataset.py --mb 8 --read-tokens 50M --quick
+
+The text is the project's shared prose corpus when it is there (else the test sample), repeated up to
+--mb megabytes; the timed passes are interleaved and each figure is the best of --rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHARED_PROSE = ROOT.parent / "shared" / "corpora" / "prose" / "english_prose.jsonl"
+TEST_PROSE = ROOT / "tests" / "data" / "pretrain" / "english_prose_sample.jsonl.gz"
+
+
+def count(text: str) -> int:
+    t = text.strip().upper().replace("_", "")
+    scale = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9}.get(t[-1:], None)
+    return int(float(t[:-1]) * scale) if scale else int(float(t))
+
+
+def load_texts(path: Path, mb: float) -> list[str]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        base = [json.loads(line)["text"] for line in f]
+    texts, size, i = [], 0, 0
+    while size < mb * 1e6:
+        t = base[i % len(base)]
+        texts.append(t)
+        size += len(t.encode())
+        i += 1
+    return texts
+
+
+def write_curated(out: Path, texts: list[str], shards: int) -> None:
+    import pyarrow as pa
+
+    from curate.shards import shard_entry, write_json, write_shard
+
+    entries = []
+    per = -(-len(texts) // shards)
+    for s in range(shards):
+        part = texts[s * per:(s + 1) * per]
+        path = out / "shards" / f"part-{s:05d}.arrow"
+        write_shard(pa.table({"id": [f"{s}-{i}" for i in range(len(part))], "text": part}), path)
+        entries.append(shard_entry(path, out))
+    write_json({"shards": entries, "dropped": []}, out / "manifest.json")
+
+
+def bench_tokenize(args, work: Path) -> dict:
+    from pretrain.tokenize import tokenize_curated
+    from pretrain.tokenizer import train_tokenizer
+
+    corpus = Path(args.corpus) if args.corpus else (SHARED_PROSE if SHARED_PROSE.is_file() else TEST_PROSE)
+    texts = load_texts(corpus, args.mb)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    cur = work / "curated"
+    write_curated(cur, texts, args.shards)
+    t0 = time.perf_counter()
+    tok = train_tokenizer(cur, args.vocab, work / "tok.model", max_bytes=min(int(args.mb * 1e6), 20_000_000))
+    print(f"corpus {corpus.name}: {len(texts):,} documents, {mb:.1f} MB in {args.shards} shards; "
+          f"BPE vocab {tok.vocab_size} trained in {time.perf_counter() - t0:.1f} s")
+
+    best = {"sentencepiece batch encode, in memory, 1 thread": 1e9, "pretrain tokenize, 1 worker": 1e9,
+            "pretrain tokenize, 2 workers": 1e9}
+    cores = {}  # CPU the workers got per second of wall time: how many cores were really free
+    for r in range(args.rounds):
+        t = time.perf_counter()
+        ids = tok.encode_batch(texts, num_threads=1)
+        best["sentencepiece batch encode, in memory, 1 thread"] = min(
+            best["sentencepiece batch encode, in memory, 1 thread"], time.perf_counter() - t)
+        n_tokens = sum(map(len, ids)) + len(ids)
+        del ids
+        for workers in (1, 2):
+            prefix = work / f"tok_out_{workers}"
+            for p in work.glob(f"tok_out_{workers}*"):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+            t = time.perf_counter()
+            stats = tokenize_curated(cur, tok.model_path, prefix, workers=workers, progress=False, log=lambda m: None)
+            wall = time.perf_counter() - t
+            key = f"pretrain tokenize, {workers} worker{'s' if workers > 1 else ''}"
+            if wall < best[key]:
+                best[key] = wall
+                cores[workers] = stats["worker_cpu_seconds"] / wall
+            assert stats["tokens"] == n_tokens
+    a, b = (work / "tok_out_1.bin").read_bytes(), (work / "tok_out_2.bin").read_bytes()
+    assert a == b, "1 and 2 workers must write the same bytes"
+    print(f"\n1. tokenization, {mb:.1f} MB of text, {n_tokens:,} tokens (best of {args.rounds}):")
+    for k, v in best.items():
+        print(f"   {k:50s} {mb / v:7.2f} MB/s")
+    print(f"   (tokenize workers were busy {cores[1]:.2f} and {cores[2]:.2f} cores per second of wall time with 1 "
+          f"and 2 workers: below 2 means the other cores were taken)")
+    base = mb / best["sentencepiece batch encode, in memory, 1 thread"]
+    one, two = mb / best["pretrain tokenize, 1 worker"], mb / best["pretrain tokenize, 2 workers"]
+    return {"tok_1_vs_sp": one / base, "tok_2_vs_1": two / one, "cores_2": cores[2]}
+
+
+def synthetic_lengths(n_tokens: int, rng, mu: float = 6.5, sigma: float = 1.0) -> np.ndarray:
+    """Log-normal document lengths (median e^6.5 = 665, mean ~1,100 tokens: web-page-like), summing to n_tokens."""
+    est = int(n_tokens / np.exp(mu + sigma ** 2 / 2) * 1.1) + 10
+    lengths = np.clip(rng.lognormal(mu, sigma, est), 1, 200_000).astype(np.int64)
+    cum = np.cumsum(lengths)
+    k = int(np.searchsorted(cum, n_tokens))
+    lengths = lengths[:k + 1]
+    lengths[-1] -= int(cum[k] - n_tokens)
+    return lengths[lengths > 0]
+
+
+def bench_reads(args, work: Path) -> dict:
+    from pretrain.gpt_dataset import build_gpt_dataset
+    from pretrain.indexed import IndexedDataset, write_index
+
+    rng = np.random.default_rng(0)
+    lengths = synthetic_lengths(args.read_tokens, rng)
+    prefix = work / "reads"
+    rng.integers(0, 32000, int(lengths.sum()), dtype=np.uint16).tofile(f"{prefix}.bin")
+    write_index(f"{prefix}.idx", np.uint16, lengths, np.arange(len(lengths) + 1))
+    ix = IndexedDataset(prefix)
+    ds = build_gpt_dataset(ix, "1", "train", None, 2048, 1234, work / "reads_cache")
+    tokens = ix.tokens
+    n = args.reads
+    idx = rng.integers(0, len(ds), n)
+    idx_list = idx.tolist()
+    offsets = rng.integers(0, len(tokens) - 2049, n).tolist()
+    ds[0], ds.get_batch(idx[:4])  # compile / load the gather once
+    sf = np.asarray(ds.sample_index)
+    j = np.asarray(ds.shuffle_index)[idx[:20000]].astype(np.int64)
+    parts = float(np.mean(sf[j + 1, 0] - sf[j, 0] + 1))
+    i64 = np.int64
+
+    def bare(chunk):
+        for o in offsets[chunk]:
+            tokens[o:o + 2049].copy()
+
+    def bare64(chunk):
+        for o in offsets[chunk]:
+            tokens[o:o + 2049].astype(i64)
+
+    def one(chunk):
+        for i in idx_list[chunk]:
+            ds[i]
+
+    def batch(chunk):
+        for s in range(chunk.start, chunk.stop, 32):
+            ds.get_batch(idx[s:min(s + 32, chunk.stop)])
+
+    fns = {"bare memmap slice + copy (uint16)": bare, "bare memmap slice -> int64": bare64,
+           "GPTDataset ds[i] (int64)": one, "GPTDataset get_batch(32 random) (int64)": batch}
+    best = {k: 0.0 for k in fns}
+    for r in range(args.rounds):
+        tot = {k: 0.0 for k in fns}
+        for c in range(0, n, 3200):
+            chunk = slice(c, min(c + 3200, n))
+            for k, f in fns.items():
+                t = time.perf_counter()
+                f(chunk)
+                tot[k] += time.perf_counter() - t
+        for k in fns:
+            best[k] = max(best[k], n / tot[k])
+    print(f"\n2. random reads of 2,049-token samples, {len(tokens) / 1e6:.0f}M-token file, {len(ix):,} documents "
+          f"(mean {len(tokens) / len(ix):.0f} tokens), {n:,} reads x {args.rounds} rounds (best); a sample "
+          f"spans {parts:.2f} documents on average:")
+    for k, v in best.items():
+        print(f"   {k:45s} {v:10,.0f} samples/s")
+    return {"read_vs_bare": best["GPTDataset ds[i] (int64)"] / best["bare memmap slice + copy (uint16)"],
+            "read_vs_bare64": best["GPTDataset ds[i] (int64)"] / best["bare memmap slice -> int64"],
+            "batch_vs_bare": best["GPTDataset get_batch(32 random) (int64)"] / best["bare memmap slice + copy (uint16)"],
+            "batch_vs_bare64": best["GPTDataset get_batch(32 random) (int64)"] / best["bare memmap slice -> int64"]}
+
+
+def bench_index_build(args) -> dict:
+    from pretrain.blend import build_blending_indices
+    from pretrain.gpt_dataset import build_gpt_indices, requested_per_dataset
+
+    rng = np.random.default_rng(1)
+    lengths = synthetic_lengths(args.index_tokens, rng).astype(np.int32)
+    num_samples = (int(lengths.sum()) - 1) // 2048
+    build_blending_indices([0.5, 0.5], 10)  # compile outside the timing
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        ix = build_gpt_indices(lengths, np.arange(len(lengths), dtype=np.int32), num_samples, 2048, seed=1234)
+        times.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    di, _ = build_blending_indices([0.7, 0.3], sum(requested_per_dataset([0.7, 0.3], num_samples, 0.0)))
+    blend = time.perf_counter() - t
+    print(f"\n3. index build, {lengths.sum() / 1e9:.2f}B tokens in {len(lengths):,} synthetic documents, seq_len 2048, "
+          f"{num_samples:,} samples ({ix.num_epochs} epoch):")
+    print(f"   GPT indices (document, sample, shuffle)          {min(times):7.2f} s")
+    print(f"   blend indices for {len(di):,} samples (2 datasets)  {blend:7.2f} s")
+    return {"index_s": min(times), "blend_s": blend}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", help="JSONL(.gz) with a 'text' field (default: the shared prose corpus)")
+    p.add_argument("--mb", type=float, default=16, help="MB of text to tokenize (default 16)")
+    p.add_argument("--shards", type=int, default=8, help="curated shards (default 8)")
+    p.add_argument("--vocab", type=int, default=8000, help="BPE vocabulary (default 8000)")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds, best kept (default 3)")
+    p.add_argument("--read-tokens", type=count, default=count("100M"), help="tokens in the read benchmark file")
+    p.add_argument("--reads", type=int, default=100_000, help="random reads per round (default 100,000)")
+    p.add_argument("--index-tokens", type=count, default=count("1B"), help="tokens for the index build (default 1B)")
+    p.add_argument("--workdir", help="keep files here (default: a temporary folder)")
+    args = p.parse_args(argv)
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="quarry-dataset-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"benchmarks/dataset.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    try:
+        r = bench_tokenize(args, work)
+        r |= bench_reads(args, work)
+        r |= bench_index_build(args)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\nratios (goal):")
+    print(f"   tokenize 1 worker / sentencepiece in-memory batch encode   {r['tok_1_vs_sp']:5.2f}x  (>= 0.85)")
+    print(f"   tokenize 2 workers / 1 worker                              {r['tok_2_vs_1']:5.2f}x  (>= 1.7; "
+          f"the 2 workers got {r['cores_2']:.2f} cores)")
+    print(f"   GPTDataset ds[i] / bare memmap slice (uint16 copy)         {r['read_vs_bare']:5.2f}x  (>= 0.9)")
+    print(f"   GPTDataset ds[i] / bare memmap slice -> int64              {r['read_vs_bare64']:5.2f}x")
+    print(f"   GPTDataset get_batch / bare memmap slice (uint16 copy)     {r['batch_vs_bare']:5.2f}x")
+    print(f"   GPTDataset get_batch / bare memmap slice -> int64          {r['batch_vs_bare64']:5.2f}x")
+    print(f"   index build for 1B tokens                                  {r['index_s']:5.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
