@@ -174,6 +174,15 @@ def test_arrays_equal_megatron_core(tmp_path):
         splits = build_blend_splits(spec, job["seq_len"], job["sizes"], job["seed"], tmp_path / f"c{i}",
                                     split=job["split"])
         report = json.loads((tmp_path / "ref" / str(i) / "report.json").read_text())
+        for k, p in enumerate(prefixes):  # Megatron reads our files, and its builder writes the same bytes
+            ours = IndexedDataset(p)
+            r = report["indexed"][p]
+            assert (r["len"], r["documents"], r["dtype"]) == (len(ours), ours.num_documents, "uint16")
+            assert r["first"] == ours[0].tolist() and r["last"] == ours[len(ours) - 1].tolist()
+            assert r["document_indices"] == ours.document_indices.tolist()
+            for ext in (".bin", ".idx"):
+                rebuilt = tmp_path / "ref" / str(i) / f"rebuilt_{k}{ext}"
+                assert rebuilt.read_bytes() == Path(p + ext).read_bytes(), (i, k, ext)
         for name, ds in zip(("train", "valid", "test"), splits):
             ref = tmp_path / "ref" / str(i) / name
             parts = ds.datasets if hasattr(ds, "datasets") else [ds]

@@ -19,7 +19,7 @@ import numpy  # noqa: E402
 from megatron.core.datasets.blended_dataset import BlendedDataset  # noqa: E402
 from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder  # noqa: E402
 from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig  # noqa: E402
-from megatron.core.datasets.indexed_dataset import IndexedDataset  # noqa: E402
+from megatron.core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetBuilder  # noqa: E402
 
 
 class _Tok:
@@ -50,11 +50,23 @@ def build(job, out):
     sizes = list(job["sizes"])
     datasets = BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, config).build()
     report = {"indexed": {}}
-    for p in prefixes:
+    for k, p in enumerate(prefixes):
         ds = IndexedDataset(p)
         report["indexed"][p] = {"len": len(ds), "documents": len(ds.document_indices) - 1,
-                                "dtype": str(ds.index.dtype), "first": ds[0].tolist(),
-                                "last": ds[len(ds) - 1].tolist()}
+                                "dtype": numpy.dtype(ds.index.dtype).name, "first": ds[0].tolist(),
+                                "last": ds[len(ds) - 1].tolist(),
+                                "document_indices": numpy.asarray(ds.document_indices).tolist()}
+        # the same documents written again by Megatron's own builder: OUT/rebuilt_<k>.{bin,idx}
+        import torch
+
+        rebuilt = os.path.join(out, f"rebuilt_{k}")
+        builder = IndexedDatasetBuilder(rebuilt + ".bin", dtype=ds.index.dtype)
+        docs = ds.document_indices
+        for d in range(len(docs) - 1):
+            seqs = [numpy.asarray(ds[i]) for i in range(docs[d], docs[d + 1])]
+            flat = numpy.concatenate(seqs) if seqs else numpy.zeros(0, ds.index.dtype)
+            builder.add_document(torch.from_numpy(flat.astype(numpy.int64)), [len(x) for x in seqs])
+        builder.finalize(rebuilt + ".idx")
     for name, ds in zip(["train", "valid", "test"], datasets):
         if ds is None or job["sizes"][["train", "valid", "test"].index(name)] == 0:
             continue
