@@ -343,12 +343,55 @@ def _gather_many(idx, shuffle, sample_flat, document_index, starts, tokens, out,
     return acc
 
 
+# One compiled call per ``ds[i]`` costs mostly argument unboxing (~70 ns per array). The fast path passes
+# the five index/token arrays as one int64 "state" row of addresses and lengths, rebuilt as array views
+# inside (``_sample_from_state``); the dtypes are picked by codes in the state, so every combination
+# Megatron files can have (shuffle uint32/int64, sample int32/int64, tokens uint16/int32) is compiled once.
+_STATE_SIZE = 15  # 5 addresses, 5 lengths, shuffle/sample/token dtype codes, extra, pad
+_FAST_DTYPES = {"shuffle": (np.dtype(np.uint32), np.dtype(np.int64)),
+                "sample": (np.dtype(np.int32), np.dtype(np.int64)),
+                "tokens": (np.dtype("<u2"), np.dtype("<i4"))}
+_sample_from_state = None
+
 try:  # compiled gather: one call per sample (or per batch), no Python loop over documents or tokens
     import numba
+    from numba import types as _nbtypes
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
 
     _touch = numba.njit(cache=True, nogil=True)(_touch)
     _gather_one = numba.njit(cache=True, nogil=True)(_gather_one)
     _gather_many = numba.njit(cache=True, nogil=True)(_gather_many)
+
+    @_intrinsic
+    def _voidptr(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], _cgutils.voidptr_t)
+        return _nbtypes.voidptr(_nbtypes.int64), codegen
+
+    @numba.njit(cache=True, nogil=True)
+    def _with_sample(i, st, out, extra, pad, shuffle, sample):
+        doc = numba.carray(_voidptr(st[2]), (st[7],), np.int32)
+        starts = numba.carray(_voidptr(st[3]), (st[8],), np.int64)
+        if st[12] == 0:
+            return _gather_one(i, shuffle, sample, doc, starts, numba.carray(_voidptr(st[4]), (st[9],), np.uint16),
+                               out, extra, pad)
+        return _gather_one(i, shuffle, sample, doc, starts, numba.carray(_voidptr(st[4]), (st[9],), np.int32),
+                           out, extra, pad)
+
+    @numba.njit(cache=True, nogil=True)
+    def _with_shuffle(i, st, out, extra, pad, shuffle):
+        if st[11] == 0:
+            return _with_sample(i, st, out, extra, pad, shuffle, numba.carray(_voidptr(st[1]), (st[6],), np.int32))
+        return _with_sample(i, st, out, extra, pad, shuffle, numba.carray(_voidptr(st[1]), (st[6],), np.int64))
+
+    @numba.njit(cache=True, nogil=True)
+    def _sample_from_state(i, st, out):
+        extra = st[13]
+        pad = st[14]
+        if st[10] == 0:
+            return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.uint32))
+        return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.int64))
 except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
     pass
 
@@ -385,19 +428,48 @@ class GPTDataset:
         np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
         self._starts[-1] = len(indexed.tokens)
         self._tokens = indexed.tokens
+        self._state = None
 
     def __len__(self) -> int:
         return self._length
 
     def __getitem__(self, idx: int) -> np.ndarray:
+        n = self._length
         if idx < 0:
-            idx += self._length
-        if not 0 <= idx < self._length:
-            raise IndexError(f"sample {idx} out of range for {self._length} samples")
+            idx += n
+        if not 0 <= idx < n:
+            raise IndexError(f"sample {idx} out of range for {n} samples")
         out = np.empty(self._size, dtype=np.int64)
-        _gather_one(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
-                    out, self.extra, self.pad_id)
+        state = self._state
+        if state is None:
+            state = self._make_state()
+        if state is False:
+            _gather_one(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
+                        out, self.extra, self.pad_id)
+        else:
+            _sample_from_state(idx, state, out)
         return out
+
+    def _make_state(self):
+        """Addresses, lengths and dtype codes of the arrays for the one-argument fast path (False: not
+        available for these dtypes or without numba). Built per process (not pickled)."""
+        arrays = (self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens)
+        kinds = ("shuffle", "sample", None, None, "tokens")
+        state: np.ndarray | bool = False
+        if _sample_from_state is not None and all(a.flags.c_contiguous for a in arrays) and \
+                self._document_index.dtype == np.int32 and all(
+                    k is None or a.dtype in _FAST_DTYPES[k] for a, k in zip(arrays, kinds)):
+            state = np.array([a.ctypes.data for a in arrays] + [len(a) for a in arrays] +
+                             [_FAST_DTYPES[k].index(a.dtype) for a, k in zip(arrays, kinds) if k] +
+                             [self.extra, self.pad_id], dtype=np.int64)
+            assert len(state) == _STATE_SIZE
+        self._state = state
+        return state
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_state"] = None  # addresses are only valid in this process
+        return d
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""

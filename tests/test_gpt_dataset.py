@@ -196,3 +196,21 @@ def test_arrays_equal_megatron_core(tmp_path):
             assert report[name]["len"] == len(ds)
             for k, tokens in enumerate(report[name]["samples"]):
                 assert np.array_equal(ds[k], tokens), (i, name, k)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+def test_other_token_dtypes_and_pickling(tmp_path, dtype):
+    """int32 tokens (vocab >= 65,500) take the compiled fast path too; other dtypes the general one."""
+    import pickle
+
+    rng = np.random.default_rng(5)
+    with IndexedDatasetBuilder(tmp_path / "t", dtype) as b:
+        for n in rng.integers(1, 50, 40):
+            b.add_document(rng.integers(0, 250, n))
+    ds = build_gpt_dataset(IndexedDataset(tmp_path / "t"), "100,0,0", "train", 60, 8, seed=2)
+    stream = stream_of(ds)
+    order = np.argsort(ds.shuffle_index)
+    for k in range(len(ds)):
+        assert np.array_equal(ds[int(order[k])], stream[8 * k:8 * k + 9])
+    clone = pickle.loads(pickle.dumps(ds))
+    assert all(np.array_equal(clone[i], ds[i]) for i in range(len(ds)))
