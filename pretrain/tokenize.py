@@ -7,7 +7,8 @@ merged in task order at the end, so the output does not depend on the number of 
 A killed run resumes: done tasks are kept (when the input manifest, tokenizer and settings are the
 same), half-written files are ignored, and the rerun gives byte-identical files.
 Documents that cannot be encoded (not a string, or an encoder error) are counted and skipped; empty
-documents are counted and skipped.
+documents are counted and skipped. ``<prefix>.json`` records the counts and a key of the inputs (manifest,
+tokenizer, settings): a rerun with the same inputs finds the output up to date and does nothing.
 """
 from __future__ import annotations
 
