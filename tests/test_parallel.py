@@ -35,9 +35,19 @@ def test_stage_assignment_interleaved():
     assert [list(stage_layers(8, 4, s)) for s in range(4)] == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
-@pytest.fixture(scope="module")
-def reference():
-    return run_distributed(1, train_losses, config_dict(tiny_config(TRAIN)))[0]
+_REFERENCES: dict = {}
+
+
+def reference_run(model: dict) -> dict:
+    """The single-process run for these [model] overrides (computed once per module)."""
+    key = tuple(sorted(model.items()))
+    if key not in _REFERENCES:
+        _REFERENCES[key] = run_distributed(1, train_losses, config_dict(tiny_config({**TRAIN, **model})))[0]
+    return _REFERENCES[key]
+
+
+OPTIONS = {"model.position": "rope", "model.norm": "rmsnorm", "model.mlp": "swiglu", "model.bias": False,
+           "model.tie_embeddings": False}
 
 
 LAYOUTS = {
@@ -49,13 +59,16 @@ LAYOUTS = {
     "dp2_replicate": ({"parallel.dp": 2, "parallel.dp_mode": "replicate"}, 2),
     "tp2_pp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.sequence_parallel": True}, 4),
     "tp2_pp2_dp2": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.dp": 2, "parallel.sequence_parallel": True}, 8),
+    # RoPE, RMSNorm, SwiGLU, no biases, untied output head
+    "tp2_pp2_options": ({"parallel.tp": 2, "parallel.pp": 2, "parallel.sequence_parallel": True, **OPTIONS}, 4),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_layout_matches_single_process(name, reference):
+def test_layout_matches_single_process(name):
     overrides, world = LAYOUTS[name]
+    reference = reference_run({k: v for k, v in overrides.items() if k.startswith("model.")})
     cfg = tiny_config({**TRAIN, **overrides})
     results = run_distributed(world, train_losses, config_dict(cfg))
     ref_loss, ref_norm = reference["losses"], reference["grad_norms"]
@@ -69,7 +82,7 @@ def test_layout_matches_single_process(name, reference):
             assert res["grad_norms"][step] == pytest.approx(ref_norm[step], rel=NORM_RTOL), (name, step)
         assert res["val_losses"][5] == pytest.approx(reference["val_losses"][5], rel=RTOL)  # forward-only path
     # the layout was really applied: each rank holds a part of the parameters (all of them only under replicate)
-    cfg1 = tiny_config(TRAIN)
+    cfg1 = tiny_config({**TRAIN, **{k: v for k, v in overrides.items() if k.startswith("model.")}})
     finalize(cfg1, 1)
     with torch.device("meta"):
         total = num_params(GPT(cfg1.model))
