@@ -31,6 +31,7 @@ from pretrain.indexed import (
 )
 
 ENCODE_BATCH = 256  # documents per SentencePiece call
+CHUNK_DOCS = 2048  # documents encoded and written at a time within a task
 JOB_VERSION = 1
 
 
@@ -59,8 +60,8 @@ def plan_tasks(shards: list[Path]) -> list[Task]:
     return tasks
 
 
-def read_task_texts(task: Task, text_column: str = "text") -> tuple[list, int]:
-    """The task's texts (as Python objects) and their UTF-8 size in bytes."""
+def read_task_column(task: Task, text_column: str = "text"):
+    """The task's text column (an Arrow array) and its UTF-8 size in bytes."""
     import pyarrow.compute as pc
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
@@ -77,7 +78,13 @@ def read_task_texts(task: Task, text_column: str = "text") -> tuple[list, int]:
         raise ValueError(f"{task.shard} has no {text_column!r} column (columns: {names})")
     column = data.column(text_column)
     nbytes = (pc.sum(pc.binary_length(column)).as_py() or 0) if len(column) else 0
-    return column.to_pylist(), int(nbytes)
+    return column, int(nbytes)
+
+
+def read_task_texts(task: Task, text_column: str = "text") -> tuple[list, int]:
+    """The task's texts (as Python objects) and their UTF-8 size in bytes."""
+    column, nbytes = read_task_column(task, text_column)
+    return column.to_pylist(), nbytes
 
 
 # ----------------------------------------------------------------------------------------------- worker
@@ -120,19 +127,26 @@ def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
 
 
 def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer=None) -> dict:
-    """Tokenize one task into ``parts_dir/<index>.{bin,idx}``; its ``.json`` (counts) is written last."""
+    """Tokenize one task into ``parts_dir/<index>.{bin,idx}``; its ``.json`` (counts) is written last.
+    Documents are encoded and written ``CHUNK_DOCS`` at a time, so memory stays bounded on big batches."""
     tokenizer = tokenizer or _TOKENIZER
     cpu0 = time.process_time()
-    texts, nbytes = read_task_texts(task, text_column)
-    ids, counts = encode_documents(tokenizer, texts)
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    total = int(lengths.sum())
-    tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.dtype(dtype), count=total)
+    column, nbytes = read_task_column(task, text_column)
     prefix = os.path.join(parts_dir, f"{task.index:06d}")
+    stats = {"task": task.index, "documents": 0, "tokens": 0, "rows": len(column), "text_bytes": nbytes,
+             "errors": 0, "empty": 0}
     with IndexedDatasetBuilder(prefix, dtype, durable=False) as builder:  # parts: the merged output is fsynced
-        builder.add_documents(tokens, lengths)
-    stats = {"task": task.index, "documents": len(ids), "tokens": total, "rows": len(texts),
-             "text_bytes": nbytes, "cpu_seconds": round(time.process_time() - cpu0, 4), **counts}
+        for start in range(0, len(column), CHUNK_DOCS):
+            ids, counts = encode_documents(tokenizer, column.slice(start, CHUNK_DOCS).to_pylist())
+            lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            total = int(lengths.sum())
+            builder.add_documents(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.dtype(dtype), count=total),
+                                  lengths)
+            stats["documents"] += len(ids)
+            stats["tokens"] += total
+            stats["errors"] += counts["errors"]
+            stats["empty"] += counts["empty"]
+    stats["cpu_seconds"] = round(time.process_time() - cpu0, 4)
     with atomic_file(prefix + ".json", durable=False) as f:
         f.write(json.dumps(stats).encode())
     return stats

@@ -49,10 +49,15 @@ def test_documents_end_with_eod_and_decode_back(setup):
     assert again["documents"] == stats["documents"]  # up to date: nothing redone
 
 
-def test_two_workers_and_parquet_give_the_same_bytes(setup, tmp_path):
+def test_two_workers_and_parquet_give_the_same_bytes(setup, tmp_path, monkeypatch):
     root, cur, tok, good = setup
     one = root / "out" / "one"
     tokenize_curated(cur, tok.model_path, one, workers=1, progress=False)
+    import pretrain.tokenize as tokenize_module
+
+    monkeypatch.setattr(tokenize_module, "CHUNK_DOCS", 3)  # a task encoded and written in several pieces
+    tokenize_curated(cur, tok.model_path, tmp_path / "chunked", workers=1, progress=False)
+    monkeypatch.undo()
     two = tmp_path / "two"
     tokenize_curated(cur, tok.model_path, two, workers=2, progress=False)
     pq = curated.make_curated(tmp_path / "pq", [t for t in good], shards=2, fmt="parquet")
@@ -60,6 +65,7 @@ def test_two_workers_and_parquet_give_the_same_bytes(setup, tmp_path):
     for ext in (".bin", ".idx"):
         assert Path(f"{one}{ext}").read_bytes() == Path(f"{two}{ext}").read_bytes()
         assert Path(f"{one}{ext}").read_bytes() == Path(f"{tmp_path}/pq_out{ext}").read_bytes()
+        assert Path(f"{one}{ext}").read_bytes() == Path(f"{tmp_path}/chunked{ext}").read_bytes()
 
 
 @pytest.mark.timeout(180)
