@@ -311,7 +311,11 @@ def _count(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="blend_command", required=True, metavar="{build,inspect}")
     b = sub.add_parser("build", help="prebuild the index cache of a blend (as Megatron's tools/prepare_cache.py)",
-                       description="Build the GPT and blend indices of every dataset of SPEC into CACHE.")
+                       description="Build the GPT and blend indices of every dataset of SPEC into OUT: "
+                       "OUT/<name>/{document,sample,shuffle}_index.npy for each dataset and "
+                       "OUT/dataset_index.npy, OUT/dataset_sample_index.npy for the blend (train split; valid and "
+                       "test, when asked for, in OUT/valid/ and OUT/test/). Equal to Megatron-core's arrays for the "
+                       "same .idx, seed, sequence length, split and sample counts; the trainer reuses them.")
     b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
     b.add_argument("--seq-len", type=int, required=True, help="tokens per sample (each sample holds seq_len + 1)")
     b.add_argument("--samples", type=_count, required=True, help="train samples")
