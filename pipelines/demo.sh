@@ -30,13 +30,17 @@ $PY -m pretrain tokenize --input "$OUT/curated/web" --tokenizer "$OUT/tokenizer.
 $PY -m pretrain tokenize --input "$OUT/curated/books" --tokenizer "$OUT/tokenizer.model" --output-prefix "$OUT/tokens/books" --workers 2
 
 step "7/9 the blend"
-$PY -m pretrain blend inspect data_specs/demo.toml --tokens 2e6
+sed "s#out/demo/#$OUT/#" data_specs/demo.toml > "$OUT/blend.toml"
+$PY -m pretrain blend inspect "$OUT/blend.toml" --tokens 8.2e5
 
 step "8/9 pretrain a small GPT on the blend"
 $PY -m pretrain train --config pretrain/configs/demo.toml --set "data.tokenizer=$OUT/tokenizer.model" \
-    --set "checkpoint.dir=$OUT/checkpoints" --set "log.dir=$OUT/logs"
+    --set "data.blend=$OUT/blend.toml" --set "data.cache_dir=$OUT/blend-cache" --set "checkpoint.dir=$OUT/checkpoints" --set "log.dir=$OUT/logs"
 
 step "9/9 generate, export, report"
-$PY -m pretrain generate --checkpoint "$OUT/checkpoints" --prompt "And the Lord said unto" --max-tokens 40 --top-k 20 --temperature 0.8
+$PY -m pretrain generate --checkpoint "$OUT/checkpoints" --prompt "It is a truth universally acknowledged" --max-tokens 40 --top-k 20 --temperature 0.8 --seed 1
 $PY -m pretrain export-hf "$OUT/checkpoints" "$OUT/hf"
-$PY -m pretrain report --out "$OUT/report" --curated "$OUT/curated/web" "$OUT/curated/books" --logs "$OUT/logs" --checkpoint "$OUT/checkpoints"
+$PY -m pretrain report --out "$OUT/report" --curated "$OUT/curated/web" "$OUT/curated/books" --logs "$OUT/logs" --checkpoint "$OUT/checkpoints" \
+    --generate-prompt "And it came to pass"
+$PY -m curate stats "$OUT/curated/web" > /dev/null
+printf '\nreport: %s/report/index.md (funnel.png, loss.png); Hugging Face model: %s/hf\n' "$OUT" "$OUT"

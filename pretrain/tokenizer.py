@@ -123,14 +123,15 @@ def _specials_from_model(sp, where: str) -> dict:
 
 # -------------------------------------------------------------------------------------------- training
 
-def sample_training_text(input_dir: str | os.PathLike, max_bytes: int, seed: int = 0,
+def sample_training_text(input_dir: str | os.PathLike | list, max_bytes: int, seed: int = 0,
                          text_column: str = "text") -> tuple[list[str], dict]:
     """Lines of a uniform random sample of documents, at most ``max_bytes`` of UTF-8 in all."""
     import pyarrow.compute as pc
 
     from curate.shards import manifest_shards, read_shard
 
-    shards = _manifest_shards(input_dir, manifest_shards)
+    dirs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
+    shards = [p for d in dirs for p in _manifest_shards(d, manifest_shards)]
     sizes = []
     for path in shards:
         col = _text_column(read_shard(path, columns=[text_column]), text_column, path)
@@ -177,7 +178,7 @@ def _chunks(line: str):
         yield line
 
 
-def train_tokenizer(input_dir: str | os.PathLike, vocab_size: int, output: str | os.PathLike, *,
+def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output: str | os.PathLike, *,
                     model_type: str = "bpe", max_bytes: int = DEFAULT_MAX_BYTES, byte_fallback: bool = True,
                     character_coverage: float = 0.9995, seed: int = 0, threads: int | None = None,
                     text_column: str = "text") -> Tokenizer:
@@ -218,7 +219,8 @@ def train_tokenizer(input_dir: str | os.PathLike, vocab_size: int, output: str |
     with atomic_file(output) as f:
         f.write(model.getvalue())
     meta = dict(SPECIALS, vocab_size=vocab_size, model_type=model_type, byte_fallback=byte_fallback,
-                character_coverage=character_coverage, seed=seed, input=str(input_dir),
+                character_coverage=character_coverage, seed=seed,
+                input=str(input_dir) if isinstance(input_dir, (str, os.PathLike)) else [str(d) for d in input_dir],
                 model_sha256=hashlib.sha256(model.getvalue()).hexdigest(), **info)
     write_json(meta, specials_path(output))
     return load_tokenizer(output)
@@ -255,7 +257,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="{train,info}")
     t = sub.add_parser("train", help="train a SentencePiece model on a curation output",
                        description="Train a SentencePiece tokenizer on documents sampled from curated shards.")
-    t.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
+    t.add_argument("--input", required=True, nargs="+", metavar="DIR",
+                   help="curation output folder(s) (each manifest.json names the shards); documents are sampled from all")
     t.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special ids included")
     t.add_argument("--output", required=True, help="PATH.model to write (special ids go to PATH.json)")
     t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="default bpe")
