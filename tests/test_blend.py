@@ -8,7 +8,7 @@ import pytest
 from pretrain.blend import build_blend_splits, build_blending_indices, inspect_blend
 from pretrain.blend_spec import BlendSpecError, load_blend_spec, parse_megatron_blend, parse_toml_spec
 from pretrain.cli import main as pretrain_main
-from pretrain.gpt_dataset import requested_per_dataset
+from pretrain.gpt_dataset import parse_split, requested_per_dataset
 from pretrain.indexed import IndexedDatasetBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,10 +132,12 @@ def test_spec_errors_name_the_problem(tmp_path):
 
 
 def test_demo_spec():
+    """The demo's spec names the prefixes the demo writes; its split and weights are the demo's to tune."""
     spec = load_blend_spec(ROOT / "data_specs" / "demo.toml")
-    assert spec.split == "969,30,1"
-    assert [(d.name, d.prefix, d.weight) for d in spec.datasets] == [
-        ("web", "out/demo/tokens/web", 0.7), ("books", "out/demo/tokens/books", 0.3)]
+    assert parse_split(spec.split)[0] > 0
+    assert [(d.name, d.prefix) for d in spec.datasets] == [("web", "out/demo/tokens/web"),
+                                                          ("books", "out/demo/tokens/books")]
+    assert all(d.weight > 0 for d in spec.datasets)
     m = parse_megatron_blend("30 a/web 70 b/web")
     assert [(d.name, d.prefix, d.weight) for d in m.datasets] == [("web", "a/web", 30.0), ("web_2", "b/web", 70.0)]
 
