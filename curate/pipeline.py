@@ -23,11 +23,11 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.readers import DEFAULT_MAX_DOC_BYTES, FORMATS, expand_sources, infer_format
+from curate.readers import DEFAULT_MAX_DOC_BYTES, FORMATS, expand_sources
 from curate.shards import FORMATS as SHARD_FORMATS
 from curate.stages import STAGES, stage_class
 

@@ -103,7 +103,7 @@ def _read_warc(path: str, source: str, max_doc_bytes: int) -> Iterator[tuple]:
                     continue
                 try:
                     body = record.content_stream().read()
-                except Exception as e:  # chunked-encoding errors, truncated payloads
+                except Exception:  # chunked-encoding errors, truncated payloads
                     yield ("drop", _row(rec_id, "", source, url, HTML), "malformed_record")
                     continue
                 if getattr(record.raw_stream, "limit", 0) > 0:  # the stream ended inside this record
@@ -171,7 +171,7 @@ def _read_html_file(path: str, source: str, name: str, max_doc_bytes: int) -> It
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as f:
             body = f.read()
-    except (OSError, EOFError, zlib.error) as e:
+    except (OSError, EOFError, zlib.error):
         yield ("drop", _row(name, "", source), "truncated_gzip" if path.endswith(".gz") else "malformed_record")
         return
     text, ok = _decode(body, b"", html=True)

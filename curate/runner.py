@@ -108,7 +108,7 @@ def _run_read_step(pipeline: Pipeline, files: list[dict], executor, out: Path, p
         }
         for i, f in enumerate(files)
     ]
-    return _run_tasks(run_read_task, tasks, step_dir, executor, f"read", progress)
+    return _run_tasks(run_read_task, tasks, step_dir, executor, "read", progress)
 
 
 def run_read_task(task: dict) -> dict:

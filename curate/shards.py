@@ -27,7 +27,7 @@ def shard_suffix(fmt: str) -> str:
 def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         table = table.combine_chunks() if table.num_rows else table
         if fmt == "parquet":
             pq.write_table(table, tmp, compression="zstd")
@@ -46,7 +46,7 @@ def read_shard(path: str | Path, columns: list[str] | None = None) -> pa.Table:
 def write_json(obj, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=False)
             f.write("\n")
@@ -80,13 +80,14 @@ def manifest_shards(output_dir: str | Path, which: str = "shards") -> list[Path]
     return [output_dir / e["path"] for e in manifest[which]]
 
 
-class _atomic_path:
-    """Context manager yielding a temp path next to ``path``; renamed onto ``path`` on success."""
+class atomic_path:
+    """Context manager yielding a temp path next to ``path``; renamed onto ``path`` (after fsync) on success."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
 
     def __enter__(self) -> str:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         os.close(fd)
         return self.tmp
@@ -100,3 +101,21 @@ class _atomic_path:
         elif os.path.exists(self.tmp):
             os.unlink(self.tmp)
         return False
+
+
+def claim_plan_dir(plan_dir: Path, config: dict, parts) -> None:
+    """Keep the parts of an earlier plan in ``plan_dir`` only if it was made with the same ``config``
+    (parameters and inputs); otherwise delete ``parts`` (names inside ``plan_dir``) and record the new config."""
+    import shutil
+
+    path = Path(plan_dir) / "config.json"
+    if path.exists():
+        if read_json(path) == json.loads(json.dumps(config)):
+            return
+        for name in parts:
+            target = Path(plan_dir) / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    write_json(config, path)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from curate.schema import TEXT
-from curate.shards import read_json, read_shard, write_json, write_shard
+from curate.shards import claim_plan_dir, read_json, read_shard, write_json, write_shard
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.kernels import _example_ngrams, _match_kernel
 from curate.stages.minhash.shingles import words
@@ -93,7 +92,7 @@ class Decontaminate(GlobalStage):
         p = self.params
         config = {"params": asdict(p), "inputs": inputs,
                   "eval_sizes": [Path(f).stat().st_size for f in p.eval_files]}
-        _claim(plan_dir, config)
+        claim_plan_dir(plan_dir, config, ("results", "ngrams.npy", "index.json", STATS_FILE))
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         index_info = plan_dir / "index.json"
@@ -278,15 +277,3 @@ def scan_task(job: dict) -> dict:
     return result
 
 
-def _claim(plan_dir: Path, config: dict) -> None:
-    path = plan_dir / "config.json"
-    if path.exists():
-        if read_json(path) == json.loads(json.dumps(config)):
-            return
-        for name in ("results", "ngrams.npy", "index.json", STATS_FILE):
-            target = plan_dir / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
-    write_json(config, path)

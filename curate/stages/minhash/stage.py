@@ -33,9 +33,8 @@ plan resumes where it stopped; the same parts for any number of workers):
 """
 from __future__ import annotations
 
-import json
+
 import math
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -44,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from curate.shards import read_json, read_shard, write_json
+from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.buckets import bucket_task, sig_paths, signature_task
 from curate.stages.minhash.clusters import assign_task, cluster_task, connected_components, members_task
@@ -107,7 +106,7 @@ class MinHashDedup(GlobalStage):
         b, r = self.banding()
         p = self.params
         config = {"params": asdict(p), "bands": b, "rows": r, "inputs": inputs}
-        _claim(plan_dir, config)
+        claim_plan_dir(plan_dir, config, _PARTS)
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         print(f"{self.name}: " + format_s_curve(b, r), file=sys.stderr, flush=True)
@@ -192,16 +191,3 @@ class MinHashDedup(GlobalStage):
 _PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", STATS_FILE)
 
 
-def _claim(plan_dir: Path, config: dict) -> None:
-    """Keep the parts of an earlier plan only if it had the same parameters and inputs."""
-    path = plan_dir / "config.json"
-    if path.exists():
-        if read_json(path) == json.loads(json.dumps(config)):
-            return
-        for name in _PARTS:
-            target = plan_dir / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
-    write_json(config, path)

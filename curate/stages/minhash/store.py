@@ -3,36 +3,13 @@ whose record batches are read one at a time. A part either exists whole or not a
 that was killed resumes by skipping the parts that exist."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-
-class atomic_path:
-    """Yields a temporary path next to ``path``; renamed onto it (after fsync) on success."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def __enter__(self) -> str:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            with open(self.tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600 files; plans are read by other users' tools too
-            os.replace(self.tmp, self.path)
-        elif os.path.exists(self.tmp):
-            os.unlink(self.tmp)
-        return False
+from curate.shards import atomic_path
 
 
 def save_npy(array: np.ndarray, path: str | Path) -> Path:
