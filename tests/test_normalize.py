@@ -23,3 +23,25 @@ def test_stage_drops_documents_that_become_empty():
     res = Normalize("normalize", Params()).apply(t)
     assert res.kept["id"].to_pylist() == ["1"]
     assert res.dropped["reason"].to_pylist() == ["empty_after_normalize"]
+
+
+def test_cheap_gate_never_hides_mojibake_from_ftfy():
+    from ftfy.badness import is_bad
+
+    from curate.stages.normalize import _MOJIBAKE_GATE
+
+    assert _MOJIBAKE_GATE.pattern != r"[^\x00-\x7f]", "the gate fell back to 'any non-ASCII': ftfy's regex changed?"
+    clean = ["naïve café “quoted” — dash", "Grüße aus München", "Привет мир", "emoji 🎉 party", "¿Qué tal? ¡Bien!",
+             "Ærø Œuvre œil", "don’t stop — “now”", "1½ cups, 3° C, 5 µm, © 2024 ™"]
+    seen_bad = 0
+    for text in clean:
+        for enc in ("latin-1", "cp1252", "cp437", "mac_roman", "cp1251", "cp850", "iso-8859-2", "cp1250"):
+            try:
+                garbled = text.encode("utf-8").decode(enc)
+            except UnicodeDecodeError:
+                continue
+            if is_bad(garbled):
+                seen_bad += 1
+                assert _MOJIBAKE_GATE.search(garbled), (enc, garbled)
+                assert needs_ftfy(garbled)
+    assert seen_bad > 20
