@@ -188,6 +188,8 @@ def parse_override(text: str) -> tuple[str, str, object]:
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     raw: dict = {}
     if path is not None:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist (see pretrain/configs/ for examples)")
         with open(path, "rb") as f:
             try:
                 raw = tomllib.load(f)
