@@ -3,9 +3,9 @@ Each subcommand lives in its own module (``add_arguments(parser)`` + ``run(args)
 this file only dispatches."""
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
+
+from curate.commands.dispatch import dispatch
 
 COMMANDS = {
     "tokenizer": ("pretrain.tokenizer", "train a sentencepiece tokenizer from curated shards"),
@@ -25,28 +25,12 @@ EPILOG = """examples:
   torchrun --nproc-per-node 4 -m pretrain train --config pretrain/configs/tiny.toml --set parallel.tp=2 --set parallel.pp=2
   pretrain generate --checkpoint out/ckpt --prompt "The "
   pretrain export-hf out/ckpt out/hf
+  pretrain report --out out/report --curated out/demo/curated/web --logs out/demo/logs --checkpoint out/ckpt
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="pretrain", description=__doc__.splitlines()[0].strip("`: "), epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module)
-        try:
-            importlib.import_module(module).add_arguments(p)
-        except ModuleNotFoundError as e:  # a subcommand whose module is not built yet
-            if not module.startswith(e.name or "?"):
-                raise
-            p.set_defaults(_missing=True)
-    args = parser.parse_args(argv)
-    if getattr(args, "_missing", False):
-        parser.error(f"'{args.command}' is not available in this build")
-    return importlib.import_module(args._module).run(args) or 0
+    return dispatch("pretrain", "Pretraining: tokenizer, indexed datasets and blends, GPT training, generation, export.", COMMANDS, EPILOG, argv)
 
 
 if __name__ == "__main__":
