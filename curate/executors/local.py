@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
-from tqdm import tqdm
+from curate.executors import collect
 
 
 class LocalExecutor:
@@ -14,24 +14,12 @@ class LocalExecutor:
     def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None) -> list:
         """Run ``fn(item)`` for every item; results in item order. ``on_result(result)`` is called as each finishes."""
         items = list(items)
-        results: list = [None] * len(items)
-        bar = tqdm(total=len(items), desc=desc, unit="task", disable=desc is None, leave=False)
         if self.workers == 1 or len(items) <= 1:
-            for i, item in enumerate(items):
-                results[i] = fn(item)
-                if on_result:
-                    on_result(results[i])
-                bar.update()
-        else:
-            ctx = mp.get_context("forkserver")
-            with ctx.Pool(min(self.workers, len(items))) as pool:
-                for i, res in pool.imap_unordered(_indexed, [(fn, i, it) for i, it in enumerate(items)]):
-                    results[i] = res
-                    if on_result:
-                        on_result(res)
-                    bar.update()
-        bar.close()
-        return results
+            return collect(((i, fn(item)) for i, item in enumerate(items)), len(items), desc, on_result)
+        ctx = mp.get_context("forkserver")
+        with ctx.Pool(min(self.workers, len(items))) as pool:
+            pairs = pool.imap_unordered(_indexed, [(fn, i, it) for i, it in enumerate(items)])
+            return collect(pairs, len(items), desc, on_result)
 
     def close(self) -> None:
         pass
@@ -40,7 +28,3 @@ class LocalExecutor:
 def _indexed(args: tuple) -> tuple:
     fn, i, item = args
     return i, fn(item)
-
-
-def run_all(fn: Callable, items: Iterable, workers: int = 1) -> list:
-    return LocalExecutor(workers).map(fn, list(items))

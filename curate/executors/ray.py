@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from tqdm import tqdm
+from curate.executors import collect
 
 
 class RayExecutor:
@@ -30,22 +30,16 @@ class RayExecutor:
         self.workers = workers
 
     def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None) -> list:
-        items = list(items)
         refs = [self._remote.remote(fn, item) for item in items]
         index = {ref: i for i, ref in enumerate(refs)}
-        results: list = [None] * len(items)
-        bar = tqdm(total=len(items), desc=desc, unit="task", disable=desc is None, leave=False)
+        return collect(self._as_completed(refs, index), len(refs), desc, on_result)
+
+    def _as_completed(self, refs, index):
         pending = list(refs)
         while pending:
             done, pending = self.ray.wait(pending, num_returns=1)
             for ref in done:
-                res = self.ray.get(ref)
-                results[index[ref]] = res
-                if on_result:
-                    on_result(res)
-                bar.update()
-        bar.close()
-        return results
+                yield index[ref], self.ray.get(ref)
 
     def close(self) -> None:
         if self._started:

@@ -109,15 +109,19 @@ def combine(words, i, n):
 
 
 @nb.njit(cache=True)
+def _word_buffers(offsets):
+    """Word hash, start and end buffers for the longest document (one word per 2 bytes at most: a word and a separator)."""
+    cap = 0
+    for d in range(len(offsets) - 1):
+        cap = max(cap, offsets[d + 1] - offsets[d])
+    return np.empty(cap // 2 + 2, np.uint64), np.empty(cap // 2 + 2, np.int64), np.empty(cap // 2 + 2, np.int64)
+
+
+@nb.njit(cache=True)
 def _shingle_sets(data, offsets, cpmap, ngram, out_offsets):
     """Sorted unique shingle hashes of every document, flattened; ``out_offsets`` (n + 1) is filled."""
     n_docs = len(offsets) - 1
-    cap = 0
-    for d in range(n_docs):
-        cap = max(cap, offsets[d + 1] - offsets[d])
-    words = np.empty(cap // 2 + 2, np.uint64)
-    ws = np.empty(cap // 2 + 2, np.int64)
-    we = np.empty(cap // 2 + 2, np.int64)
+    words, ws, we = _word_buffers(offsets)
     total = 0
     for d in range(n_docs):
         nw = doc_words(data, offsets[d], offsets[d + 1], cpmap, words, ws, we)
@@ -221,12 +225,7 @@ def _update_ms(sig, a, b, x):
 @nb.njit(cache=True)
 def _minhash_kernel(data, offsets, cpmap, ngram, family, a, a_lo, a_hi, b, sig, n_shingles):
     n_docs = len(offsets) - 1
-    cap = 0
-    for d in range(n_docs):
-        cap = max(cap, offsets[d + 1] - offsets[d])
-    words = np.empty(cap // 2 + 2, np.uint64)
-    ws = np.empty(cap // 2 + 2, np.int64)
-    we = np.empty(cap // 2 + 2, np.int64)
+    words, ws, we = _word_buffers(offsets)
     for d in range(n_docs):
         s = sig[d]
         s[:] = EMPTY
