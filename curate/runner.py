@@ -79,7 +79,7 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True) -> dict:
     say(f"curate: {pipeline.name}: {len(files)} input file(s), {len(pipeline.stages)} stage(s) -> {out}")
     markers = _run_read_step(pipeline, files, executor, out, progress)
     shards = [out / p for m in markers for p in m["outputs"]]
-    all_markers = [(None, markers)]
+    all_markers = [(None, markers, {})]  # (step, task markers, plan stats); step None is the reader
     for step in plan_steps(pipeline.stages):
         plan_stats = {}
         if step.global_stage is not None:
@@ -90,7 +90,7 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True) -> dict:
     stats = _aggregate(pipeline, all_markers)
     manifest = {
         "shards": [shard_entry(p, out) for p in shards],
-        "dropped": [shard_entry(out / p, out) for _, ms, *_ in all_markers for m in ms for p in m["dropped"]],
+        "dropped": [shard_entry(out / p, out) for _, ms, _ in all_markers for m in ms for p in m["dropped"]],
     }
     write_json(stats, out / "stats.json")
     write_json(manifest, out / "manifest.json")
@@ -261,10 +261,7 @@ def _call(args):
 
 def _aggregate(pipeline: Pipeline, all_markers: list) -> dict:
     order, totals = [], {}
-    for entry in all_markers:
-        markers = entry[1]
-        plan_stats = entry[2] if len(entry) > 2 else {}
-        step = entry[0]
+    for step, markers, plan_stats in all_markers:
         names = [READ_STAGE] if step is None else [s.name for s in step.stages]
         for name in names:
             order.append(name)
