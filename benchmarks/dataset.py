@@ -70,8 +70,8 @@ def write_curated(out: Path, texts: list[str], shards: int) -> None:
 
 
 def bench_tokenize(args, work: Path) -> dict:
-    from pretrain.tokenize import tokenize_curated
-    from pretrain.tokenizer import train_tokenizer
+    from pretrain.data.tokenize import tokenize_curated
+    from pretrain.data.tokenizer import train_tokenizer
 
     corpus = Path(args.corpus) if args.corpus else (SHARED_PROSE if SHARED_PROSE.is_file() else TEST_PROSE)
     texts = load_texts(corpus, args.mb)
@@ -131,8 +131,8 @@ def synthetic_lengths(n_tokens: int, rng, mu: float = 6.5, sigma: float = 1.0) -
 
 
 def bench_reads(args, work: Path) -> dict:
-    from pretrain.gpt_dataset import build_gpt_dataset
-    from pretrain.indexed import IndexedDataset, write_index
+    from pretrain.data.gpt_dataset import build_gpt_dataset
+    from pretrain.data.indexed import IndexedDataset, write_index
 
     rng = np.random.default_rng(0)
     lengths = synthetic_lengths(args.read_tokens, rng)
@@ -193,8 +193,8 @@ def bench_reads(args, work: Path) -> dict:
 
 
 def bench_index_build(args) -> dict:
-    from pretrain.blend import build_blending_indices
-    from pretrain.gpt_dataset import build_gpt_indices, requested_per_dataset
+    from pretrain.data.blend import build_blending_indices
+    from pretrain.data.gpt_dataset import build_gpt_indices, requested_per_dataset
 
     rng = np.random.default_rng(1)
     lengths = synthetic_lengths(args.index_tokens, rng).astype(np.int32)

@@ -62,6 +62,27 @@ def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = 
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
+# --- splits: one large input file becomes several read tasks -------------------------------------
+# The runner calls ``plan_splits`` once per input file (in the driver or a task) and runs one read task per
+# split with ``read_split``. A split is a small JSON-serialisable dict: ``{"path", "format", ...}`` plus
+# format-specific keys (byte range, record offsets, row groups, record batches). Every document of the file
+# is yielded by exactly one split, with the same id whatever the split size.
+
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+
+
+def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES) -> list[dict]:
+    """The read tasks of one input file: a list of splits, in file order (today: the whole file)."""
+    return [{"path": path, "format": fmt}]
+
+
+def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
+               max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES) -> Iterator[tuple]:
+    """Yield the same tuples as :func:`read_file`, for one split from :func:`plan_splits`."""
+    yield from read_file(split["path"], split["format"], text_field=text_field, id_field=id_field,
+                         max_doc_bytes=max_doc_bytes)
+
+
 def _row(id_: str, text: str, source: str, url: str = "", content_type: str = PLAIN) -> dict:
     return {"id": id_, "text": text, "source": source, "url": url, "content_type": content_type}
 

@@ -8,9 +8,9 @@ import sys
 from curate.commands.dispatch import dispatch
 
 COMMANDS = {
-    "tokenizer": ("pretrain.tokenizer", "train a sentencepiece tokenizer from curated shards"),
-    "tokenize": ("pretrain.tokenize", "curated shards to a Megatron-compatible .bin/.idx indexed dataset"),
-    "blend": ("pretrain.blend", "build or inspect a blend of indexed datasets (data_specs/*.toml)"),
+    "tokenizer": ("pretrain.data.tokenizer", "train a sentencepiece tokenizer from curated shards"),
+    "tokenize": ("pretrain.data.tokenize", "curated shards to a Megatron-compatible .bin/.idx indexed dataset"),
+    "blend": ("pretrain.data.blend", "build or inspect a blend of indexed datasets (data_specs/*.toml)"),
     "train": ("pretrain.train", "train a GPT (one process, or under torchrun with tp/pp/dp)"),
     "generate": ("pretrain.generate", "generate text from a checkpoint"),
     "export-hf": ("pretrain.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),

@@ -357,7 +357,7 @@ def finalize(cfg: Config, world_size: int) -> Config:
     if m.init_seed is None:
         m.init_seed = cfg.train.seed
     if m.vocab_size is None:
-        from pretrain.tokenizer import load_tokenizer
+        from pretrain.data.tokenizer import load_tokenizer
 
         m.vocab_size = int(load_tokenizer(cfg.data.tokenizer).vocab_size)
     if m.padded_vocab_size is None:

@@ -262,7 +262,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pretrain.checkpoint import load_model_for_inference
     from pretrain.generate import resolve_tokenizer_path
-    from pretrain.tokenizer import load_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer
 
     try:
         model, cfg = load_model_for_inference(args.checkpoint)

@@ -118,7 +118,7 @@ def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
 def load_for_generation(checkpoint_dir, tokenizer=None, device="auto"):
     """-> (model, tokenizer) from a checkpoint, the tokenizer given or recorded with it; checks they agree."""
     from pretrain.checkpoint import load_model_for_inference
-    from pretrain.tokenizer import load_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer
 
     tok_path = resolve_tokenizer_path(checkpoint_dir, tokenizer)
     if tok_path is None:

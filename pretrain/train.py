@@ -85,8 +85,8 @@ def build_datasets(cfg: Config, num_train: int, num_valid: int):
         train = SyntheticDataset(num_train, d.seq_len, cfg.model.vocab_size, cfg.train.seed)
         valid = SyntheticDataset(num_valid, d.seq_len, cfg.model.vocab_size, cfg.train.seed + 1) if num_valid else None
         return train, valid
-    from pretrain.blend import build_blend_splits
-    from pretrain.gpt_dataset import EmptySplitError
+    from pretrain.data.blend import build_blend_splits
+    from pretrain.data.gpt_dataset import EmptySplitError
 
     try:
         train, valid, _ = build_blend_splits(d.blend, d.seq_len, (num_train, num_valid, 0), cfg.train.seed,
@@ -108,7 +108,7 @@ def check_data_paths(cfg: Config) -> None:
         return
     if d.tokenizer and cfg.model.vocab_size is None and not Path(d.tokenizer).is_file():
         raise ConfigError(f"data.tokenizer {d.tokenizer} not found: {DEMO_HINT}")
-    from pretrain.blend_spec import BlendSpecError, load_blend_spec
+    from pretrain.data.blend_spec import BlendSpecError, load_blend_spec
 
     try:
         spec = load_blend_spec(d.blend)

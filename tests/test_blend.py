@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pretrain.blend import build_blend_splits, build_blending_indices, inspect_blend
-from pretrain.blend_spec import BlendSpecError, load_blend_spec, parse_megatron_blend, parse_toml_spec
+from pretrain.data.blend import build_blend_splits, build_blending_indices, inspect_blend
+from pretrain.data.blend_spec import BlendSpecError, load_blend_spec, parse_megatron_blend, parse_toml_spec
 from pretrain.cli import main as pretrain_main
-from pretrain.gpt_dataset import parse_split, requested_per_dataset
-from pretrain.indexed import IndexedDatasetBuilder
+from pretrain.data.gpt_dataset import parse_split, requested_per_dataset
+from pretrain.data.indexed import IndexedDatasetBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,7 @@ from pretrain.config import Config, finalize  # noqa: E402
 from pretrain.export_hf import ExportError, export_model, hf_architecture, rope_interleaved_to_half  # noqa: E402
 from pretrain.generate import generate_ids  # noqa: E402
 from pretrain.model import GPT, apply_rope, rope_cache  # noqa: E402
-from pretrain.tokenizer import load_tokenizer  # noqa: E402
+from pretrain.data.tokenizer import load_tokenizer  # noqa: E402
 from tests.conftest import DATA, ROOT  # noqa: E402
 
 # single-process checkpoint load/save: DCP warns that no process group exists
@@ -35,12 +35,12 @@ def prose_lines() -> list[str]:
 
 
 def train_quarry_tokenizer(folder, model_type="bpe", vocab_size=VOCAB):
-    """Quarry's tokenizer (``pretrain.tokenizer.train_tokenizer``: identity normalization, "\\n" piece, byte
+    """Quarry's tokenizer (``pretrain.data.tokenizer.train_tokenizer``: identity normalization, "\\n" piece, byte
     fallback, EOD = </s>) trained on Austen, through a one-shard curation output folder."""
     import pyarrow as pa
 
     from curate.shards import write_json, write_shard
-    from pretrain.tokenizer import train_tokenizer
+    from pretrain.data.tokenizer import train_tokenizer
 
     folder = Path(folder)
     docs = [json.loads(line) for line in PROSE.read_text().splitlines()]

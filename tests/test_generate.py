@@ -106,7 +106,7 @@ def test_next_token_distribution():
 def test_cli_prints_prompt_then_greedy_continuation(tmp_path_factory, capsys):
     from pretrain.checkpoint import load_model_for_inference
     from pretrain.cli import main
-    from pretrain.tokenizer import load_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer
     from tests.test_export_hf import quarry_tokenizer, trained_checkpoint
 
     ckpt, _ = trained_checkpoint(tmp_path_factory, "gpt2")

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pretrain.gpt_dataset import (
+from pretrain.data.gpt_dataset import (
     EmptySplitError, IndexCache, build_gpt_dataset, build_gpt_indices, build_sample_index, num_epochs_needed,
     parse_split, split_ranges,
 )
-from pretrain.indexed import IndexedDataset, IndexedDatasetBuilder
+from pretrain.data.indexed import IndexedDataset, IndexedDatasetBuilder
 
 HERE = Path(__file__).parent
 
@@ -146,7 +146,7 @@ def _megatron_python():
 def test_arrays_equal_megatron_core(tmp_path):
     """Builds the same blends with Megatron-core (BlendedMegatronDatasetBuilder) and compares every array and
     the first samples' tokens. megatron-core 0.19 needs Python >= 3.12, hence a separate interpreter."""
-    from pretrain.blend import build_blend_splits
+    from pretrain.data.blend import build_blend_splits
 
     rng = np.random.default_rng(42)
     jobs = []

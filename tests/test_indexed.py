@@ -4,7 +4,7 @@ import struct
 import numpy as np
 import pytest
 
-from pretrain.indexed import (
+from pretrain.data.indexed import (
     IndexedDataset, IndexedDatasetBuilder, dtype_code, encode_index, optimal_dtype, write_index,
 )
 

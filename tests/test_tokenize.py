@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from pretrain.cli import main as pretrain_main
-from pretrain.indexed import IndexedDataset
-from pretrain.tokenize import tokenize_curated
-from pretrain.tokenizer import train_tokenizer
+from pretrain.data.indexed import IndexedDataset
+from pretrain.data.tokenize import tokenize_curated
+from pretrain.data.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
@@ -53,7 +53,7 @@ def test_two_workers_and_parquet_give_the_same_bytes(setup, tmp_path, monkeypatc
     root, cur, tok, good = setup
     one = root / "out" / "one"
     tokenize_curated(cur, tok.model_path, one, workers=1, progress=False)
-    import pretrain.tokenize as tokenize_module
+    import pretrain.data.tokenize as tokenize_module
 
     monkeypatch.setattr(tokenize_module, "CHUNK_DOCS", 3)  # a task encoded and written in several pieces
     tokenize_curated(cur, tok.model_path, tmp_path / "chunked", workers=1, progress=False)

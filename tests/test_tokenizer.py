@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pretrain.cli import main as pretrain_main
-from pretrain.tokenizer import load_tokenizer, sample_training_text, train_tokenizer
+from pretrain.data.tokenizer import load_tokenizer, sample_training_text, train_tokenizer
 
 _spec = importlib.util.spec_from_file_location("curated", Path(__file__).parent / "data" / "pretrain" / "curated.py")
 curated = importlib.util.module_from_spec(_spec)

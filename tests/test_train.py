@@ -150,12 +150,12 @@ def _free_port() -> int:
 
 
 def test_trains_on_a_blend_of_indexed_datasets(tmp_path):
-    """The real data path: a hand-made .bin/.idx (pretrain.indexed writer), a blend spec, the vocabulary size read
+    """The real data path: a hand-made .bin/.idx (pretrain.data.indexed writer), a blend spec, the vocabulary size read
     from a sentencepiece model; the trainer reads the train split in order 0, 1, 2, ..."""
     import sentencepiece as spm
 
-    from pretrain.blend import build_blend_splits
-    from pretrain.indexed import IndexedDatasetBuilder
+    from pretrain.data.blend import build_blend_splits
+    from pretrain.data.indexed import IndexedDatasetBuilder
 
     tok = tmp_path / "tok.model"
     words = [" ".join(f"w{(i * 7 + j) % 50}" for j in range(12)) for i in range(200)]
@@ -163,7 +163,7 @@ def test_trains_on_a_blend_of_indexed_datasets(tmp_path):
         spm.SentencePieceTrainer.train(sentence_iterator=iter(words), model_writer=f, vocab_size=40,
                                        model_type="bpe", user_defined_symbols=["<eod>"], minloglevel=2,
                                        num_threads=1)
-    from pretrain.tokenizer import load_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer
 
     vocab = load_tokenizer(tok).vocab_size
     assert vocab == 40

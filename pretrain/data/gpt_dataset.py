@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.indexed import IndexedDataset, atomic_file
+from pretrain.data.indexed import IndexedDataset, atomic_file
 
 SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"

@@ -2,7 +2,7 @@
 
 Each split (train, valid, test) of a blend is built like Megatron-core's BlendedMegatronDatasetBuilder:
 the weights are normalized; dataset ``d`` is asked for ``ceil(ceil(S * w_d) * 1.005)`` samples of its
-own split (a :class:`~pretrain.gpt_dataset.GPTDataset`); the blend holds ``sum_d ceil(S * w_d)``
+own split (a :class:`~pretrain.data.gpt_dataset.GPTDataset`); the blend holds ``sum_d ceil(S * w_d)``
 samples, interleaved by greedy error minimization: position ``i`` takes the dataset with the largest
 ``w_d * max(i, 1) - count_d`` (ties to the first), so every prefix of the blend stays within one
 sample of ``w_d * i`` per dataset. Same inputs and seed, same arrays as Megatron-core.
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
-from pretrain.gpt_dataset import (
+from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
+from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
-from pretrain.indexed import IndexedDataset
+from pretrain.data.indexed import IndexedDataset
 
 MID_LEVEL_SURPLUS = 0.005
 DEFAULT_SEED = 1234  # Megatron-LM's --seed default

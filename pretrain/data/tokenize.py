@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.indexed import (
+from pretrain.data.indexed import (
     IndexedDataset, IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype,
     write_index,
 )
@@ -94,7 +94,7 @@ _TOKENIZER = None
 
 def _worker_init(model_path: str, specials: dict) -> None:
     global _TOKENIZER
-    from pretrain.tokenizer import Tokenizer
+    from pretrain.data.tokenizer import Tokenizer
 
     _TOKENIZER = Tokenizer(model_path, specials)
 
@@ -166,7 +166,7 @@ def _mp_context():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["numpy", "pyarrow", "pyarrow.ipc", "pyarrow.parquet", "pyarrow.compute",
-                                "sentencepiece", "pretrain.tokenize", "pretrain.tokenizer"])
+                                "sentencepiece", "pretrain.data.tokenize", "pretrain.data.tokenizer"])
     return ctx
 
 
@@ -184,7 +184,7 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
                      progress: bool = True, log=None) -> dict:
     """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts."""
     from curate.shards import manifest_shards
-    from pretrain.tokenizer import load_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     input_dir = Path(input_dir)

@@ -214,7 +214,7 @@ def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output
     except RuntimeError as e:
         raise ValueError(f"SentencePiece could not train: {e}") from None
     from curate.shards import write_json
-    from pretrain.indexed import atomic_file
+    from pretrain.data.indexed import atomic_file
 
     with atomic_file(output) as f:
         f.write(model.getvalue())

@@ -170,7 +170,7 @@ def _check_names(datasets: list[DatasetSpec], source: str) -> None:
 
 
 def _check_split(split: str, source: str) -> None:
-    from pretrain.gpt_dataset import parse_split
+    from pretrain.data.gpt_dataset import parse_split
 
     try:
         parse_split(split)
