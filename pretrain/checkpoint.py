@@ -9,19 +9,30 @@ Layout of ``checkpoint.dir``::
                                  name (see pretrain/model.py), DTensor-sharded, resharded on load
         model_config.json        the [model] table incl. padded_vocab_size: enough to rebuild the model
         meta.json                step, consumed_samples, lr scheduler state, layout, the run's whole config
-        rng/rank_00000.pt        per-rank python / numpy / torch (/ cuda) RNG states
+        rng/rank_00000.json      per-rank python / numpy / torch (/ cuda) RNG states (JSON: nothing to unpickle)
+        manifest.json            size and SHA-256 of every file above (pretrain/checkpoint_manifest.py)
 
 Optimizer state is saved flattened by parameter name (``state.<name>.exp_avg``...), so it reshards too. The
 output head's copy of the tied embedding is saved under both names (``embed.weight`` and ``lm_head.weight``) so
 that a pipeline's first and last stages both find it.
 
 ``load_model_for_inference(dir)`` rebuilds the whole model in one process (tp = pp = 1) from any checkpoint.
+
+Safety: nothing read from a checkpoint runs code. DCP's pickled ``.metadata`` and its non-tensor entries go through
+the restricted loaders of :mod:`pretrain.safe_load`; tensors through ``torch.load(weights_only=True)``; everything
+else is JSON. Integrity: ``save`` refuses a model with non-finite weights (``latest`` never moves onto it) and
+writes ``manifest.json`` before ``latest`` moves; ``find_resume`` verifies the checkpoint ``latest`` names and,
+when it is damaged, names the damage and resumes from the newest intact older one (``checkpoint.on_damage =
+"fallback"``, the default) or stops (``"stop"``). Loaded weights that are not finite are refused with a message.
 """
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import random
+import sys
 import shutil
 import warnings
 from pathlib import Path
@@ -38,16 +49,54 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from pretrain.config import ModelConfig, model_config_from_dict
+from pretrain import checkpoint_manifest as manifest
+from pretrain.config import ConfigError, ModelConfig, model_config_from_dict
+from pretrain.safe_load import SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata
 
 LATEST = "latest"
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
+ON_DAMAGE = ("fallback", "stop")
 
 
-def _dcp(fn, state, path: Path) -> None:
+class CheckpointError(ConfigError):
+    """A checkpoint that cannot be used (damaged, tampered with, non-finite): the message says which and why.
+    A ConfigError, so ``pretrain train`` prints it without a traceback."""
+
+
+@contextlib.contextmanager
+def _quiet():
     with warnings.catch_warnings():  # one process without a process group is a supported DCP mode
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        fn(state, checkpoint_id=str(path))
+        yield
+
+
+def _dcp_save(state, path: Path) -> None:
+    with _quiet():
+        dcp.save(state, checkpoint_id=str(path))
+
+
+def _dcp_load(state, path: Path) -> None:
+    """``dcp.load`` through the restricted reader and planner; any failure -> CheckpointError naming ``path``."""
+    path = Path(path)
+    planner = SafeLoadPlanner()
+    try:
+        read_dcp_metadata(path / ".metadata")  # a refused .metadata is named before DCP starts
+        with _quiet():
+            dcp.load(state, storage_reader=SafeFileSystemReader(str(path)), planner=planner)
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
+    except Exception as e:
+        text = str(e)
+        if planner.refused:
+            why = f"refused to unpickle {planner.refused} (nothing in it was run)"
+        elif "Weights only load failed" in text:
+            lines = [ln.strip() for ln in text.splitlines() if "Unsupported" in ln]
+            why = f"a tensor record asks for code, refused by weights_only loading ({(lines or [''])[0]})"
+        else:
+            lines = text.strip().splitlines()
+            why = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        raise CheckpointError(f"could not load the checkpoint in {path}: {why}; the file was damaged or tampered "
+                              f"with") from None
 
 
 def step_dir(root: str | Path, step: int) -> Path:
@@ -56,7 +105,8 @@ def step_dir(root: str | Path, step: int) -> Path:
 
 def resolve(path: str | Path) -> Path | None:
     """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none;
-    FileNotFoundError if ``latest`` names an incomplete one (never silently start over)."""
+    FileNotFoundError if ``latest`` names an incomplete one (never silently start over). Does not verify
+    checksums: see :func:`find_resume` and :func:`find_intact`."""
     path = Path(path)
     if (path / "dcp" / ".metadata").exists():
         return path
@@ -130,19 +180,52 @@ def optim_state(parts, optimizers) -> tuple[list[dict], dict]:
     return own, merged
 
 
-def _rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+def _bytes_b64(t: torch.Tensor) -> str:
+    return base64.b64encode(t.cpu().numpy().tobytes()).decode()
+
+
+def _b64_bytes(text: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+
+def rng_state_json() -> dict:
+    """This process's python / numpy / torch (/ cuda) RNG states as plain JSON values."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": [version, list(internal), gauss],
+             "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+             "torch": _bytes_b64(torch.get_rng_state())}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state()
+        state["cuda"] = _bytes_b64(torch.cuda.get_rng_state())
     return state
 
 
-def _set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+def set_rng_state_json(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((str(kind), np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(_b64_bytes(state["torch"]))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
+        torch.cuda.set_rng_state(_b64_bytes(state["cuda"]))
+
+
+def _legacy_rng_state(path: Path) -> dict:
+    """rng/rank_*.pt of checkpoints written before the JSON format, read with weights_only (numpy's array
+    reconstruction allowed, nothing else)."""
+    from torch.serialization import safe_globals
+
+    allowed = [np.core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    try:
+        with safe_globals(allowed):
+            old = torch.load(path, weights_only=True)
+        return {"python": [old["python"][0], list(old["python"][1]), old["python"][2]],
+                "numpy": [old["numpy"][0], np.asarray(old["numpy"][1]).tolist(), *old["numpy"][2:]],
+                "torch": _bytes_b64(old["torch"]), **({"cuda": _bytes_b64(old["cuda"])} if "cuda" in old else {})}
+    except Exception as e:
+        raise CheckpointError(f"{path}: refused to load this RNG state ({type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); nothing in it was "
+                              f"run. Delete the file to resume without restoring the RNG state") from None
 
 
 def _barrier():
@@ -154,23 +237,67 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 
 
+def _world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def _local(t):
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def nonfinite_names(state: dict, limit: int = 5) -> list[str]:
+    """Names of the floating-point tensors of ``state`` (this rank's shards) holding NaN or inf."""
+    bad = []
+    for name, t in state.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(_local(t)).all()):
+            bad.append(name)
+            if len(bad) >= limit:
+                break
+    return bad
+
+
+def _any_rank(flag: bool) -> bool:
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfig) -> Path:
     """Collective: every rank calls it. ``latest`` moves to this step only after all ranks wrote their part."""
     root, rank = Path(root), _rank()
     d = step_dir(root, step)
+    state = model_state(parts)
+    bad = nonfinite_names(state)
+    if _any_rank(bool(bad)):  # every rank raises, none writes: latest stays where it was
+        where = f": {', '.join(bad)}" if bad else " (on another rank)"
+        raise CheckpointError(f"step {step}: the model has non-finite weights{where}; not saving a checkpoint, "
+                              f"{LATEST} stays at the last good one. Lower train.lr or raise train.warmup_steps, "
+                              f"then resume")
     if rank == 0:
         if d.exists():  # a partial write from a killed run, never pointed at by latest
             shutil.rmtree(d)
         (d / "rng").mkdir(parents=True)
     _barrier()
     _, merged_optim = optim_state(parts, optimizers)
-    _dcp(dcp.save, {"model": model_state(parts), "optim": merged_optim}, d / "dcp")
-    torch.save(_rng_state(), d / "rng" / f"rank_{rank:05d}.pt")
+    _dcp_save({"model": state, "optim": merged_optim}, d / "dcp")
+    _write_atomic(d / "rng" / f"rank_{rank:05d}.json", json.dumps(rng_state_json()))
     if rank == 0:
         _write_atomic(d / "model_config.json", json.dumps(model_cfg.__dict__, indent=1))
         _write_atomic(d / "meta.json", json.dumps(meta, indent=1))
     _barrier()  # every rank's shards, rng and the metadata are on disk
+    names = manifest.checkpoint_files(d)
+    mine = manifest.digests(d, names[rank::_world()])  # each rank hashes its share of the files
+    if dist.is_initialized():
+        shares: list = [None] * _world()
+        dist.all_gather_object(shares, mine)
+    else:
+        shares = [mine]
     if rank == 0:
+        manifest.write_manifest(d, {k: v for share in shares for k, v in share.items()})
         _write_atomic(root / LATEST, d.name + "\n")
     _barrier()
     return d
@@ -193,7 +320,11 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
     osds = None
     if optimizers is not None:
         osds, state["optim"] = optim_state(parts, optimizers)
-    _dcp(dcp.load, state, d / "dcp")
+    _dcp_load(state, d / "dcp")
+    bad = nonfinite_names(msd)
+    if _any_rank(bool(bad)):
+        raise CheckpointError(f"{d} holds non-finite weights{': ' + ', '.join(bad) if bad else ' (on another rank)'}"
+                              f"; refusing to resume from it: point {LATEST} at an older step_* directory")
     for part in parts:
         own = {k: v for k, v in msd.items() if k in part.state_dict()}
         set_model_state_dict(part, own)
@@ -201,11 +332,14 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
         for part, opt, osd in zip(parts, optimizers, osds):
             own = {k: state["optim"][k] for k in osd}
             set_optimizer_state_dict(part, opt, own, options=_OPTIM_OPTS)
-    rng = d / "rng" / f"rank_{_rank():05d}.pt"
     meta = read_meta(d)
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    if rng.exists() and meta.get("world_size") == world:
-        _set_rng_state(torch.load(rng, weights_only=False))
+    if meta.get("world_size") == _world():
+        rng = d / "rng" / f"rank_{_rank():05d}.json"
+        legacy = rng.with_suffix(".pt")
+        if rng.exists():
+            set_rng_state_json(json.loads(rng.read_text()))
+        elif legacy.exists():
+            set_rng_state_json(_legacy_rng_state(legacy))
     return meta
 
 
@@ -213,9 +347,7 @@ def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.dev
     """-> (model, model_config): the whole GPT (tp = pp = 1) in eval mode from a checkpoint root or step dir."""
     from pretrain.model import GPT
 
-    d = resolve(checkpoint_dir)
-    if d is None:
-        raise FileNotFoundError(f"no checkpoint in {checkpoint_dir} (expected {LATEST} or dcp/.metadata)")
+    d = find_intact(checkpoint_dir)
     cfg = read_model_config(d)
     with torch.device("meta"):
         model = GPT(cfg)
@@ -224,6 +356,108 @@ def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.dev
         model.lm_head.weight = model.embed.weight
     model.init_weights()  # fills the RoPE table; weights are overwritten below
     sd = model.state_dict()
-    _dcp(dcp.load, {"model": sd}, d / "dcp")
+    _dcp_load({"model": sd}, d / "dcp")
+    bad = nonfinite_names(sd)
+    if bad:
+        raise CheckpointError(f"{d} holds non-finite weights: {', '.join(bad)}")
     model.load_state_dict(sd)
     return model.eval(), cfg
+
+
+# ---------------------------------------------------------------------------------------- picking a checkpoint
+
+
+def _step_of(d: Path) -> int:
+    try:
+        return int(d.name.split("_", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def damage(d: Path) -> list[str]:
+    """What makes step directory ``d`` unusable (empty: intact, or an older checkpoint without a manifest that
+    is at least complete)."""
+    d = Path(d)
+    if not d.is_dir():
+        return ["it does not exist"]
+    if not (d / "dcp" / ".metadata").exists():
+        return ["it is incomplete (no dcp/.metadata)"]
+    if not manifest.has_manifest(d):
+        return []  # written before manifests existed: complete, but unverifiable
+    return manifest.problems(d)
+
+
+def _describe(d: Path, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"checkpoint {d} is damaged: {'; '.join(problems[:3])}{more}"
+
+
+def _older_intact(root: Path, below: int) -> tuple[Path | None, list[str]]:
+    """(newest intact step_* directory of ``root`` with a step below ``below``, descriptions of damaged ones)."""
+    seen = []
+    for d in sorted((p for p in root.glob("step_*") if p.is_dir() and 0 <= _step_of(p) < below),
+                    key=_step_of, reverse=True):
+        problems = damage(d)
+        if not problems:
+            return d, seen
+        seen.append(_describe(d, problems))
+    return None, seen
+
+
+def _unverified_note(d: Path) -> None:
+    if not manifest.has_manifest(d):
+        print(f"warning: {d} has no {manifest.MANIFEST} (an older checkpoint): its files are not verified",
+              file=sys.stderr)
+
+
+def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
+    """The step directory a run with ``checkpoint_cfg`` (``dir``, ``on_damage``) resumes from: the one ``latest``
+    names if it is intact, else (``on_damage = "fallback"``) the newest intact older one, with a message naming
+    the damage; CheckpointError when ``on_damage = "stop"`` or nothing intact is left. None: nothing to resume."""
+    root = Path(checkpoint_cfg.dir)
+    on_damage = getattr(checkpoint_cfg, "on_damage", "fallback")
+    if (root / "dcp" / ".metadata").exists() or not (root / LATEST).exists():
+        if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
+            problems = damage(root)
+            if problems:
+                raise CheckpointError(_describe(root, problems))
+            return root
+        return None
+    name = (root / LATEST).read_text().strip()
+    d = root / name
+    problems = damage(d)
+    if not problems:
+        if announce:
+            _unverified_note(d)
+        return d
+    what = _describe(d, problems)
+    older, also = _older_intact(root, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
+    hint = f"the newest intact one is {older}" if older else "no older checkpoint is intact"
+    if on_damage == "stop" or older is None:
+        raise CheckpointError(f"{what}; {hint}" + (" (checkpoint.on_damage = 'stop')" if older else "") +
+                              (f"; also damaged: {'; '.join(also)}" if also else ""))
+    if announce:
+        for line in [what, *also]:
+            print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: resuming from {older}, the newest intact checkpoint (set checkpoint.on_damage = 'stop' "
+              f"to stop instead)", file=sys.stderr)
+        _unverified_note(older)
+    return older
+
+
+def find_intact(path: str | Path) -> Path:
+    """For inference and export: the step directory of ``path`` (a root or a step directory), verified;
+    FileNotFoundError if there is none, CheckpointError naming the damage (and the newest intact one) if any."""
+    path = Path(path)
+    d = resolve(path) if (path / "dcp" / ".metadata").exists() else None
+    if d is None:
+        if not (path / LATEST).exists():
+            raise FileNotFoundError(f"no checkpoint in {path} (expected {LATEST} or dcp/.metadata)")
+        d = path / (path / LATEST).read_text().strip()
+    problems = damage(d)
+    if problems:
+        older, _ = _older_intact(d.parent, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
+        hint = f"; the newest intact one is {older}: pass that directory" if older else ""
+        raise CheckpointError(_describe(d, problems) + hint)
+    _unverified_note(d)
+    return d

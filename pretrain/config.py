@@ -89,12 +89,14 @@ class DataConfig:
     tokenizer: str | None = None  # a sentencepiece .model, for the vocabulary size
     seq_len: int = 256
     cache_dir: str | None = None  # blend index cache (pretrain blend build --out); None: built in memory
+    order: str = "stable"  # stable (the first N samples never depend on train.steps) | megatron (its arrays)
 
 
 @dataclass
 class CheckpointConfig:
     dir: str | None = None  # None: no checkpoints; a dir that holds one is resumed from
     interval: int = 0  # steps between checkpoints; 0: only at the end
+    on_damage: str = "fallback"  # latest checkpoint damaged: fallback (newest intact one, with a message) | stop
 
 
 @dataclass
@@ -336,8 +338,60 @@ def check(cfg: Config, world_size: int) -> None:
         err(f"train.steps = {t.steps}: must be >= 0")
     if t.eval_interval and t.eval_iters < 1:
         err("train.eval_iters must be >= 1 when train.eval_interval > 0")
+    _check_values(cfg, err)
     if errors:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+
+
+def _check_values(cfg: Config, err) -> None:
+    """Values that make no sense whatever the layout: negative or non-finite rates, betas outside [0, 1), ..."""
+    m, t, d, c, lg = cfg.model, cfg.train, cfg.data, cfg.checkpoint, cfg.log
+
+    def finite(name, value):
+        if value is not None and not math.isfinite(value):
+            err(f"{name} = {value}: must be a finite number")
+            return False
+        return value is not None
+
+    for name, value in (("train.lr", t.lr), ("train.min_lr", t.min_lr), ("train.grad_clip", t.grad_clip),
+                        ("train.weight_decay", t.weight_decay)):
+        if finite(name, value) and value < 0:
+            err(f"{name} = {value}: must be >= 0" + (" (0 turns clipping off)" if name == "train.grad_clip" else ""))
+    if finite("train.lr", t.lr) and finite("train.min_lr", t.min_lr) and t.min_lr > t.lr >= 0:
+        err(f"train.min_lr = {t.min_lr} is above train.lr = {t.lr}: the cosine decay would raise the rate; "
+            f"set min_lr <= lr")
+    for name, value in (("train.beta1", t.beta1), ("train.beta2", t.beta2)):
+        if finite(name, value) and not 0 <= value < 1:
+            err(f"{name} = {value}: must be in [0, 1) (e.g. beta1 = 0.9, beta2 = 0.95)")
+    if finite("train.eps", t.eps) and t.eps <= 0:
+        err(f"train.eps = {t.eps}: must be > 0 (e.g. 1e-8)")
+    for name, value in (("train.warmup_steps", t.warmup_steps), ("train.eval_interval", t.eval_interval),
+                        ("checkpoint.interval", c.interval)):
+        if value < 0:
+            err(f"{name} = {value}: must be >= 0")
+    if t.decay_steps is not None and t.decay_steps < 0:
+        err(f"train.decay_steps = {t.decay_steps}: must be >= 0 (or unset: train.steps)")
+    elif t.decay_steps is not None and t.decay_steps < t.warmup_steps:
+        err(f"train.decay_steps = {t.decay_steps} is shorter than train.warmup_steps = {t.warmup_steps}")
+    if finite("model.init_std", m.init_std) and m.init_std <= 0:
+        err(f"model.init_std = {m.init_std}: must be > 0 (e.g. 0.02)")
+    if finite("model.norm_eps", m.norm_eps) and m.norm_eps <= 0:
+        err(f"model.norm_eps = {m.norm_eps}: must be > 0 (e.g. 1e-5)")
+    if finite("model.rope_theta", m.rope_theta) and m.rope_theta <= 0:
+        err(f"model.rope_theta = {m.rope_theta}: must be > 0 (e.g. 10000)")
+    if m.vocab_size is not None and m.vocab_size < 1:
+        err(f"model.vocab_size = {m.vocab_size}: must be at least 1")
+    if m.make_vocab_size_divisible_by < 0:
+        err(f"model.make_vocab_size_divisible_by = {m.make_vocab_size_divisible_by}: must be >= 0 (0: no padding)")
+    if t.peak_tflops is not None and finite("train.peak_tflops", t.peak_tflops) and t.peak_tflops <= 0:
+        err(f"train.peak_tflops = {t.peak_tflops}: must be > 0 (or unset: from the device name)")
+    if lg.interval < 1:
+        err(f"log.interval = {lg.interval}: must be at least 1")
+    if d.order not in ("stable", "megatron"):
+        err(f"data.order = {d.order!r}: use stable (extending train.steps keeps the order) or megatron")
+    if c.on_damage not in ("fallback", "stop"):
+        err(f"checkpoint.on_damage = {c.on_damage!r}: use fallback (resume from the newest intact checkpoint) "
+            f"or stop")
 
 
 def finalize(cfg: Config, world_size: int) -> Config:

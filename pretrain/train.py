@@ -90,7 +90,7 @@ def build_datasets(cfg: Config, num_train: int, num_valid: int):
 
     try:
         train, valid, _ = build_blend_splits(d.blend, d.seq_len, (num_train, num_valid, 0), cfg.train.seed,
-                                             d.cache_dir)
+                                             d.cache_dir, order=d.order)
     except EmptySplitError as e:
         raise ConfigError(f"data.blend {d.blend}: {e}" + (" (or set train.eval_interval = 0: no validation)"
                                                           if num_valid else "")) from e
@@ -330,10 +330,8 @@ def train(cfg: Config) -> dict:
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
-    try:
-        resume_dir = ckpt.resolve(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
-    except FileNotFoundError as e:
-        raise ConfigError(f"checkpoint.dir: {e}") from e
+    # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
+    resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
     if resume_dir is not None:
         _adopt_checkpoint_model(cfg, resume_dir)
     finalize(cfg, world)

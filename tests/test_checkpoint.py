@@ -145,7 +145,7 @@ def test_latest_names_only_complete_checkpoints(tmp_path):
     assert ckpt.resolve(root) == root / "step_00000006"
     meta = ckpt.read_meta(root / "step_00000006")
     assert meta["step"] == 6 and meta["consumed_samples"] == 48
-    assert (root / "step_00000006" / "rng" / "rank_00000.pt").exists()
+    assert (root / "step_00000006" / "rng" / "rank_00000.json").exists()
     assert ckpt.resolve(tmp_path / "nothing") is None
     (root / "latest").write_text("step_00000099\n")  # a pointer to nothing is an error, not a fresh start
     with pytest.raises(FileNotFoundError, match="not a complete checkpoint"):

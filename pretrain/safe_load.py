@@ -1,0 +1,105 @@
+"""Reading a DCP checkpoint without running any code it carries.
+
+``torch.distributed.checkpoint`` stores two kinds of pickles: ``dcp/.metadata`` (read with ``pickle.load``) and,
+inside the ``.distcp`` shards, one ``torch.save`` record per entry. Tensors are read with
+``torch.load(weights_only=True)`` already; the non-tensor entries (optimizer hyper-parameters such as ``lr`` or
+``betas``) are read with ``torch.load(weights_only=False)``, and the metadata with a plain unpickler: a hostile
+checkpoint runs its code there. This module closes both:
+
+- :class:`SafeFileSystemReader` reads ``.metadata`` with :class:`MetadataUnpickler`, which resolves only the
+  classes DCP writes into it (its metadata dataclasses, ``_StorageInfo``, ``torch.Size``, torch dtypes and
+  layouts, ``pathlib`` paths) and refuses every other global;
+- :class:`SafeLoadPlanner` reads the non-tensor entries with ``torch.load(weights_only=True)``.
+
+A refusal raises :class:`UnsafeCheckpointError` naming the file and the global it asked for.
+"""
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+
+import torch
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.planner import ReadItem
+
+_DCP_METADATA_CLASSES = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
+        "BytesStorageMetadata", "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING",
+    },
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch": {"Size"},
+    "torch.serialization": {"_get_layout"},  # looks a layout up by name (torch.strided, ...)
+    "pathlib": {"PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"},
+    "collections": {"OrderedDict"},
+}
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint file asked to run or build something a checkpoint never contains."""
+
+
+class MetadataUnpickler(pickle.Unpickler):
+    """``pickle.Unpickler`` that resolves only the globals DCP metadata is made of."""
+
+    def find_class(self, module: str, name: str):
+        if name in _DCP_METADATA_CLASSES.get(module, ()):
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise UnsafeCheckpointError(f"it asks for {module}.{name}, which DCP metadata never contains")
+
+
+def read_dcp_metadata(path: str | Path):
+    """The ``Metadata`` object of ``path`` (a ``.metadata`` file), read with :class:`MetadataUnpickler`."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            metadata = MetadataUnpickler(f).load()
+    except UnsafeCheckpointError as e:
+        raise UnsafeCheckpointError(f"{path}: refused to unpickle it: {e} (the file was damaged or tampered "
+                                    f"with; nothing in it was run)") from None
+    except Exception as e:  # truncated, garbage
+        raise UnsafeCheckpointError(f"{path}: not a readable DCP metadata file ({type(e).__name__}: {e})") from None
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    if not isinstance(metadata, Metadata):
+        raise UnsafeCheckpointError(f"{path}: holds a {type(metadata).__name__}, not DCP metadata")
+    return metadata
+
+
+class SafeFileSystemReader(FileSystemReader):
+    """``FileSystemReader`` whose ``.metadata`` goes through :class:`MetadataUnpickler`."""
+
+    def read_metadata(self, *args, **kwargs):
+        from torch.distributed.checkpoint.metadata import StorageMeta
+
+        rank = kwargs.get("rank")
+        metadata = read_dcp_metadata(self._get_metadata_path(rank))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    """``DefaultLoadPlanner`` that reads non-tensor entries with ``torch.load(weights_only=True)``."""
+
+    refused: str | None = None
+
+    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
+        fqn = read_item.dest_index.fqn
+        try:
+            obj = torch.load(value, weights_only=True)
+        except Exception as e:
+            first = str(e).strip().splitlines()
+            self.refused = f"entry {fqn!r}: {first[-1] if first else type(e).__name__}"
+            raise UnsafeCheckpointError(f"refused to load entry {fqn!r} (weights_only): {e}") from None
+        if self.flatten_state_dict:
+            from torch.distributed.checkpoint._traverse import set_element
+
+            set_element(self.original_state_dict, self.mappings[fqn], obj)
+        else:
+            self.state_dict[fqn] = obj
