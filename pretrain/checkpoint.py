@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -51,7 +52,9 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pretrain import checkpoint_manifest as manifest
 from pretrain.config import ConfigError, ModelConfig, model_config_from_dict
-from pretrain.safe_load import SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata
+from pretrain.safe_load import (
+    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata, weights_only_reason,
+)
 
 LATEST = "latest"
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -85,13 +88,12 @@ def _dcp_load(state, path: Path) -> None:
             dcp.load(state, storage_reader=SafeFileSystemReader(str(path)), planner=planner)
     except UnsafeCheckpointError as e:
         raise CheckpointError(str(e)) from None
-    except Exception as e:
+    except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
         text = str(e)
         if planner.refused:
             why = f"refused to unpickle {planner.refused} (nothing in it was run)"
         elif "Weights only load failed" in text:
-            lines = [ln.strip() for ln in text.splitlines() if "Unsupported" in ln]
-            why = f"a tensor record asks for code, refused by weights_only loading ({(lines or [''])[0]})"
+            why = f"refused to unpickle a tensor record: {weights_only_reason(e)} (nothing in it was run)"
         else:
             lines = text.strip().splitlines()
             why = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -215,7 +217,8 @@ def _legacy_rng_state(path: Path) -> dict:
     reconstruction allowed, nothing else)."""
     from torch.serialization import safe_globals
 
-    allowed = [np.core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    core = np._core if hasattr(np, "_core") else np.core  # numpy 2 / 1
+    allowed = [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
     try:
         with safe_globals(allowed):
             old = torch.load(path, weights_only=True)
@@ -223,9 +226,8 @@ def _legacy_rng_state(path: Path) -> dict:
                 "numpy": [old["numpy"][0], np.asarray(old["numpy"][1]).tolist(), *old["numpy"][2:]],
                 "torch": _bytes_b64(old["torch"]), **({"cuda": _bytes_b64(old["cuda"])} if "cuda" in old else {})}
     except Exception as e:
-        raise CheckpointError(f"{path}: refused to load this RNG state ({type(e).__name__}: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); nothing in it was "
-                              f"run. Delete the file to resume without restoring the RNG state") from None
+        raise CheckpointError(f"{path}: refused to load this RNG state ({weights_only_reason(e)}); nothing in it "
+                              f"was run. Delete the file to resume without restoring the RNG state") from None
 
 
 def _barrier():

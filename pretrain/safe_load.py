@@ -37,6 +37,17 @@ _DCP_METADATA_CLASSES = {
 }
 
 
+def weights_only_reason(e: BaseException) -> str:
+    """The short reason of a ``torch.load(weights_only=True)`` refusal ("asks for builtins.exec")."""
+    import re
+
+    m = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+    if m:
+        return f"it asks for {m.group(1)}, which weights_only loading refuses"
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
 class UnsafeCheckpointError(ValueError):
     """A checkpoint file asked to run or build something a checkpoint never contains."""
 
@@ -94,9 +105,8 @@ class SafeLoadPlanner(DefaultLoadPlanner):
         try:
             obj = torch.load(value, weights_only=True)
         except Exception as e:
-            first = str(e).strip().splitlines()
-            self.refused = f"entry {fqn!r}: {first[-1] if first else type(e).__name__}"
-            raise UnsafeCheckpointError(f"refused to load entry {fqn!r} (weights_only): {e}") from None
+            self.refused = f"entry {fqn!r}: {weights_only_reason(e)}"
+            raise UnsafeCheckpointError(f"refused to load entry {self.refused}") from None
         if self.flatten_state_dict:
             from torch.distributed.checkpoint._traverse import set_element
 
