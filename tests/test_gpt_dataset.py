@@ -171,7 +171,7 @@ def test_arrays_equal_megatron_core(tmp_path):
         prefixes, weights = job["blend"]
         spec = " ".join(f"{w} {p}" for w, p in zip(weights, prefixes)) if weights else " ".join(prefixes)
         splits = build_blend_splits(spec, job["seq_len"], job["sizes"], job["seed"], tmp_path / f"c{i}",
-                                    split=job["split"])
+                                    split=job["split"], order="megatron")
         report = json.loads((tmp_path / "ref" / str(i) / "report.json").read_text())
         for k, p in enumerate(prefixes):  # Megatron reads our files, and its builder writes the same bytes
             ours = IndexedDataset(p)

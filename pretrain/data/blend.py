@@ -5,7 +5,9 @@ the weights are normalized; dataset ``d`` is asked for ``ceil(ceil(S * w_d) * 1.
 own split (a :class:`~pretrain.data.gpt_dataset.GPTDataset`); the blend holds ``sum_d ceil(S * w_d)``
 samples, interleaved by greedy error minimization: position ``i`` takes the dataset with the largest
 ``w_d * max(i, 1) - count_d`` (ties to the first), so every prefix of the blend stays within one
-sample of ``w_d * i`` per dataset. Same inputs and seed, same arrays as Megatron-core.
+sample of ``w_d * i`` per dataset. With ``order = "megatron"``: same inputs and seed, same arrays as
+Megatron-core; with ``order = "stable"`` (default) the datasets' own indices are extension-stable
+(``pretrain/data/stable_order.py``) and so is the blend.
 
 Index cache layout (``pretrain blend build --out CACHE``, or ``cache_dir`` of :func:`build_blend_splits`)::
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.gpt_dataset import (
-    DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
+    DEFAULT_SPLIT, ORDERS, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.indexed import IndexedDataset
@@ -161,7 +163,7 @@ def _split_root(cache_dir: Path, k: int) -> Path:
 
 
 def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,
-                       *, pad_id: int = -1, verbose: bool = False) -> list:
+                       *, pad_id: int = -1, verbose: bool = False, order: str = "stable") -> list:
     """The train, valid and test datasets of a blend (None for a split with 0 requested samples).
 
     ``spec``: a spec ``.toml`` path or a Megatron ``"w1 prefix1 w2 prefix2"`` string (relative prefixes
@@ -169,6 +171,11 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     Each dataset has ``len(ds)`` and ``ds[i]`` -> int64 array of ``seq_len + 1`` tokens; read the train
     one in order 0, 1, 2, ... (resume = skip the consumed samples). A blend of weighted datasets is a
     :class:`BlendedDataset`; a single unweighted prefix gives a plain :class:`GPTDataset` (as Megatron).
+
+    ``order = "stable"`` (default): every dataset's order is extension-stable
+    (:mod:`pretrain.data.stable_order`) and the greedy blend is a function of the weights alone, so the first N
+    samples of a split are the same whatever sample count is asked for (unless the spec mixes ``weight`` and
+    ``epochs``: those weights depend on the token budget). ``order = "megatron"``: Megatron-core's arrays.
     """
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
@@ -189,7 +196,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     def gpt(j: int, k: int, n: int | None) -> GPTDataset:
         root = _split_root(cache_dir, k) / names[j] if cache_dir is not None else None
         ds = build_gpt_dataset(indexed[j], split, SPLIT_NAMES[k], n, seq_len, seed, root, pad_id=pad_id,
-                               name=names[j])
+                               name=names[j], order=order)
         log(f"  {SPLIT_NAMES[k]:5s} {names[j]}: {len(ds):,} samples, {ds.num_epochs} epoch(s)")
         return ds
 
@@ -208,6 +215,10 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
 
     budget = sizes[0] * seq_len if sizes[0] else None
     weights = resolve_weights(spec, indexed, split, budget) if spec.weighted else None
+    if order == "stable" and spec.uses_epochs and not all(d.epochs is not None for d in spec.datasets):
+        warnings.warn("the blend mixes 'weight' and 'epochs', so its weights depend on the number of train "
+                      "samples: a run extended to more steps will not keep its data order (give every dataset "
+                      "a weight, or every one epochs)", stacklevel=2)
     for k, size in enumerate(sizes):
         if not size:
             continue
@@ -314,8 +325,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Build the GPT and blend indices of every dataset of SPEC into OUT: "
                        "OUT/<name>/{document,sample,shuffle}_index.npy for each dataset and "
                        "OUT/dataset_index.npy, OUT/dataset_sample_index.npy for the blend (train split; valid and "
-                       "test, when asked for, in OUT/valid/ and OUT/test/). Equal to Megatron-core's arrays for the "
-                       "same .idx, seed, sequence length, split and sample counts; the trainer reuses them.")
+                       "test, when asked for, in OUT/valid/ and OUT/test/); the trainer reuses them. --order stable "
+                       "(default): the first N samples are the same whatever --samples is, so a run extended to more "
+                       "steps (train.steps) keeps its data order; each epoch's documents are shuffled on their own "
+                       "(seeded by seed and epoch) and the samples within blocks of one epoch's worth. --order "
+                       "megatron: Megatron-core's arrays byte for byte (for the same .idx, seed, sequence length, "
+                       "split and sample counts), whose documents and samples are shuffled across all epochs "
+                       "together, so asking for more samples than an epoch holds reshuffles everything.")
     b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
     b.add_argument("--seq-len", type=int, required=True, help="tokens per sample (each sample holds seq_len + 1)")
     b.add_argument("--samples", type=_count, required=True, help="train samples")
@@ -324,6 +340,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
     b.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
     b.add_argument("--out", required=True, help="cache folder")
+    b.add_argument("--order", choices=ORDERS, default="stable",
+                   help="stable (default): extending --samples keeps the first samples (data.order in the train "
+                        "config); megatron: Megatron-core's exact arrays, reshuffled when more epochs are needed")
     i = sub.add_parser("inspect", help="table of datasets, tokens, weights and epochs for a token budget",
                        description="Show what a blend draws from each dataset for a train token budget.")
     i.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
@@ -348,7 +367,7 @@ def _run_build(args) -> int:
     print(f"building indices: seq_len={args.seq_len} samples={sizes} seed={args.seed} -> {args.out}",
           file=sys.stderr)
     splits = build_blend_splits(args.spec, args.seq_len, sizes, args.seed, args.out, split=args.split,
-                                verbose=True)
+                                verbose=True, order=args.order)
     for name, ds in zip(SPLIT_NAMES, splits):
         if ds is not None:
             print(f"{name}: {len(ds):,} samples")

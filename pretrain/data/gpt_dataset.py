@@ -1,4 +1,5 @@
-"""GPT samples over an indexed dataset, with Megatron-core's index construction.
+"""GPT samples over an indexed dataset, with Megatron-core's index construction (``order = "megatron"``) or the
+extension-stable one (``order = "stable"``, the default: :mod:`pretrain.data.stable_order`).
 
 For one split of one ``.bin/.idx`` dataset, three arrays decide which tokens sample ``i`` holds:
 
@@ -39,6 +40,7 @@ SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"
 LAST_EPOCH_THRESHOLD = 0.80
 CACHE_FORMAT = 1
+ORDERS = ("stable", "megatron")  # see pretrain/data/stable_order.py
 
 
 class EmptySplitError(ValueError):
@@ -495,9 +497,10 @@ class GPTDataset:
 
 def gpt_cache_description(indexed: IndexedDataset, split: str, split_name: str, beg: int, end: int,
                           num_samples: int | None, seq_len: int, seed: int, extra: int,
-                          drop_last_partial: bool) -> dict:
-    """Everything the GPT indices depend on (the cache key is a hash of it)."""
-    return {
+                          drop_last_partial: bool, order: str = "megatron") -> dict:
+    """Everything the GPT indices depend on (the cache key is a hash of it; Megatron's order keeps the key it
+    had before orders existed)."""
+    return {**({"order": order} if order != "megatron" else {}),
         "class": "GPTDataset", "format": CACHE_FORMAT,
         "dataset_path": str(Path(indexed.prefix).resolve()), "fingerprint": indexed.fingerprint(),
         "split": split, "index_split": split_name, "sequence_range": [beg, end],
@@ -508,9 +511,14 @@ def gpt_cache_description(indexed: IndexedDataset, split: str, split_name: str, 
 
 def build_gpt_dataset(indexed: IndexedDataset, split: str, split_name: str, num_samples: int | None,
                       seq_len: int, seed: int, cache_dir: str | Path | None = None, *, extra: int = 1,
-                      drop_last_partial: bool = True, pad_id: int = -1, name: str = "") -> GPTDataset:
+                      drop_last_partial: bool = True, pad_id: int = -1, name: str = "",
+                      order: str = "stable") -> GPTDataset:
     """One split of one indexed dataset as a :class:`GPTDataset`, its indices loaded from ``cache_dir``
-    when a cache built with the same parameters and data is there, else built (and saved there)."""
+    when a cache built with the same parameters and data is there, else built (and saved there).
+    ``order``: "stable" (the first N samples do not depend on ``num_samples``) or "megatron" (Megatron-core's
+    arrays)."""
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r}: use one of {', '.join(ORDERS)}")
     k = SPLIT_NAMES.index(split_name)
     rng_ = split_ranges(len(indexed), split)[k]
     what = f"split {split_name!r} ({split}) of {name or indexed.prefix}"
@@ -522,11 +530,15 @@ def build_gpt_dataset(indexed: IndexedDataset, split: str, split_name: str, num_
             f"{what} gets no documents ({len(indexed)} sequences in the dataset); change the split or add "
             "data (Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
     desc = gpt_cache_description(indexed, split, split_name, beg, end, num_samples, seq_len, seed, extra,
-                                 drop_last_partial)
+                                 drop_last_partial, order)
 
     def build():
-        ix = build_gpt_indices(indexed.sequence_lengths, np.arange(beg, end, dtype=np.int32), num_samples,
-                               seq_len, seed, extra, drop_last_partial, what=what)
+        if order == "stable":
+            from pretrain.data.stable_order import build_stable_indices as build_indices
+        else:
+            build_indices = build_gpt_indices
+        ix = build_indices(indexed.sequence_lengths, np.arange(beg, end, dtype=np.int32), num_samples,
+                           seq_len, seed, extra, drop_last_partial, what=what)
         arrays = {"document_index": ix.document_index, "sample_index": ix.sample_index,
                   "shuffle_index": ix.shuffle_index}
         info = {"num_epochs": ix.num_epochs, "tokens_per_epoch": ix.tokens_per_epoch,
