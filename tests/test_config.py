@@ -121,3 +121,37 @@ def test_batch_size_rampup_mt_nlg_style():
     # consumed before each step: 0, 32, 64, 96 (batch 32), 128, 192 (batch 64) -> 256
     assert total_train_samples(c) == 32 * 4 + 64 * 2
     assert total_train_samples(cfg("train.steps=5", "train.global_batch=16")) == 80
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.lr=-1e-3", "train.lr = -0.001: must be >= 0"),
+    ("train.lr=nan", "train.lr = nan: must be a finite number"),
+    ("train.min_lr=-1e-5", "train.min_lr = -1e-05: must be >= 0"),
+    ("train.min_lr=1.0", "train.min_lr = 1.0 is above train.lr = 0.003"),
+    ("train.warmup_steps=-5", "train.warmup_steps = -5: must be >= 0"),
+    ("train.grad_clip=-1", "train.grad_clip = -1.0: must be >= 0 (0 turns clipping off)"),
+    ("train.grad_clip=inf", "train.grad_clip = inf: must be a finite number"),
+    ("train.beta1=1.0", "train.beta1 = 1.0: must be in [0, 1)"),
+    ("train.beta2=-0.1", "train.beta2 = -0.1: must be in [0, 1)"),
+    ("train.eps=0", "train.eps = 0.0: must be > 0"),
+    ("train.weight_decay=-0.1", "train.weight_decay = -0.1: must be >= 0"),
+    ("train.decay_steps=2", "train.decay_steps = 2 is shorter than train.warmup_steps = 5"),
+    ("model.init_std=0", "model.init_std = 0.0: must be > 0"),
+    ("model.norm_eps=-1e-5", "model.norm_eps = -1e-05: must be > 0"),
+    ("model.vocab_size=0", "model.vocab_size = 0: must be at least 1"),
+    ("checkpoint.interval=-1", "checkpoint.interval = -1: must be >= 0"),
+    ("checkpoint.on_damage='ignore'", "checkpoint.on_damage = 'ignore': use fallback"),
+    ("data.order='random'", "data.order = 'random': use stable"),
+    ("log.interval=0", "log.interval = 0: must be at least 1"),
+])
+def test_nonsense_values_are_refused_with_what_to_change(override, message):
+    assert message in errors(cfg(override), 1)
+
+
+def test_nonsense_values_stop_the_cli_before_training_without_a_traceback(capsys):
+    from pretrain.cli import main
+
+    assert main(["train", "--config", str(TINY), "--set", "data.kind=synthetic", "--set", "model.vocab_size=256",
+                 "--set", "train.lr=-3e-4", "--set", "train.beta2=1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "train.lr = -0.0003: must be >= 0" in err and "train.beta2 = 1.5" in err and "Traceback" not in err
