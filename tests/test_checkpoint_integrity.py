@@ -182,3 +182,18 @@ def test_non_finite_weights_are_never_loaded(four_steps, tmp_path, monkeypatch, 
     capsys.readouterr()
     assert _train(root, 8) == 2
     assert "non-finite weights" in capsys.readouterr().err
+
+
+def test_a_run_that_diverges_never_moves_latest_onto_a_nan_model(tmp_path, capsys):
+    """lr = 1e30: finite (huge) weights after step 1, overflowing from step 2 on. Whatever stops the run (the trainer's
+    non-finite check or the checkpoint's), `latest` stays on the last finite model."""
+    root = tmp_path / "ckpt"
+    capsys.readouterr()
+    rc = main([*TRAIN, "--set", f"checkpoint.dir='{root}'", "--set", "train.steps=4", "--set", "checkpoint.interval=1",
+               "--set", "train.lr=1e30", "--set", "train.min_lr=1e30", "--set", "train.warmup_steps=0",
+               "--set", "train.grad_clip=0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and ("non-finite" in err or "not finite" in err) and "Traceback" not in err, err
+    latest = root / (root / "latest").read_text().strip()
+    model, _ = ckpt.load_model_for_inference(latest)  # loads: finite
+    assert all(torch.isfinite(p).all() for p in model.parameters())
