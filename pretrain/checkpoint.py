@@ -418,13 +418,13 @@ def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
     the damage; CheckpointError when ``on_damage = "stop"`` or nothing intact is left. None: nothing to resume."""
     root = Path(checkpoint_cfg.dir)
     on_damage = getattr(checkpoint_cfg, "on_damage", "fallback")
-    if (root / "dcp" / ".metadata").exists() or not (root / LATEST).exists():
-        if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
-            problems = damage(root)
-            if problems:
-                raise CheckpointError(_describe(root, problems))
-            return root
-        return None
+    if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
+        problems = damage(root)
+        if problems:
+            raise CheckpointError(_describe(root, problems))
+        return root
+    if not (root / LATEST).exists():
+        return _without_latest(root, on_damage, announce)
     name = (root / LATEST).read_text().strip()
     d = root / name
     problems = damage(d)
@@ -445,6 +445,23 @@ def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
               f"to stop instead)", file=sys.stderr)
         _unverified_note(older)
     return older
+
+
+def _without_latest(root: Path, on_damage: str, announce: bool) -> Path | None:
+    """No ``latest``: a fresh start, unless a step directory is verified complete by its manifest (written just
+    before ``latest`` moves), which means ``latest`` was lost: resume from the newest such one (or stop)."""
+    done = [d for d in sorted(root.glob("step_*"), key=_step_of, reverse=True)
+            if d.is_dir() and manifest.has_manifest(d) and not damage(d)]
+    if not done:
+        return None
+    what = f"{root / LATEST} is missing, yet {done[0]} is a complete checkpoint"
+    if on_damage == "stop":
+        raise CheckpointError(f"{what}: restore it (echo {done[0].name} > {root / LATEST}), or empty {root} to "
+                              f"start over (checkpoint.on_damage = 'stop')")
+    if announce:
+        print(f"warning: {what}; resuming from it (set checkpoint.on_damage = 'stop' to stop instead)",
+              file=sys.stderr)
+    return done[0]
 
 
 def find_intact(path: str | Path) -> Path:

@@ -122,6 +122,22 @@ def test_latest_pointing_at_nothing_falls_back(four_steps, tmp_path, capsys):
     assert f"resuming from {root / STEP2}" in capsys.readouterr().err
 
 
+def test_lost_latest_pointer_resumes_rather_than_starting_over(four_steps, tmp_path, capsys):
+    root = _copy(four_steps, tmp_path)
+    reference = _losses(root)
+    (root / "latest").unlink()
+    (root / "step_00000006" / "dcp").mkdir(parents=True)  # and a partial write of a killed run: not complete
+    capsys.readouterr()
+    assert _train(root, 6, "--set", "checkpoint.on_damage='stop'") == 2
+    assert f"{root / 'latest'} is missing, yet {root / STEP4} is a complete checkpoint" in capsys.readouterr().err
+    assert _train(root, 5) == 0
+    out = capsys.readouterr()
+    assert "resuming from it" in out.err and f"resumed from {root / STEP4} at step 4" in out.out
+    lines = (root.parent / "log" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == len(reference) + 1  # only step 5 was trained
+    assert (root / "latest").read_text().strip() == "step_00000005"
+
+
 @pytest.mark.parametrize("command", ["export-hf", "generate"])
 def test_inference_names_the_damage_and_the_intact_one(command, four_steps, tmp_path, tmp_path_factory, capsys):
     root = _copy(four_steps, tmp_path)
@@ -197,3 +213,24 @@ def test_a_run_that_diverges_never_moves_latest_onto_a_nan_model(tmp_path, capsy
     latest = root / (root / "latest").read_text().strip()
     model, _ = ckpt.load_model_for_inference(latest)  # loads: finite
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+@pytest.mark.slow
+def test_two_ranks_agree_on_the_fallback(tmp_path):
+    """dp = 2 (gloo): the manifest covers both ranks' shards and RNG files (each rank hashed its share); a
+    truncated shard of rank 1 sends both ranks back to step 2, and steps 3-4 are redone exactly."""
+    from tests.distributed_helpers import config_dict, run_distributed, tiny_config, train_losses
+
+    root = tmp_path / "ckpt"
+    cfg = config_dict(tiny_config({"train.steps": 4, "checkpoint.dir": str(root), "checkpoint.interval": 2}))
+    reference = run_distributed(2, train_losses, cfg)[0]["losses"]
+    files = json.loads((root / STEP4 / manifest.MANIFEST).read_text())["files"]
+    assert {"rng/rank_00000.json", "rng/rank_00001.json"} <= set(files)
+    shards = sorted(name for name in files if name.endswith(".distcp"))
+    assert len(shards) == 2
+    f = root / STEP4 / shards[-1]
+    f.write_bytes(f.read_bytes()[:100])
+    results = run_distributed(2, train_losses, cfg)
+    for r in results:
+        assert sorted(r["losses"]) == [3, 4] and r["losses"] == {s: reference[s] for s in (3, 4)}
+    assert ckpt.damage(root / STEP4) == []
