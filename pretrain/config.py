@@ -357,7 +357,7 @@ def _check_values(cfg: Config, err) -> None:
                         ("train.weight_decay", t.weight_decay)):
         if finite(name, value) and value < 0:
             err(f"{name} = {value}: must be >= 0" + (" (0 turns clipping off)" if name == "train.grad_clip" else ""))
-    if finite("train.lr", t.lr) and finite("train.min_lr", t.min_lr) and t.min_lr > t.lr >= 0:
+    if math.isfinite(t.lr) and math.isfinite(t.min_lr) and t.min_lr > t.lr >= 0:
         err(f"train.min_lr = {t.min_lr} is above train.lr = {t.lr}: the cosine decay would raise the rate; "
             f"set min_lr <= lr")
     for name, value in (("train.beta1", t.beta1), ("train.beta2", t.beta2)):

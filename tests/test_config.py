@@ -155,3 +155,8 @@ def test_nonsense_values_stop_the_cli_before_training_without_a_traceback(capsys
                  "--set", "train.lr=-3e-4", "--set", "train.beta2=1.5"]) == 2
     err = capsys.readouterr().err
     assert "train.lr = -0.0003: must be >= 0" in err and "train.beta2 = 1.5" in err and "Traceback" not in err
+
+
+def test_each_problem_is_named_once():
+    text = errors(cfg("train.lr=nan", "train.min_lr=-1.0"), 1)
+    assert text.count("train.lr = nan") == 1 and text.count("train.min_lr = -1.0") == 1

@@ -110,3 +110,12 @@ def test_three_steps_then_resume_to_six_equals_six_steps(prose_blend, tmp_path, 
         assert extended == [straight[s] for s in range(1, 7)]
     else:  # the 3-step run's blend (24 samples) and the 6-step one's (48) are shuffled differently
         assert extended != [straight[s] for s in range(1, 7)]
+
+
+def test_a_blend_with_budget_dependent_weights_warns(prose_blend, tmp_path):
+    folder, _, _ = prose_blend
+    spec = tmp_path / "mixed.toml"
+    spec.write_text(f'split = "100,0,0"\n[[datasets]]\nname = "austen"\nprefix = "{folder}/austen"\nepochs = 1\n'
+                    f'[[datasets]]\nname = "kjv"\nprefix = "{folder}/sword-kjv"\nweight = 1.0\n')
+    with pytest.warns(UserWarning, match="will not keep its data order"):
+        build_blend_splits(spec, SEQ, (30, 0, 0), 3, None)
