@@ -58,7 +58,6 @@ from pretrain.safe_load import (
 
 LATEST = "latest"
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
-ON_DAMAGE = ("fallback", "stop")
 
 
 class CheckpointError(ConfigError):
