@@ -145,3 +145,32 @@ def test_poisoned_checkpoint_never_runs_code(kind, clean_checkpoint, tmp_path, t
 def test_clean_checkpoint_still_loads(clean_checkpoint):
     model, cfg = ckpt.load_model_for_inference(clean_checkpoint)
     assert cfg.hidden_size == 32 and all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_no_loader_in_pretrain_can_run_code():
+    """A guard for later changes: in pretrain/, every torch.load call passes weights_only=True, nothing calls
+    pickle.load(s) or np.load(allow_pickle=True), and DCP is only loaded through the restricted reader."""
+    import ast
+
+    def kw(call, name):
+        return next((k.value for k in call.keywords if k.arg == name), None)
+
+    offenders = []
+    for path in sorted((ROOT / "pretrain").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+            name = f"{owner}.{node.func.attr}"
+            where = f"{path.relative_to(ROOT)}:{node.lineno} {name}"
+            weights_only = kw(node, "weights_only")
+            if name == "torch.load" and not (isinstance(weights_only, ast.Constant) and weights_only.value is True):
+                offenders.append(where)
+            if name in ("pickle.load", "pickle.loads"):
+                offenders.append(where)
+            allow = kw(node, "allow_pickle")
+            if name == "np.load" and isinstance(allow, ast.Constant) and allow.value is True:
+                offenders.append(where)
+            if name == "dcp.load" and kw(node, "storage_reader") is None:
+                offenders.append(where)
+    assert not offenders, offenders
