@@ -119,3 +119,18 @@ def test_a_blend_with_budget_dependent_weights_warns(prose_blend, tmp_path):
                     f'[[datasets]]\nname = "kjv"\nprefix = "{folder}/sword-kjv"\nweight = 1.0\n')
     with pytest.warns(UserWarning, match="will not keep its data order"):
         build_blend_splits(spec, SEQ, (30, 0, 0), 3, None)
+
+
+def test_blend_build_order_option(prose_blend, tmp_path):
+    from pretrain.cli import main
+
+    folder, spec, _ = prose_blend
+    for order in ("stable", "megatron"):
+        out = tmp_path / order
+        assert main(["blend", "build", str(spec), "--seq-len", str(SEQ), "--samples", "48", "--seed", "3",
+                     "--out", str(out), "--order", order]) == 0
+        ref = build_blend_splits(spec, SEQ, (48, 0, 0), 3, None, order=order)[0]
+        for k, name in enumerate(("austen", "kjv")):
+            assert np.array_equal(np.load(out / name / "shuffle_index.npy"), ref.datasets[k].shuffle_index)
+    assert not np.array_equal(np.load(tmp_path / "stable" / "austen" / "document_index.npy"),
+                              np.load(tmp_path / "megatron" / "austen" / "document_index.npy"))
