@@ -143,6 +143,7 @@ def test_second_run_on_a_folder_in_use_stops_naming_the_first(tmp_path, sample_d
     assert "taking over the lock" in r.stdout and not (out / "run.lock").exists()
 
 
+@pytest.mark.slow
 def test_two_staggered_runs_one_waits_out_the_other(tmp_path, sample_dir):
     out = tmp_path / "out"
     p = pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz", workers=2)
@@ -162,6 +163,7 @@ def test_two_staggered_runs_one_waits_out_the_other(tmp_path, sample_dir):
     assert digests(out) == digests(clean)
 
 
+@pytest.mark.slow
 def test_changed_input_stops_the_rerun_and_allow_redoes_it(tmp_path, sample_dir):
     src = tmp_path / "in"
     src.mkdir()
