@@ -30,10 +30,13 @@ def make_executor(name: str = "local", workers: int = 1, address: str | None = N
 def collect(pairs, n: int, desc: str | None = None, on_result=None) -> list:
     """Results in item order from ``(index, result)`` pairs arriving in completion order, with a
     progress bar (when ``desc`` is set) and ``on_result(result)`` called as each arrives."""
+    import os
+
     from tqdm import tqdm
 
     results: list = [None] * n
-    with tqdm(total=n, desc=desc, unit="task", disable=desc is None, leave=False) as bar:
+    quiet = desc is None or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
+    with tqdm(total=n, desc=desc, unit="task", disable=quiet, leave=False) as bar:
         for i, res in pairs:
             results[i] = res
             if on_result:
