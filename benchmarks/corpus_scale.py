@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The curation engine at corpus scale: the whole pipeline over a real-prose corpus, as ONE file and as 16.
 
-    .venv/bin/python benchmarks/corpus_scale.py                    # 40,000 documents (a few minutes here)
+    .venv/bin/python benchmarks/corpus_scale.py                    # 20,000 documents (a few minutes here)
     .venv/bin/python benchmarks/corpus_scale.py --docs 200000 1000000 --workers 2
 
 The corpus: paragraphs of real English prose (``../shared/corpora/prose/english_prose.jsonl``, else the
@@ -12,7 +12,8 @@ written once as a single ``.jsonl.gz`` and once as 16 ``.jsonl.gz`` files holdin
 Each layout runs ``curate run`` (normalize, langid, gopher_quality, gopher_repetition, c4_quality,
 fineweb_quality, exact_dedup, minhash_dedup) with ``--workers`` processes, watched from /proc:
 
-- docs/s (input documents / wall seconds) and docs/s per core;
+- docs/s (input documents / wall seconds) and docs/s per core; docs per CPU-second (less sensitive to
+  other jobs on the machine than wall time);
 - cores busy: CPU seconds of the whole process tree / wall seconds (goal from one file: >= 1.7 of 2);
 - peak RSS: the largest sum of resident memory over the tree (goal: < 4 GiB at 1M documents);
 - bytes under OUT at the peak and at the end, against the compressed input (goals: <= 2x, <= 1.3x).
@@ -146,7 +147,7 @@ def run_one(inputs: str, input_bytes: int, out: Path, workers: int, shard_rows: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, nargs="+", default=[40_000], help="corpus sizes (default 40000)")
+    ap.add_argument("--docs", type=int, nargs="+", default=[20_000], help="corpus sizes (default 20000)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--shard-rows", type=int, default=5000)
     ap.add_argument("--work", default="/tmp/corpus_scale", help="scratch folder (removed unless --keep)")
@@ -158,7 +159,8 @@ def main(argv=None) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     gib = 1 << 30
-    print(f"corpus: paragraphs of {prose}; {args.workers} workers; figures are wall-clock on a shared machine (noisy)")
+    print(f"corpus: paragraphs of {prose}; {args.workers} workers; figures are wall-clock on a shared machine (noisy); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rows = []
     try:
         for n in args.docs:
@@ -173,7 +175,8 @@ def main(argv=None) -> int:
                 print(f"  {label:>8}: {r['docs'] / r['wall']:7,.0f} docs/s ({r['docs'] / r['wall'] / args.workers:6,.0f} per core), "
                       f"cores busy {r['cpu'] / r['wall']:.2f} of {args.workers}, peak RSS {r['rss'] / gib:.2f} GiB, "
                       f"OUT peak {r['peak'] / gz:.2f}x / end {r['end'] / gz:.2f}x the gzipped input "
-                      f"({r['kept']:,} of {r['docs']:,} kept, {r['wall']:.0f}s)")
+                      f"({r['kept']:,} of {r['docs']:,} kept, {r['wall']:.0f}s, {r['docs'] / r['cpu']:,.0f} docs per CPU-second, "
+                      f"load average {os.getloadavg()[0]:.1f})")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
