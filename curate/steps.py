@@ -194,24 +194,27 @@ def _digest(obj) -> str:
 
 
 def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: bool) -> dict:
-    """Build the global stage's plan unless it is done for these very inputs; returns its stats.
-    ``steps/NN/_plan.json`` (digest + stats) outlives the plan itself, for stats.json."""
+    """Build the global stage's plan unless it is there for these very inputs; returns its stats.
+
+    ``plans/NN/_inputs.json`` names the inputs a plan in progress is for (a killed plan resumes only for
+    the same ones), ``plans/NN/_done.json`` marks it complete; ``steps/NN/_plan.json`` keeps the stats
+    for stats.json after the plan itself is removed at the end of the run."""
     record = run.out / "steps" / step.dirname / "_plan.json"
-    plan_dir = run.out / "plans" / step.dirname
-    done = read_json(record) if record.exists() else None
-    if done is not None and done.get("digest") == digest:
-        return done["stats"]
     if not needed:  # every task of the step is done: the plan is not read again
-        return done["stats"] if done else {}
-    claimed = plan_dir / "_inputs.json"
+        return read_json(record)["stats"] if record.exists() else {}
+    plan_dir = run.out / "plans" / step.dirname
+    done, claimed = plan_dir / "_done.json", plan_dir / "_inputs.json"
+    if done.exists() and read_json(done).get("digest") == digest:
+        return read_json(done)["stats"]
     if plan_dir.exists() and (not claimed.exists() or read_json(claimed).get("digest") != digest):
-        shutil.rmtree(plan_dir)  # a partial plan of other inputs (--allow-changed-inputs)
+        shutil.rmtree(plan_dir)  # a plan of other inputs, or the report left by a finished run's cleanup
     write_json({"digest": digest}, claimed)
     run.say(f"  planning {step.global_stage.name} over {len(inputs)} shard(s)")
     t0 = time.time()
     stats = step.global_stage.build().plan([str(run.out / e["path"]) for e in inputs], plan_dir, run.executor) or {}
     stats = {**stats, "seconds": round(time.time() - t0, 3)}
     write_json({"digest": digest, "stats": stats}, record)
+    write_json({"digest": digest, "stats": stats}, done)
     return stats
 
 

@@ -283,3 +283,17 @@ def test_bad_keep_dropped_fails_at_start(tmp_path, sample_dir):
     p = pipeline_file(tmp_path, tmp_path / "o", sample_dir / "prose.jsonl.gz", extra='keep_dropped = "some"')
     with pytest.raises(ConfigError, match="keep_dropped.*full, ids, none"):
         load_pipeline(p)
+
+
+def test_a_step_redone_after_its_inputs_and_plan_were_removed_gives_the_same_shards(tmp_path, sample_dir):
+    out = tmp_path / "out"
+    p = pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz")
+    stats = run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)
+    expected = digests(out)
+    for marker in (out / "steps/01_exact_dedup/_tasks").glob("*.json"):
+        marker.unlink()  # as if those tasks never ran; their inputs (00_read shards) and the plan are gone
+    assert not shard_files(out / "steps/00_read") and not (out / "plans").exists()
+    again = run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)
+    assert counts(again) == counts(stats)
+    assert digests(out) == expected
+    assert not shard_files(out / "steps") and not (out / "plans").exists()
