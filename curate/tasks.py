@@ -61,6 +61,19 @@ def read_task(task: dict) -> dict:
         batch.clear()
         writer.run_chain(table)
 
+    n_dropped, n_flushes = 0, 0
+
+    def flush_dropped():
+        nonlocal n_dropped, n_flushes
+        table, replaced = rows_to_table([{k: d[k] for k in BASE_SCHEMA.names} for d in dropped], BASE_SCHEMA)
+        if replaced:
+            counters["surrogates_replaced"] = counters.get("surrogates_replaced", 0) + replaced
+        stem = task["task_id"] if n_flushes == 0 else f"{task['task_id']}-{n_flushes:05d}"
+        n_flushes += 1
+        writer.write_dropped(mark_dropped(table, READ_STAGE, [d[REASON] for d in dropped]), READ_STAGE, stem)
+        n_dropped += len(dropped)
+        dropped.clear()
+
     items = readers.read_split(split, text_field=opts.get("text_field", "text"), id_field=opts.get("id_field", "id"),
                                max_doc_bytes=task["max_doc_bytes"])
     for item in items:
@@ -73,6 +86,8 @@ def read_task(task: dict) -> dict:
         elif kind == "drop":
             dropped.append({**{k: item[1].get(k, "") for k in BASE_SCHEMA.names}, REASON: item[2]})
             read_stats["dropped"][item[2]] = read_stats["dropped"].get(item[2], 0) + 1
+            if len(dropped) >= task["shard_rows"]:  # memory stays bounded however much of a split is junk
+                flush_dropped()
         elif kind == "skip":
             skipped[item[1]] = skipped.get(item[1], 0) + 1
         elif kind == "count":
@@ -80,11 +95,8 @@ def read_task(task: dict) -> dict:
     if batch:
         flush()
     if dropped:
-        table, replaced = rows_to_table([{k: d[k] for k in BASE_SCHEMA.names} for d in dropped], BASE_SCHEMA)
-        if replaced:
-            counters["surrogates_replaced"] = counters.get("surrogates_replaced", 0) + replaced
-        writer.write_dropped(mark_dropped(table, READ_STAGE, [d[REASON] for d in dropped]), READ_STAGE)
-    read_stats["in"] = read_stats["kept"] + len(dropped)
+        flush_dropped()
+    read_stats["in"] = read_stats["kept"] + n_dropped
     read_stats["skipped"] = skipped
     if counters:
         read_stats["counters"] = dict(sorted(counters.items()))

@@ -26,3 +26,11 @@ class AlwaysBoom(MapStage):
 class DiskFull(MapStage):
     def apply(self, table: pa.Table):
         raise OSError(errno.ENOSPC, "No space left on device", "/tmp/out/data/part.arrow")
+
+
+from curate.stages.base import GlobalStage  # noqa: E402
+
+
+class BuggyPlan(GlobalStage):
+    def plan(self, inputs, plan_dir, executor):
+        raise ValueError("a bug in a plan")

@@ -233,12 +233,13 @@ def test_a_stage_raising_on_one_document_sets_it_aside(tmp_path, sample_dir, mon
 
 
 @pytest.mark.parametrize("type_,says", [("always_boom", "raised on every document"),
-                                        ("disk_full", "No space left on device")])
+                                        ("disk_full", "No space left on device"),
+                                        ("buggy_plan", "ValueError: a bug in a plan")])
 def test_an_error_not_about_one_document_stops_the_run_clearly(tmp_path, sample_dir, type_, says):
     out = tmp_path / "out"
     p = pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz", stages=f'[[stages]]\ntype = "{type_}"')
     code = (f"import curate.stages as s; s.STAGES[{type_!r}] = 'tests.engine_stages:" +
-            {"always_boom": "AlwaysBoom", "disk_full": "DiskFull"}[type_] +
+            {"always_boom": "AlwaysBoom", "disk_full": "DiskFull", "buggy_plan": "BuggyPlan"}[type_] +
             f"'; from curate.cli import main; raise SystemExit(main(['run', {str(p)!r}, '--quiet']))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+import traceback
 
 from curate.commands.stats import format_funnel
 from curate.executors import WorkerLost, make_executor
@@ -51,6 +53,15 @@ def run(args) -> int:
     except OSError as e:  # disk full, permissions, a file system gone: not about one document
         where = f": {e.filename}" if e.filename else ""
         print(f"curate: error: {e.strerror or e}{where} ({type(e).__name__})\n{RESUME_HINT}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug: one line here, the traceback in a file (CURATE_DEBUG=1 raises it)
+        if os.environ.get("CURATE_DEBUG"):
+            raise
+        fd, path = tempfile.mkstemp(prefix="curate-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            traceback.print_exc(file=f)
+        print(f"curate: error: {type(e).__name__}: {str(e)[:500]}\n(traceback in {path}; {RESUME_HINT})",
+              file=sys.stderr)
         return 1
     if not args.quiet:
         print(format_funnel(stats))
