@@ -8,6 +8,13 @@ workers = 2                   # local process pool size
 format = "arrow"              # shard format: "arrow" (IPC + zstd) or "parquet"
 shard_rows = 5000             # documents per shard written by the reader
 max_doc_bytes = 10485760      # larger inputs are set aside as too_large
+split_bytes = 67108864        # a larger input file is read by several tasks of about this size
+keep_intermediate = false     # keep every step's shards under steps/ (default: removed once used)
+keep_dropped = "full"         # set-aside documents: "full" (with text), "ids" (id, url, stage,
+                              #   reason, duplicate_of), "none" (counts in stats.json only)
+keep_plans = false            # keep the plans of global stages under plans/ after the run
+max_in_flight = 0             # tasks submitted at once (0: 4 per worker / cluster CPU)
+max_retries = 3               # a task whose worker died (killed, node lost) is retried this often
 
 [[sources]]
 path = "data/*.warc.gz"       # a glob
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.readers import DEFAULT_MAX_DOC_BYTES, FORMATS, expand_sources
+from curate.readers import DEFAULT_MAX_DOC_BYTES, DEFAULT_SPLIT_BYTES, FORMATS, expand_sources
 from curate.shards import FORMATS as SHARD_FORMATS
 from curate.stages import STAGES, stage_class
 
@@ -61,13 +68,22 @@ class Pipeline:
     format: str = "arrow"
     shard_rows: int = 5000
     max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES
+    split_bytes: int = DEFAULT_SPLIT_BYTES
+    keep_intermediate: bool = False
+    keep_dropped: str = "full"
+    keep_plans: bool = False
+    max_in_flight: int = 0
+    max_retries: int = 3
     path: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-PIPELINE_KEYS = {"name": str, "output": str, "workers": int, "format": str, "shard_rows": int, "max_doc_bytes": int}
+PIPELINE_KEYS = {"name": str, "output": str, "workers": int, "format": str, "shard_rows": int, "max_doc_bytes": int,
+                 "split_bytes": int, "keep_intermediate": bool, "keep_dropped": str, "keep_plans": bool,
+                 "max_in_flight": int, "max_retries": int}
+KEEP_DROPPED = ("full", "ids", "none")
 SOURCE_KEYS = {"path": str, "format": str, "text_field": str, "id_field": str}
 
 
@@ -132,10 +148,20 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     shard_rows = head.get("shard_rows", 5000)
     if shard_rows < 1:
         raise ConfigError(f"{where}: [pipeline].shard_rows must be >= 1")
+    keep_dropped = head.get("keep_dropped", "full")
+    if keep_dropped not in KEEP_DROPPED:
+        raise ConfigError(f"{where}: [pipeline].keep_dropped = {keep_dropped!r}; allowed: {', '.join(KEEP_DROPPED)}")
+    for key, low in (("split_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
+        if head.get(key, low) < low:
+            raise ConfigError(f"{where}: [pipeline].{key} must be >= {low}, got {head[key]}")
     return Pipeline(
         name=head.get("name", Path(where).stem), output=out, sources=sources, stages=stages,
         workers=n_workers, format=fmt, shard_rows=shard_rows,
-        max_doc_bytes=head.get("max_doc_bytes", DEFAULT_MAX_DOC_BYTES), path=where,
+        max_doc_bytes=head.get("max_doc_bytes", DEFAULT_MAX_DOC_BYTES),
+        split_bytes=head.get("split_bytes", DEFAULT_SPLIT_BYTES),
+        keep_intermediate=head.get("keep_intermediate", False), keep_dropped=keep_dropped,
+        keep_plans=head.get("keep_plans", False), max_in_flight=head.get("max_in_flight", 0),
+        max_retries=head.get("max_retries", 3), path=where,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,36 @@ def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
         else:
             feather.write_feather(table, tmp, compression="zstd")
     return path
+
+
+def write_shard_entry(table: pa.Table, path: str | Path, root: str | Path, fmt: str = "arrow") -> dict:
+    """Write a shard and return its manifest entry (path relative to ``root``, rows, sha256), hashed
+    here, in the task that wrote it, so the manifest never re-reads a shard."""
+    path = write_shard(table, path, fmt)
+    return {"path": os.path.relpath(path, root), "rows": table.num_rows, "sha256": sha256_file(path)}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def rows_to_table(rows: list[dict], schema: pa.Schema) -> tuple[pa.Table, int]:
+    """Rows (dicts) to a table, making text valid first: a lone surrogate (``"\\ud800"`` in JSON) cannot be
+    written as UTF-8, so each one is replaced by U+FFFD. Returns the table and how many were replaced."""
+    try:
+        return pa.Table.from_pylist(rows, schema=schema), 0
+    except (UnicodeEncodeError, pa.ArrowInvalid):
+        pass
+    replaced = 0
+    clean = []
+    for row in rows:
+        fixed = {}
+        for k, v in row.items():
+            if isinstance(v, str) and _SURROGATE.search(v):
+                v, n = _SURROGATE.subn("\ufffd", v)
+                replaced += n
+            fixed[k] = v
+        clean.append(fixed)
+    return pa.Table.from_pylist(clean, schema=schema), replaced
 
 
 def read_shard(path: str | Path, columns: list[str] | None = None) -> pa.Table:

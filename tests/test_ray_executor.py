@@ -44,3 +44,101 @@ def test_ray_executor_matches_local(tmp_path, sample_dir):
     assert digests(tmp_path / "ray") == digests(tmp_path / "local")
     strip = lambda st: [{k: v for k, v in s.items() if k != "plan"} for s in st["stages"]]
     assert strip(ray_stats) == strip(local_stats)
+
+
+ALL_STAGES = """
+[pipeline]
+name = "ray-cluster"
+output = "unused"
+shard_rows = 40
+max_retries = 5
+[[sources]]
+path = "{sample}/*.warc.gz"
+[[sources]]
+path = "{sample}/prose.jsonl.gz"
+[[stages]]
+type = "extract"
+[[stages]]
+type = "normalize"
+[[stages]]
+type = "langid"
+languages = ["en"]
+threshold = 0.65
+[[stages]]
+type = "gopher_quality"
+[[stages]]
+type = "gopher_repetition"
+[[stages]]
+type = "c4_quality"
+[[stages]]
+type = "fineweb_quality"
+[[stages]]
+type = "exact_dedup"
+[[stages]]
+type = "minhash_dedup"
+threshold = 0.8
+[[stages]]
+type = "decontaminate"
+eval_files = ["{sample}/eval_passages.jsonl"]
+ngram = 13
+"""
+
+
+class NodeKiller:
+    """Wraps an executor; removes a worker node (not gracefully) once a few tasks of a large map finished,
+    while the others of that map are still running or queued."""
+
+    def __init__(self, inner, cluster, node, after: int = 3, min_items: int = 8):
+        self.inner, self.cluster, self.node = inner, cluster, node
+        self.after, self.min_items, self.removed = after, min_items, False
+
+    def map(self, fn, items, desc=None, on_result=None):
+        items = list(items)
+        if self.removed or len(items) < self.min_items:
+            return self.inner.map(fn, items, desc=desc, on_result=on_result)
+        seen = 0
+
+        def hook(result):
+            nonlocal seen
+            seen += 1
+            if seen == self.after and not self.removed:
+                self.cluster.remove_node(self.node, allow_graceful=False)
+                self.removed = True
+            if on_result:
+                on_result(result)
+
+        return self.inner.map(fn, items, desc=desc, on_result=hook)
+
+
+@pytest.mark.slow
+def test_three_node_cluster_whole_stage_list_matches_local_also_when_a_node_dies(tmp_path, sample_dir):
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    from curate.executors.ray import RayExecutor
+
+    p = tmp_path / "p.toml"
+    p.write_text(ALL_STAGES.format(sample=sample_dir))
+    local_stats = run_pipeline(load_pipeline(p, output=str(tmp_path / "local")), LocalExecutor(1), progress=False)
+    expected = digests(tmp_path / "local")
+    strip = lambda st: [{k: v for k, v in s.items() if k != "plan"} for s in st["stages"]]
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_for_nodes()
+        ex = RayExecutor(max_retries=5)
+        assert ex._limit() == 12  # 4 tasks in flight per cluster CPU
+        stats = run_pipeline(load_pipeline(p, output=str(tmp_path / "ray")), ex, progress=False)
+        assert digests(tmp_path / "ray") == expected
+        assert strip(stats) == strip(local_stats)
+
+        killer = NodeKiller(ex, cluster, workers[0])
+        stats = run_pipeline(load_pipeline(p, output=str(tmp_path / "ray-node-lost")), killer, progress=False)
+        assert killer.removed
+        assert digests(tmp_path / "ray-node-lost") == expected
+        assert strip(stats) == strip(local_stats)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

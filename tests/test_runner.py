@@ -38,9 +38,23 @@ type = "exact_dedup"
 """
 
 
-def write_pipeline(tmp_path, sample_dir, data_dir, out, shard_rows=50):
-    p = tmp_path / "p.toml"
-    p.write_text(PIPELINE.format(out=out, shard_rows=shard_rows, sample=sample_dir, data=data_dir))
+# two global steps with map stages between and after them: a kill can land in a read, a plan, a fused
+# map step, the removal of an intermediate step, or the final manifest and plan cleanup
+MORE_STAGES = """
+[[stages]]
+type = "c4_quality"
+[[stages]]
+type = "exact_dedup"
+name = "dedup_folded"
+lowercase = true
+[[stages]]
+type = "gopher_repetition"
+"""
+
+
+def write_pipeline(tmp_path, sample_dir, data_dir, out, shard_rows=50, more=""):
+    p = tmp_path / f"p-{Path(out).name}.toml"
+    p.write_text(PIPELINE.format(out=out, shard_rows=shard_rows, sample=sample_dir, data=data_dir) + more)
     return p
 
 
@@ -104,20 +118,24 @@ def _shard_digests(out: Path) -> dict:
 @pytest.mark.slow
 def test_killed_run_resumes_to_identical_shards(tmp_path, sample_dir, data_dir):
     clean = tmp_path / "clean"
-    p = write_pipeline(tmp_path, sample_dir, data_dir, clean, shard_rows=20)
+    p = write_pipeline(tmp_path, sample_dir, data_dir, clean, shard_rows=20, more=MORE_STAGES)
     cmd = [sys.executable, "-m", "curate", "run", str(p), "--workers", "2", "--quiet"]
     t0 = time.time()
     subprocess.run(cmd, check=True, cwd=ROOT)
     full = time.time() - t0
     expected = _shard_digests(clean)
-    for i, frac in enumerate((0.35, 0.6, 0.85)):
+    expected_stats = json.loads((clean / "stats.json").read_text())
+    strip = lambda st: [{k: v for k, v in s.items() if k != "plan"} for s in st["stages"]]
+    for i, frac in enumerate((0.3, 0.5, 0.7, 0.9)):
         out = tmp_path / f"killed{i}"
-        p2 = write_pipeline(tmp_path, sample_dir, data_dir, out, shard_rows=20)
+        p2 = write_pipeline(tmp_path, sample_dir, data_dir, out, shard_rows=20, more=MORE_STAGES)
         proc = subprocess.Popen(cmd[:4] + [str(p2)] + cmd[5:], cwd=ROOT, start_new_session=True)
         time.sleep(full * frac)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         subprocess.run(cmd[:4] + [str(p2)] + cmd[5:], check=True, cwd=ROOT)
         assert _shard_digests(out) == expected
-        stale = [q for q in out.rglob("*.tmp")]
-        assert not stale
+        assert strip(json.loads((out / "stats.json").read_text())) == strip(expected_stats)
+        assert not list(out.rglob("*.tmp"))
+        assert not [q for q in (out / "steps").rglob("*.arrow")]  # intermediates removed after the resume too
+        assert not (out / "plans").exists() and not (out / "run.lock").exists()

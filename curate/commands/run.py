@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+import traceback
 
 from curate.commands.stats import format_funnel
-from curate.executors import make_executor
+from curate.executors import WorkerLost, make_executor
+from curate.lock import LockError
 from curate.pipeline import ConfigError, load_pipeline
 from curate.runner import run_pipeline
+from curate.tasks import StageFailure
+
+RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept"
 
 
 def add_arguments(p) -> None:
@@ -19,6 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or Ray tasks on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (with --executor ray); default starts a local Ray")
+    p.add_argument("--allow-changed-inputs", action="store_true",
+                   help="resume although input files changed since the folder was written: their read tasks "
+                        "and everything they feed are redone (default: stop and list them)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or funnel table")
 
 
@@ -27,16 +36,35 @@ def run(args) -> int:
         os.environ["TQDM_DISABLE"] = "1"  # also silences the bars of worker processes and global stages
     try:
         pipeline = load_pipeline(args.pipeline, inputs=args.input, output=args.output, workers=args.workers)
-        executor = make_executor(args.executor, workers=pipeline.workers, address=args.address)
+        executor = make_executor(args.executor, workers=pipeline.workers, address=args.address,
+                                 max_in_flight=pipeline.max_in_flight, max_retries=pipeline.max_retries)
         t0 = time.time()
         try:
-            stats = run_pipeline(pipeline, executor, progress=not args.quiet)
+            stats = run_pipeline(pipeline, executor, progress=not args.quiet,
+                                 allow_changed_inputs=args.allow_changed_inputs)
         finally:
             executor.close()
-    except ConfigError as e:
+    except (ConfigError, LockError) as e:
         print(f"curate: error: {e}", file=sys.stderr)
         return 2
+    except (StageFailure, WorkerLost) as e:
+        print(f"curate: error: {e}\n{RESUME_HINT}", file=sys.stderr)
+        return 1
+    except OSError as e:  # disk full, permissions, a file system gone: not about one document
+        where = f": {e.filename}" if e.filename else ""
+        print(f"curate: error: {e.strerror or e}{where} ({type(e).__name__})\n{RESUME_HINT}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug: one line here, the traceback in a file (CURATE_DEBUG=1 raises it)
+        if os.environ.get("CURATE_DEBUG"):
+            raise
+        fd, path = tempfile.mkstemp(prefix="curate-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            traceback.print_exc(file=f)
+        print(f"curate: error: {type(e).__name__}: {str(e)[:500]}\n(traceback in {path}; {RESUME_HINT})",
+              file=sys.stderr)
+        return 1
     if not args.quiet:
         print(format_funnel(stats))
-        print(f"done in {time.time() - t0:.1f}s: {pipeline.output}/manifest.json, {pipeline.output}/stats.json")
+        print(f"done in {time.time() - t0:.1f}s: {pipeline.output}/data/, {pipeline.output}/manifest.json, "
+              f"{pipeline.output}/stats.json")
     return 0

@@ -42,6 +42,11 @@ def format_funnel(stats: dict) -> str:
         notes = _plan_notes(s.get("plan") or {})
         if notes:
             lines.append(f"{s['name']}: {notes}")
+        if s.get("counters"):
+            lines.append(f"{s['name']}: " + ", ".join(f"{k.replace('_', ' ')} {n:,}" for k, n in sorted(s["counters"].items())))
+        if s.get("errors"):  # documents a stage raised on, set aside as stage_error
+            top = sorted(s["errors"].items(), key=lambda kv: -kv[1])[:3]
+            lines.append(f"{s['name']}: stage errors: " + "; ".join(f"{msg} (x{n:,})" for msg, n in top))
     first, last = stats["stages"][0], stats["stages"][-1]
     lines.append(f"{first['in']:,} input documents -> {last['kept']:,} kept "
                  f"({100 * last['kept'] / max(first['in'], 1):.1f}%)")

@@ -1,19 +1,24 @@
 """Ray tasks: the same pipeline file on a Ray cluster (``curate run P.toml --executor ray``).
 
-Each shard task is one Ray task. Workers must see the same file system paths as the driver (a shared
-or network file system on a real cluster), since tasks read and write shards and completion markers
-there, exactly as with the local executor; resume therefore works the same. Without ``--address``,
-a local Ray instance is started with ``workers`` CPUs.
+Each task is one Ray task. Workers must see the same file system paths as the driver (a shared or
+network file system on a real cluster): tasks read and write shards and the driver writes completion
+markers there, exactly as with the local executor, so resume works the same. Task arguments and
+results are small (paths and counts); no data goes through the object store.
+
+At most ``max_in_flight`` tasks are submitted at once (default 4 per cluster CPU) and each completion
+is handled in time independent of the number of tasks (``ray.wait`` over the bounded in-flight set),
+so the driver's cost is linear in tasks. A task whose worker or node dies is retried by Ray up to
+``max_retries`` times. Without ``--address``, a local Ray instance is started with ``workers`` CPUs.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from curate.executors import collect
+from curate.executors import WorkerLost, collect
 
 
 class RayExecutor:
-    def __init__(self, address: str | None = None, workers: int = 1):
+    def __init__(self, address: str | None = None, workers: int = 1, max_in_flight: int = 0, max_retries: int = 3):
         try:
             import ray
         except ImportError as e:  # pragma: no cover - ray is an optional dependency
@@ -26,20 +31,42 @@ class RayExecutor:
             else:
                 ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
             self._started = True
-        self._remote = ray.remote(_call)
+        self._remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
         self.workers = workers
+        self.max_in_flight = max_in_flight
+        self.max_retries = max_retries
+
+    def _limit(self) -> int:
+        if self.max_in_flight:
+            return self.max_in_flight
+        cpus = int(self.ray.cluster_resources().get("CPU", self.workers) or 1)
+        return 4 * max(1, cpus)
 
     def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None) -> list:
-        refs = [self._remote.remote(fn, item) for item in items]
-        index = {ref: i for i, ref in enumerate(refs)}
-        return collect(self._as_completed(refs, index), len(refs), desc, on_result)
+        items = list(items)
+        return collect(self._as_completed(fn, items), len(items), desc, on_result)
 
-    def _as_completed(self, refs, index):
-        pending = list(refs)
-        while pending:
-            done, pending = self.ray.wait(pending, num_returns=1)
+    def _as_completed(self, fn, items):
+        ray = self.ray
+        limit = self._limit()
+        fn_ref = ray.put(fn) if len(items) > 1 else fn
+        index: dict = {}
+        nxt = 0
+        while nxt < len(items) or index:
+            while nxt < len(items) and len(index) < limit:
+                index[self._remote.remote(fn_ref, items[nxt])] = nxt
+                nxt += 1
+            done, _ = ray.wait(list(index), num_returns=1)
             for ref in done:
-                yield index[ref], self.ray.get(ref)
+                i = index.pop(ref)
+                try:
+                    yield i, ray.get(ref)
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as e:
+                    raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or node "
+                                     f"died ({type(e).__name__}); max_retries = {self.max_retries}") from None
+                except ray.exceptions.RayTaskError as e:
+                    raise e.as_instanceof_cause() from None
 
     def close(self) -> None:
         if self._started:

@@ -51,6 +51,9 @@ class GlobalStage(MapStage):
     """``plan`` must be deterministic (same plan for any number of workers) and write atomically."""
 
     kind: ClassVar[str] = "global"
+    # Parts of ``plan_dir`` that are a report for users (e.g. minhash's ``clusters/``): they stay after the run;
+    # the rest of the plan is removed at the end unless the pipeline sets ``keep_plans = true``.
+    report_parts: ClassVar[tuple[str, ...]] = ()
 
     def plan(self, inputs: Sequence[str], plan_dir: Path, executor) -> dict:
         """Build the plan from every input shard; return stats worth reporting (may be empty)."""

@@ -85,6 +85,7 @@ class Params:
 
 class MinHashDedup(GlobalStage):
     Params = Params
+    report_parts = ("clusters", STATS_FILE, "config.json")  # `curate clusters` reads these after the run
 
     def banding(self) -> tuple[int, int]:
         p = self.params

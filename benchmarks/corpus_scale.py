@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""The curation engine at corpus scale: the whole pipeline over a real-prose corpus, as ONE file and as 16.
+
+    .venv/bin/python benchmarks/corpus_scale.py                    # 20,000 documents (a few minutes here)
+    .venv/bin/python benchmarks/corpus_scale.py --docs 200000 1000000 --workers 2
+
+The corpus: paragraphs of real English prose (``../shared/corpora/prose/english_prose.jsonl``, else the
+repository's ``pipelines/sample/prose.jsonl.gz``) composed at random into documents of about 4 KB, with
+planted copies: 3% exact copies of an earlier document, 3% near copies (one word in 50 changed). It is
+written once as a single ``.jsonl.gz`` and once as 16 ``.jsonl.gz`` files holding the same documents.
+
+Each layout runs ``curate run`` (normalize, langid, gopher_quality, gopher_repetition, c4_quality,
+fineweb_quality, exact_dedup, minhash_dedup) with ``--workers`` processes, watched from /proc:
+
+- docs/s (input documents / wall seconds) and docs/s per core; docs per CPU-second (less sensitive to
+  other jobs on the machine than wall time);
+- cores busy: CPU seconds of the whole process tree / wall seconds (goal from one file: >= 1.7 of 2);
+- peak RSS: the largest sum of resident memory over the tree (goal: < 4 GiB at 1M documents);
+- bytes under OUT at the peak and at the end, against the compressed input (goals: <= 2x, <= 1.3x).
+
+The machine is shared with other jobs: wall-clock figures (docs/s, cores busy) are noisy; run it twice
+before trusting a difference. Nothing is asserted; the figures are printed with their goals.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procmon import run_watched  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROSE = [ROOT.parent / "shared" / "corpora" / "prose" / "english_prose.jsonl", ROOT / "pipelines" / "sample" / "prose.jsonl.gz"]
+
+PIPELINE = """
+[pipeline]
+name = "corpus-scale"
+output = "{out}"
+workers = {workers}
+shard_rows = {shard_rows}
+
+[[sources]]
+path = "{inputs}"
+
+[[stages]]
+type = "normalize"
+[[stages]]
+type = "langid"
+languages = ["en"]
+threshold = 0.5
+[[stages]]
+type = "gopher_quality"
+[[stages]]
+type = "gopher_repetition"
+[[stages]]
+type = "c4_quality"
+[[stages]]
+type = "fineweb_quality"
+[[stages]]
+type = "exact_dedup"
+[[stages]]
+type = "minhash_dedup"
+"""
+
+
+def paragraphs(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    out = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            text = json.loads(line)["text"]
+            for p in re.split(r"\n\s*\n", text):
+                p = " ".join(p.split())
+                if len(p) >= 200:
+                    out.append(p)
+    return out
+
+
+def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000) -> list[dict]:
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        r = rng.random()
+        if docs and r < 0.03:  # an exact copy of an earlier document
+            text = docs[rng.randrange(len(docs))]["text"]
+        elif docs and r < 0.06:  # a near copy: one word in 50 changed
+            words = docs[rng.randrange(len(docs))]["text"].split(" ")
+            for j in range(0, len(words), 50):
+                words[j] = "changed"
+            text = " ".join(words)
+        else:
+            parts, size = [], 0
+            while size < target:
+                p = paras[rng.randrange(len(paras))]
+                parts.append(p)
+                size += len(p)
+            text = "\n\n".join(parts)
+        docs.append({"id": f"d{i:08d}", "text": text})
+    return docs
+
+
+def write_jsonl_gz(docs: list[dict], path: Path) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
+        for d in docs:
+            f.write(json.dumps(d) + "\n")
+
+
+def build(n: int, work: Path, prose: Path) -> tuple[Path, Path, int]:
+    one, many = work / f"one-{n}", work / f"many-{n}"
+    if not (one / "corpus.jsonl.gz").exists() or not (many / "part-15.jsonl.gz").exists():
+        paras = paragraphs(prose)
+        docs = compose(paras, n)
+        one.mkdir(parents=True, exist_ok=True)
+        many.mkdir(parents=True, exist_ok=True)
+        write_jsonl_gz(docs, one / "corpus.jsonl.gz")
+        per = -(-n // 16)
+        for k in range(16):
+            write_jsonl_gz(docs[k * per:(k + 1) * per], many / f"part-{k:02d}.jsonl.gz")
+        text_bytes = sum(len(d["text"].encode()) for d in docs)
+        (work / f"text-bytes-{n}").write_text(str(text_bytes))
+    return one, many, int((work / f"text-bytes-{n}").read_text())
+
+
+def run_one(inputs: str, input_bytes: int, out: Path, workers: int, shard_rows: int) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    toml = out.parent / f"{out.name}.toml"
+    toml.write_text(PIPELINE.format(out=out, workers=workers, inputs=inputs, shard_rows=shard_rows))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    out.mkdir(parents=True)
+    u = run_watched([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], str(out), env=env, cwd=ROOT)
+    if u.returncode != 0:
+        raise SystemExit(f"curate run failed ({u.returncode}) on {inputs}")
+    stats = json.loads((out / "stats.json").read_text())
+    n = stats["stages"][0]["in"]
+    return {"docs": n, "kept": stats["stages"][-1]["kept"], "wall": u.wall, "cpu": u.cpu, "rss": u.peak_rss,
+            "peak": u.peak_folder, "end": u.end_folder, "input": input_bytes}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, nargs="+", default=[20_000], help="corpus sizes (default 20000)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--shard-rows", type=int, default=5000)
+    ap.add_argument("--work", default="/tmp/corpus_scale", help="scratch folder (removed unless --keep)")
+    ap.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
+    args = ap.parse_args(argv)
+    prose = next((p for p in PROSE if p.exists()), None)
+    if prose is None:
+        raise SystemExit("no prose corpus found (looked for " + ", ".join(map(str, PROSE)) + ")")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    gib = 1 << 30
+    print(f"corpus: paragraphs of {prose}; {args.workers} workers; figures are wall-clock on a shared machine (noisy); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    rows = []
+    try:
+        for n in args.docs:
+            t0 = time.time()
+            one, many, text_bytes = build(n, work, prose)
+            gz = (one / "corpus.jsonl.gz").stat().st_size
+            print(f"\n{n:,} documents: {text_bytes / 1e6:,.0f} MB of text, {gz / 1e6:,.0f} MB gzipped (built in {time.time() - t0:.0f}s)")
+            for label, inputs in (("1 file", str(one / "corpus.jsonl.gz")), ("16 files", str(many / "*.jsonl.gz"))):
+                r = run_one(inputs, gz, work / f"out-{n}-{label.replace(' ', '')}", args.workers, args.shard_rows)
+                r.update(label=label, n=n)
+                rows.append(r)
+                print(f"  {label:>8}: {r['docs'] / r['wall']:7,.0f} docs/s ({r['docs'] / r['wall'] / args.workers:6,.0f} per core), "
+                      f"cores busy {r['cpu'] / r['wall']:.2f} of {args.workers}, peak RSS {r['rss'] / gib:.2f} GiB, "
+                      f"OUT peak {r['peak'] / gz:.2f}x / end {r['end'] / gz:.2f}x the gzipped input "
+                      f"({r['kept']:,} of {r['docs']:,} kept, {r['wall']:.0f}s, {r['docs'] / r['cpu']:,.0f} docs per CPU-second, "
+                      f"load average {os.getloadavg()[0]:.1f})")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\ngoals: from 1 file cores busy >= 1.7 of 2; OUT end <= 1.3x and peak <= 2x the gzipped input; "
+          "peak RSS < 4 GiB at 1M documents; docs/s per core within 10% across sizes")
+    for label in ("1 file", "16 files"):
+        mine = [r for r in rows if r["label"] == label]
+        if len(mine) >= 2:
+            a, b = mine[0], mine[-1]
+            ratio = (b["docs"] / b["wall"]) / (a["docs"] / a["wall"])
+            print(f"  {label}: docs/s at {b['n']:,} / at {a['n']:,} = {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""One run per output folder: ``OUT/run.lock``, held with ``flock`` for the whole run.
+
+The lock file names the process holding it (pid, host, command, start time). A second ``curate run``
+on the same folder stops at once with that name. The kernel drops a ``flock`` when its process dies, so
+the lock of a killed run (SIGKILL, a crashed node's NFS client aside) is seen as stale and taken over.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+LOCK_FILE = "run.lock"
+
+
+class LockError(ValueError):
+    """The output folder is in use by another run."""
+
+
+class OutputLock:
+    def __init__(self, out: Path):
+        self.path = Path(out) / LOCK_FILE
+        self.fd: int | None = None
+        self.stale: dict | None = None  # what a dead run's lock said, when one was taken over
+
+    def acquire(self) -> "OutputLock":
+        for _ in range(10):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read(fd)
+                os.close(fd)
+                raise LockError(f"{self.path.parent} is in use by another curate run: {describe(holder)}; "
+                                f"wait for it to finish, or choose another --output") from None
+            try:  # the file we locked may have been removed by a run finishing meanwhile: lock the current one
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            previous = _read(fd)
+            self.stale = previous or None
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "command": " ".join(sys.argv)[:500]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            self.fd = fd
+            return self
+        raise LockError(f"could not lock {self.path}: it keeps being replaced by another process")
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+def _read(fd: int) -> dict:
+    try:
+        raw = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        return json.loads(raw) if raw else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def describe(holder: dict) -> str:
+    if not holder:
+        return "a process that has not written its name yet"
+    return f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')} ({holder.get('command', '')})"

@@ -1,0 +1,271 @@
+"""A pipeline's steps, and the life of one step from top to bottom: tasks, markers, plan, run, cleanup.
+
+The stages are cut into steps. Step 0 reads the inputs (one task per split of a file) and runs the map
+stages that follow the reader on each batch, fused; every later step starts at a global stage (its plan
+is built first) and runs the map stages that follow it, fused, one task per shard of the step before.
+The last step writes to ``OUT/data/``; the others to ``OUT/steps/NN_<name>/``.
+
+Markers make a killed run resumable. A task's shards appear by atomic rename and its marker is written
+after them; a marker counts only if its ``key`` matches what the task would read now (the input file's
+fingerprint and split for a read task; the input shard's sha256, and the plan's inputs for a global
+step), so a rerun skips finished tasks, redoes the rest, and gives byte-identical output.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from curate import readers, tasks
+from curate.output import remove_plan
+from curate.pipeline import Pipeline, StageSpec
+from curate.shards import read_json, write_json
+from curate.stages import stage_class
+
+
+@dataclass
+class Step:
+    index: int
+    name: str
+    global_stage: StageSpec | None
+    map_stages: list[StageSpec]
+
+    @property
+    def reads(self) -> bool:
+        return self.index == 0
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.index:02d}_{self.name}"
+
+    @property
+    def stages(self) -> list[StageSpec]:
+        return ([self.global_stage] if self.global_stage else []) + self.map_stages
+
+    @property
+    def stage_names(self) -> list[str]:
+        return ([tasks.READ_STAGE] if self.reads else []) + [s.name for s in self.stages]
+
+
+def plan_steps(stages: list[StageSpec]) -> list[Step]:
+    steps = [Step(0, tasks.READ_STAGE, None, [])]
+    for spec in stages:
+        if spec.kind == "global":
+            steps.append(Step(len(steps), spec.name, spec, []))
+        else:
+            steps[-1].map_stages.append(spec)
+    return steps
+
+
+@dataclass
+class Run:
+    """What every step needs to know about the run."""
+    pipeline: Pipeline
+    out: Path
+    executor: object
+    progress: bool = True
+
+    def say(self, *args) -> None:
+        if self.progress:
+            print(*args, flush=True)
+
+
+class MissingInputs(Exception):
+    """Tasks must be redone but the shards they read were removed (``keep_intermediate = false``):
+    the tasks that wrote those shards (their markers, listed here) must be redone first."""
+
+    def __init__(self, producers: list[Path]):
+        super().__init__(f"{len(producers)} earlier task(s) must be redone")
+        self.producers = producers
+
+
+@dataclass
+class StepResult:
+    step: Step
+    markers: list[dict]
+    marker_paths: list[Path]
+    plan_stats: dict
+
+
+def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, files: list[dict] | None = None,
+             prints: dict | None = None) -> StepResult:
+    """Run (or resume) one step; ``previous`` is the step before it (None for the reading step)."""
+    out = run.out
+    step_dir = out / "steps" / step.dirname
+    marker_dir = step_dir / "_tasks"
+    common = {
+        "specs": [(s.type, s.name, s.params) for s in step.stages], "root": str(out), "format": run.pipeline.format,
+        "out_dir": str(out / "data" if final else step_dir), "drop_dir": str(out / "dropped" / step.dirname),
+        "keep_dropped": run.pipeline.keep_dropped,
+    }
+    # 1. the tasks, each with the key its marker must hold
+    if step.reads:
+        job = read_tasks(run, files, prints, common)
+        inputs, producers = [], []
+    else:
+        inputs = [e for m in previous.markers for e in m["outputs"]]
+        producers = [p for m, p in zip(previous.markers, previous.marker_paths) for _ in m["outputs"]]
+        job = map_tasks(run, step, inputs, common)
+    # 2. markers: finished tasks are kept, stale ones (another key, or no longer a task) removed
+    ids = {t["task_id"] for t in job}
+    markers, todo = {}, []
+    for t in job:
+        path = marker_dir / f"{t['task_id']}.json"
+        m = read_json(path) if path.exists() else None
+        if m is not None and m.get("key") == t["key"]:
+            markers[t["task_id"]] = m
+        else:
+            if m is not None:
+                forget(path, out)
+            todo.append(t)
+    if marker_dir.is_dir():
+        for p in marker_dir.glob("*.json"):
+            if p.stem not in ids:
+                forget(p, out)
+    # 3. the plan, then the tasks
+    plan_stats = {}
+    if todo and not step.reads:
+        needed = range(len(inputs)) if step.global_stage else [t["shard_index"] for t in todo]
+        missing = sorted({producers[i] for i in needed if not (out / inputs[i]["path"]).exists()})
+        if missing:
+            raise MissingInputs(missing)
+    if step.global_stage is not None:
+        plan_stats = ensure_plan(run, step, inputs, plan_digest(inputs), needed=bool(todo))
+    if todo:
+        fn = tasks.read_task if step.reads else tasks.map_task
+        label = "+".join(step.stage_names)
+        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job)):
+            markers[m["task_id"]] = m
+    ordered = [markers[t["task_id"]] for t in job]
+    return StepResult(step, ordered, [marker_dir / f"{t['task_id']}.json" for t in job], plan_stats)
+
+
+def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[dict]:
+    """One task per split of every input file (splits are cached in ``_splits.json`` by fingerprint)."""
+    p = run.pipeline
+    cache_path = run.out / "steps" / "00_read" / "_splits.json"
+    cache = read_json(cache_path) if cache_path.exists() else {}
+    fresh = {}
+    need = [f for f in files if cache.get(f["path"], {}).get("fingerprint") != prints[f["path"]]]
+    if need:
+        found = run.executor.map(_plan_file, [(f["path"], f["format"], p.split_bytes) for f in need])
+        for f, splits in zip(need, found):
+            fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
+        cache = {**cache, **fresh}
+        write_json({f["path"]: cache[f["path"]] for f in files}, cache_path)
+    job = []
+    for i, f in enumerate(files):
+        source = {k: f[k] for k in ("text_field", "id_field") if k in f}
+        for j, split in enumerate(cache[f["path"]]["splits"]):
+            key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
+            job.append({**common, "task_id": f"src{i:05d}-{j:04d}", "key": key, "split": split, "source": source,
+                        "max_doc_bytes": p.max_doc_bytes, "shard_rows": p.shard_rows})
+    return job
+
+
+def _plan_file(args: tuple) -> list[dict]:
+    path, fmt, target = args
+    return readers.plan_splits(path, fmt, target_bytes=target)
+
+
+def map_tasks(run: Run, step: Step, inputs: list[dict], common: dict) -> list[dict]:
+    plan_dir = str(run.out / "plans" / step.dirname) if step.global_stage else None
+    plan_key = plan_digest(inputs) if step.global_stage else ""
+    job = []
+    for i, e in enumerate(inputs):
+        stem = Path(e["path"]).name.split(".")[0]
+        job.append({**common, "task_id": stem, "stem": stem, "key": _digest([e["sha256"], plan_key]),
+                    "input": str(run.out / e["path"]), "shard_index": i, "plan_dir": plan_dir})
+    return job
+
+
+def plan_digest(inputs: list[dict]) -> str:
+    return _digest([e["sha256"] for e in inputs])
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: bool) -> dict:
+    """Build the global stage's plan unless it is there for these very inputs; returns its stats.
+
+    ``plans/NN/_inputs.json`` names the inputs a plan in progress is for (a killed plan resumes only for
+    the same ones), ``plans/NN/_done.json`` marks it complete; ``steps/NN/_plan.json`` keeps the stats
+    for stats.json after the plan itself is removed at the end of the run."""
+    record = run.out / "steps" / step.dirname / "_plan.json"
+    if not needed:  # every task of the step is done: the plan is not read again
+        return read_json(record)["stats"] if record.exists() else {}
+    plan_dir = run.out / "plans" / step.dirname
+    done, claimed = plan_dir / "_done.json", plan_dir / "_inputs.json"
+    if done.exists() and read_json(done).get("digest") == digest:
+        return read_json(done)["stats"]
+    if plan_dir.exists() and (not claimed.exists() or read_json(claimed).get("digest") != digest):
+        shutil.rmtree(plan_dir)  # a plan of other inputs, or the report left by a finished run's cleanup
+    write_json({"digest": digest}, claimed)
+    run.say(f"  planning {step.global_stage.name} over {len(inputs)} shard(s)")
+    t0 = time.time()
+    stats = step.global_stage.build().plan([str(run.out / e["path"]) for e in inputs], plan_dir, run.executor) or {}
+    stats = {**stats, "seconds": round(time.time() - t0, 3)}
+    write_json({"digest": digest, "stats": stats}, record)
+    write_json({"digest": digest, "stats": stats}, done)
+    return stats
+
+
+def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int) -> list[dict]:
+    """Run tasks on the executor; each finished task's marker is written (last) as it arrives."""
+    bar = tqdm(total=total, initial=total - len(todo), desc=f"  {label}", unit="task",
+               disable=not run.progress, dynamic_ncols=True)
+    t0, docs = time.time(), 0
+
+    def finished(marker: dict) -> None:
+        nonlocal docs
+        write_json(marker, marker_dir / f"{marker['task_id']}.json")
+        docs += marker["docs"]
+        bar.update()
+        bar.set_postfix_str(f"{docs / max(time.time() - t0, 1e-9):,.0f} docs/s")
+
+    try:
+        return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished)
+    finally:
+        bar.close()
+
+
+def forget(marker_path: Path, out: Path) -> None:
+    """Undo a finished task: remove the shards its marker lists, then the marker."""
+    try:
+        m = read_json(marker_path)
+    except (OSError, ValueError):
+        m = {}
+    for e in m.get("outputs", []) + m.get("dropped", []):
+        (out / e["path"]).unlink(missing_ok=True)
+    marker_path.unlink(missing_ok=True)
+
+
+def remove_intermediate(run: Run, result: StepResult) -> None:
+    """The shards of a step whose successor has finished: nothing reads them again (markers stay)."""
+    if run.pipeline.keep_intermediate:
+        return
+    for m in result.markers:
+        for e in m["outputs"]:
+            path = run.out / e["path"]
+            if path.parent.parent.name == "steps":
+                path.unlink(missing_ok=True)
+
+
+def remove_plans(run: Run, steps: list[Step]) -> None:
+    if run.pipeline.keep_plans:
+        return
+    for step in steps:
+        if step.global_stage is not None:
+            stage_cls = stage_class(step.global_stage.type)
+            remove_plan(run.out / "plans" / step.dirname, tuple(getattr(stage_cls, "report_parts", ())))
+    plans = run.out / "plans"
+    if plans.is_dir() and not any(plans.iterdir()):
+        os.rmdir(plans)

@@ -1,0 +1,62 @@
+"""The local pool: one pool for the whole run, results in order, a dead worker's task retried, then a clear error."""
+import os
+from pathlib import Path
+
+import pytest
+
+from curate.executors import WorkerLost
+from curate.executors.local import LocalExecutor
+
+
+def square(x):
+    return x * x
+
+
+def pid(_):
+    return os.getpid()
+
+
+def die_once(args):
+    """Kills its worker process the first time it sees its flag file missing (as the OOM killer would)."""
+    flag, x = args
+    if x == 3 and not Path(flag).exists():
+        Path(flag).write_text("died")
+        os._exit(9)
+    return x * 10
+
+
+def always_die(x):
+    os._exit(9)
+
+
+def test_results_in_order_and_one_pool_for_every_map():
+    ex = LocalExecutor(2, max_in_flight=3)
+    try:
+        seen = []
+        assert ex.map(square, range(50), on_result=seen.append) == [x * x for x in range(50)]
+        assert sorted(seen) == [x * x for x in range(50)]
+        first = set(ex.map(pid, range(20)))
+        second = set(ex.map(pid, range(20)))
+        assert len(first | second) <= 2  # the same two worker processes serve both maps
+        assert os.getpid() not in first
+    finally:
+        ex.close()
+
+
+def test_a_dead_worker_is_replaced_and_its_task_retried(tmp_path):
+    ex = LocalExecutor(2, max_retries=2)
+    try:
+        flag = str(tmp_path / "flag")
+        assert ex.map(die_once, [(flag, x) for x in range(8)]) == [x * 10 for x in range(8)]
+        assert Path(flag).exists()
+    finally:
+        ex.close()
+
+
+def test_a_task_that_always_kills_its_worker_stops_with_a_message():
+    ex = LocalExecutor(2, max_retries=1)
+    try:
+        with pytest.raises(WorkerLost, match="max_retries = 1"):
+            ex.map(always_die, range(4))
+    finally:
+        ex.close()
