@@ -312,15 +312,16 @@ def _example_ngrams(word_hash, word_offsets, ngram, min_ngram):
 
 @nb.njit(cache=True)
 def _match_kernel(word_hash, word_offsets, lengths, table):
-    """(document, first word, word count) of every n-gram of the documents found in ``table``."""
+    """(document, first word, word count, n-gram hash) of every n-gram of the documents found in ``table``."""
     cap = 64
     doc = np.empty(cap, np.int64)
     first = np.empty(cap, np.int64)
     count = np.empty(cap, np.int64)
+    hashes = np.empty(cap, np.uint64)
     k = 0
     nt = len(table)
     if nt == 0:
-        return doc[:0], first[:0], count[:0]
+        return doc[:0], first[:0], count[:0], hashes[:0]
     for d in range(len(word_offsets) - 1):
         a, z = word_offsets[d], word_offsets[d + 1]
         for L in lengths:
@@ -333,13 +334,13 @@ def _match_kernel(word_hash, word_offsets, lengths, table):
                         doc = np.concatenate((doc, np.empty(cap - k, np.int64)))
                         first = np.concatenate((first, np.empty(cap - k, np.int64)))
                         count = np.concatenate((count, np.empty(cap - k, np.int64)))
+                        hashes = np.concatenate((hashes, np.empty(cap - k, np.uint64)))
                     doc[k] = d
                     first[k] = i - a
                     count[k] = L
+                    hashes[k] = h
                     k += 1
-    return doc[:k], first[:k], count[:k]
-
-
+    return doc[:k], first[:k], count[:k], hashes[:k]
 
 
 # --- datasketch-compatible signatures ----------------------------------------------------------------
