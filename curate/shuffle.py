@@ -35,8 +35,10 @@ import pyarrow.ipc as ipc
 
 from curate.shards import atomic_path, read_json, write_json
 
-TASK_BYTES = 64 << 20  # input bytes per writer task (a group of consecutive shards; a larger shard alone)
-RANGE_BYTES = 64 << 20  # input bytes per key range
+TASK_BYTES = 32 << 20  # input bytes per writer task at most (a group of consecutive shards; a larger shard alone)
+RANGE_BYTES = 128 << 20  # input bytes per key range at most
+MIN_GROUPS = 8  # a small corpus still gets this many groups (when it has that many shards) ...
+MIN_RANGES = 4  # ... and this many ranges, so that a plan uses a few workers
 LAYOUT_FILE = "layout.json"
 ROW_BITS = 32
 ROW_MASK = np.uint64((1 << ROW_BITS) - 1)
@@ -64,11 +66,13 @@ class Layout:
 
 
 def make_layout(inputs, task_bytes: int | None = None, range_bytes: int | None = None) -> Layout:
-    """Groups of consecutive shards of about ``task_bytes`` and ``ceil(total / range_bytes)`` ranges,
-    from file sizes alone (a ``stat`` per input: the same layout for any worker count)."""
+    """Groups of consecutive shards of at most ``task_bytes`` (or ``total / MIN_GROUPS``, whichever is
+    smaller) and ``max(MIN_RANGES, ceil(total / range_bytes))`` ranges, from file sizes alone (a ``stat``
+    per input: the same layout for any worker count). Both counts follow the bytes, not the shards."""
     task_bytes = task_bytes or TASK_BYTES
     range_bytes = range_bytes or RANGE_BYTES
     sizes = [os.path.getsize(p) for p in inputs]
+    task_bytes = max(1, min(task_bytes, math.ceil(sum(sizes) / MIN_GROUPS)))
     bounds, acc = [0], 0
     for i, s in enumerate(sizes):
         if acc and acc + s > task_bytes:
@@ -77,7 +81,7 @@ def make_layout(inputs, task_bytes: int | None = None, range_bytes: int | None =
         acc += s
     if sizes:
         bounds.append(len(sizes))
-    ranges = max(1, math.ceil(sum(sizes) / range_bytes))
+    ranges = max(MIN_RANGES, math.ceil(sum(sizes) / range_bytes))
     return Layout(tuple(bounds), ranges)
 
 
