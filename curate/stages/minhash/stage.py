@@ -151,7 +151,7 @@ class MinHashDedup(GlobalStage):
         seconds["components"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        cgroups = max(1, math.ceil(candidates / CLUSTER_ROWS))
+        cgroups = max(shuffle.MIN_RANGES if candidates else 1, math.ceil(candidates / CLUSTER_ROWS))
         executor.map(members_task, [{**j, "cluster_groups": cgroups, "quality_column": p.quality_column} for j in groups])
         cjobs = [{**base, "group": c, "verify": p.verify, "verify_threshold": self.verify_threshold()} for c in range(cgroups)]
         cinfo = executor.map(cluster_task, cjobs)
