@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from curate import shuffle
 from curate.executors.local import LocalExecutor
 from curate.schema import documents_to_table
 from curate.shards import read_shard, write_shard
@@ -16,6 +17,13 @@ from curate.stages.decontaminate import Decontaminate, Params, eval_examples
 from curate.stages.minhash.shingles import normalize
 
 DATA = Path(__file__).resolve().parent / "data" / "dedup"
+
+
+@pytest.fixture(autouse=True)
+def small_parts(monkeypatch):
+    """Several shard groups and hash ranges even on these small corpora."""
+    monkeypatch.setattr(shuffle, "TASK_BYTES", 40_000)
+    monkeypatch.setattr(shuffle, "RANGE_BYTES", 60_000)
 
 
 def vocabulary(rng, size=20_000) -> list[str]:
@@ -66,7 +74,8 @@ def test_every_planted_13gram_is_found_and_control_text_is_untouched(tmp_path):
     order = rng.permutation(len(docs))
     docs = [docs[k] for k in order]
     inputs = write_docs(tmp_path, docs, per_shard=70)
-    stats, kept, dropped = run(inputs, tmp_path / "plan", workers=2, eval_files=[str(jsonl), str(txt)])
+    stats, kept, dropped = run(inputs, tmp_path / "plan", workers=2, eval_files=[str(jsonl), str(txt)],
+                               split_output="joined")
     assert stats["documents"] == len(docs)
     assert stats["documents_matched"] == len(planted)  # every planted 13-gram, and nothing else
     assert stats["documents_split"] + stats["documents_trimmed"] + stats["documents_removed"] == len(planted)
@@ -108,7 +117,8 @@ def test_short_tasks_use_the_whole_example_as_one_ngram(tmp_path):
     assert " ".join(nine) not in texts["whole"]
 
 
-def test_cuts_200_characters_each_side_drops_short_pieces_and_over_split_documents(tmp_path):
+@pytest.mark.parametrize("split_output", ["joined", "documents"])
+def test_cuts_200_characters_each_side_drops_short_pieces_and_over_split_documents(tmp_path, split_output):
     rng = np.random.default_rng(3)
     vocab = vocabulary(rng)
     gram = " ".join(sentence(rng, vocab, 13))
@@ -128,8 +138,18 @@ def test_cuts_200_characters_each_side_drops_short_pieces_and_over_split_documen
     small = filler(150) + gram + filler(150)
     docs = [("middle", middle), ("start", gram + start), ("end", start + gram), ("over", over), ("ten", ten), ("small", small)]
     inputs = write_docs(tmp_path, docs, per_shard=4)
-    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
-    texts = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)], split_output=split_output)
+    if split_output == "joined":
+        texts = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+        assert "split_id" not in kept.column_names and kept.num_rows == 4
+    else:  # one document per piece, numbered by split_id; unsplit documents have a null split_id
+        texts = {}
+        for i, t, k in zip(kept.column("id").to_pylist(), kept.column("text").to_pylist(), kept.column("split_id").to_pylist()):
+            assert (k is not None) == (i in ("middle", "ten"))
+            assert k is None or k == len(texts.get(i, "").split("\n\n")) - (i not in texts)
+            texts[i] = t if i not in texts else texts[i] + "\n\n" + t
+        assert kept.num_rows == 4 + 1 + 9 == 4 + stats["pieces_added"]
+        assert kept.column("id").to_pylist() == ["middle"] * 2 + ["start", "end"] + ["ten"] * 10  # input order
     assert texts["middle"] == a[:300].strip() + "\n\n" + b[200:].strip()
     assert texts["start"] == start[200:].strip()
     assert texts["end"] == start[:400].strip()
@@ -168,10 +188,14 @@ def test_real_licences_one_sentence_of_the_mit_licence(tmp_path):
     ev = tmp_path / "mit.txt"
     ev.write_text(sentence_ + "\n")
     inputs = write_docs(tmp_path, docs, per_shard=10)
-    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    # the warranty sentence is in more than 10 documents: a common phrase, not a leak (max_matches = 10)
+    common, kept, dropped = run(inputs, tmp_path / "common", eval_files=[str(ev)])
+    assert common["documents_matched"] == 0 and common["ngrams_too_common"] >= 1 and dropped.num_rows == 0
+    assert kept.column("text").to_pylist() == [t for _, t in docs]
+    stats, kept, dropped = run(inputs, tmp_path / "plan", eval_files=[str(ev)], max_matches=0, split_output="joined")
     key = normalize(sentence_)
     contaminated = {i for i, t in docs if key in normalize(t)}
-    assert len(contaminated) >= 10
+    assert len(contaminated) > 10
     assert stats["documents_matched"] == len(contaminated)
     out = dict(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
     for i, t in docs:
@@ -180,5 +204,45 @@ def test_real_licences_one_sentence_of_the_mit_licence(tmp_path):
         else:
             assert out[i] == t
     # a resumed plan returns the same report
-    again, kept2, _ = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    again, kept2, _ = run(inputs, tmp_path / "plan", eval_files=[str(ev)], max_matches=0, split_output="joined")
     assert again == stats and kept2.column("text").to_pylist() == kept.column("text").to_pylist()
+
+
+def test_an_ngram_in_more_than_max_matches_documents_does_not_cut(tmp_path):
+    """Megatron / NeMo Curator: an eval n-gram found in more than max_matches training documents is a
+    common phrase; it is counted per document across every shard group and hash range."""
+    rng = np.random.default_rng(8)
+    vocab = vocabulary(rng)
+    common, rare = " ".join(sentence(rng, vocab, 13)), " ".join(sentence(rng, vocab, 13))
+    ev = tmp_path / "ev.txt"
+    ev.write_text(common + "\n" + rare + "\n")
+    pad = lambda: " ".join(sentence(rng, vocab, 80))
+    docs = [(f"c{i:02d}", pad() + " " + common + " " + pad() + " " + common + " " + pad()) for i in range(12)]
+    docs += [(f"r{i:02d}", pad() + " " + rare + " " + pad()) for i in range(3)]
+    docs += [(f"x{i:02d}", pad()) for i in range(40)]
+    order = rng.permutation(len(docs))
+    docs = [docs[k] for k in order]
+    inputs = write_docs(tmp_path, docs, per_shard=4)
+    stats, kept, dropped = run(inputs, tmp_path / "p10", workers=2, eval_files=[str(ev)])
+    assert stats["ngrams_too_common"] == 1 and stats["ngrams_matched"] == 2
+    assert stats["documents_matched"] == 3 and stats["matches_ignored_common"] == 24
+    out = {i: t for i, t in zip(kept.column("id").to_pylist(), kept.column("text").to_pylist())}
+    original = dict(docs)
+    assert all(out[i] == original[i] for i in original if not i.startswith("r"))
+    assert all(rare not in t for i, t in zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()) if i.startswith("r"))
+    stats12, kept12, _ = run(inputs, tmp_path / "p12", eval_files=[str(ev)], max_matches=12)
+    assert stats12["ngrams_too_common"] == 0 and stats12["documents_matched"] == 15
+    assert stats12["documents_split"] == 15 and stats12["pieces_added"] == 12 * 2 + 3
+    assert kept12.num_rows == len(docs) + stats12["pieces_added"]
+    split = kept12.filter(pa.compute.starts_with(kept12.column("id"), "c"))
+    assert split.num_rows == 36 and split.column("split_id").to_pylist()[:3] == [0, 1, 2]
+    assert kept12.filter(pa.compute.starts_with(kept12.column("id"), "x")).column("split_id").null_count == 40
+
+
+def test_bad_new_keys_are_refused(tmp_path):
+    ev = tmp_path / "e.txt"
+    ev.write_text("x\n")
+    with pytest.raises(ValueError, match="max_matches"):
+        Params(eval_files=[str(ev)], max_matches=-1)
+    with pytest.raises(ValueError, match="split_output"):
+        Params(eval_files=[str(ev)], split_output="glued")

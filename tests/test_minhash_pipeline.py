@@ -30,6 +30,7 @@ verify = true
 type = "decontaminate"
 eval_files = ["{ev}"]
 ngram = 13
+split_output = "joined"  # one row per input row (the runner's conservation check, until it counts added rows)
 """
 
 

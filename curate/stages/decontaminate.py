@@ -1,4 +1,5 @@
-"""``decontaminate``: cut evaluation-set n-grams out of the training text, with the MT-NLG rules.
+"""``decontaminate``: cut evaluation-set n-grams out of the training text, with the MT-NLG rules
+(Megatron-LM ``filter_ngrams.py``, NeMo Curator ``TaskDecontamination``).
 
 Pipeline keys::
 
@@ -11,6 +12,11 @@ Pipeline keys::
     window = 200        # characters removed on each side of a matched n-gram
     min_fragment = 200  # fragments shorter than this are dropped
     max_splits = 10     # a document left in more than this many fragments is removed
+    max_matches = 10    # an eval n-gram found in more than this many training documents is a common
+                        # phrase, not a leak: it is not used to cut (0 = every n-gram cuts, as before)
+    split_output = "documents"  # the pieces of a split document become separate documents (same
+                        # ``id``, ``split_id`` 0, 1, ...); "joined": one document, pieces joined by a
+                        # blank line (the behaviour before this key; no ``split_id`` column)
 
 The index: every example of every eval file (a JSONL record's fields, or a non-empty line of a text
 file) is normalized into words exactly as ``minhash_dedup`` does (lowercase, punctuation removed,
@@ -19,25 +25,35 @@ least ``ngram`` words contributes all its ``ngram``-grams; one of ``min_ngram`` 
 words contributes itself whole; shorter ones nothing (Megatron-LM ``filter_ngrams.py`` does the
 same). n-grams are kept as 64-bit hashes, sorted, in ``plan_dir/ngrams.npy``.
 
-The scan (one task per shard, compiled): every run of n words of a document (for every n in the
-index) is looked up. Each match removes the matched span plus ``window`` characters on each side
+The scan (compiled): every run of n words of a document (for every n in the index) is looked up.
+An n-gram found in more than ``max_matches`` documents (each document counted once) is dropped from
+the matches. Each remaining match removes the matched span plus ``window`` characters on each side
 of it, in the original text; overlapping cuts merge. The pieces left, stripped of surrounding
 whitespace, are kept if they have at least ``min_fragment`` characters. The outcome per document:
 
-- no match: untouched (the row passes through byte for byte);
+- no match: untouched (the row passes through byte for byte; ``split_id`` null);
 - **trimmed**: one piece left (the cut touched the start or the end, or the rest was too short);
-- **split**: two to ``max_splits`` pieces left; they stay one document (same id), joined by a blank
-  line, so every input row is still one output row and the run's counts add up;
+- **split**: two to ``max_splits`` pieces left: one document per piece (``split_output``);
 - **removed**: no piece left, or more than ``max_splits`` pieces: set aside with reason
   ``contaminated``.
 
+The plan is the partitioned shuffle of ``curate.shuffle`` (no task reads every shard):
+
+    ngrams.npy, index.json   the index                                             (one task)
+    matches/GGGGG.arrow      per shard group: every match (doc, n-gram, span)       (scan_task)
+    pairs/GGGGG.arrow        per shard group: (n-gram, doc), one batch per hash range
+    frequent/RRRRR.npy       per range: n-grams in more than max_matches documents (count_task)
+    frequent.npy             all of them (at most the index's size)                 (one task)
+    results/GGGGG.arrow      per shard group, one batch per shard: outcome and pieces (cut_task)
+
 The plan returns (and the runner puts in ``stats.json`` under this stage's ``plan``) the MT-NLG
 report: ``documents_split``, ``documents_trimmed``, ``documents_removed`` (and of those
-``removed_split_over_limit``), plus matches and characters removed. Per-shard outcomes are in
-``plan_dir/results/NNNNN.arrow`` (row, outcome, matches, pieces, new text).
+``removed_split_over_limit``), plus matches, ``ngrams_too_common``, ``pieces_added`` (documents
+added by splits) and characters removed.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from dataclasses import asdict, dataclass, field
@@ -46,8 +62,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from curate import shuffle
 from curate.schema import TEXT
-from curate.shards import claim_plan_dir, read_json, read_shard, write_json, write_shard
+from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.kernels import _example_ngrams, _match_kernel
 from curate.stages.minhash.shingles import words
@@ -56,6 +73,23 @@ from curate.stages.minhash.store import load_npy, save_npy
 REASON = "contaminated"
 STATS_FILE = "decontam_stats.json"
 BATCH_DOCS = 2048
+SPLIT_ID = "split_id"
+SPLIT_OUTPUTS = ("documents", "joined")
+MATCHES = pa.schema([("doc", pa.uint64()), ("ngram", pa.uint64()), ("start", pa.int64()), ("end", pa.int64())])
+PAIRS = pa.schema([("ngram", pa.uint64()), ("doc", pa.uint64())])
+RESULTS = pa.schema([("row", pa.int64()), ("outcome", pa.string()), ("matches", pa.int64()),
+                     ("pieces", pa.list_(pa.large_string()))])
+COUNT_KEYS = ("documents_matched", "documents_split", "documents_trimmed", "documents_removed", "removed_split_over_limit",
+              "removed_no_fragment_left", "matches", "matches_ignored_common", "pieces_added", "chars_removed")
+_PARTS = ("matches", "pairs", "frequent", "results", "ngrams.npy", "index.json", "frequent.npy", shuffle.LAYOUT_FILE, STATS_FILE)
+
+
+@dataclass
+class SplitResult(StageResult):
+    """A stage result that may hold more rows than came in: ``added`` documents were made by splitting
+    (kept + dropped = rows in + added)."""
+
+    added: int = 0
 
 
 @dataclass
@@ -67,6 +101,8 @@ class Params:
     window: int = 200
     min_fragment: int = 200
     max_splits: int = 10
+    max_matches: int = 10
+    split_output: str = "documents"
 
     def __post_init__(self):
         if not self.eval_files:
@@ -75,6 +111,10 @@ class Params:
             raise ValueError(f"need 1 <= min_ngram <= ngram, got min_ngram={self.min_ngram}, ngram={self.ngram}")
         if self.window < 0 or self.min_fragment < 0 or self.max_splits < 1:
             raise ValueError("window and min_fragment must be >= 0 and max_splits >= 1")
+        if self.max_matches < 0:
+            raise ValueError(f"max_matches must be >= 0 (0 = no limit), got {self.max_matches}")
+        if self.split_output not in SPLIT_OUTPUTS:
+            raise ValueError(f"split_output = {self.split_output!r}; allowed: {', '.join(SPLIT_OUTPUTS)}")
 
 
 class Decontaminate(GlobalStage):
@@ -90,49 +130,59 @@ class Decontaminate(GlobalStage):
         plan_dir = Path(plan_dir)
         inputs = [str(p) for p in inputs]
         p = self.params
-        config = {"params": asdict(p), "inputs": inputs,
+        layout = shuffle.make_layout(inputs)
+        config = {"params": asdict(p), "inputs": inputs, "layout": shuffle.config_of(layout),
                   "eval_sizes": [Path(f).stat().st_size for f in p.eval_files]}
-        claim_plan_dir(plan_dir, config, ("results", "ngrams.npy", "index.json", STATS_FILE))
+        claim_plan_dir(plan_dir, config, _PARTS)
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
-        index_info = plan_dir / "index.json"
-        if not index_info.exists():
-            hashes, lengths, per_file = build_index(p.eval_files, p.ngram, p.min_ngram, p.eval_fields)
-            save_npy(hashes, plan_dir / "ngrams.npy")
-            write_json({"lengths": lengths, "ngrams": int(len(hashes)), "files": per_file}, index_info)
-        info = read_json(index_info)
-        jobs = [{"plan_dir": str(plan_dir), "index": i, "input": s, "lengths": info["lengths"], "window": p.window,
-                 "min_fragment": p.min_fragment, "max_splits": p.max_splits} for i, s in enumerate(inputs)]
-        results = executor.map(scan_task, jobs, desc=f"{self.name}: scan")
-        keys = ("documents", "documents_matched", "documents_split", "documents_trimmed", "documents_removed",
-                "removed_split_over_limit", "removed_no_fragment_left", "matches", "chars_removed")
-        stats = {k: sum(r[k] for r in results) for k in keys}
-        stats.update({"ngram": p.ngram, "min_ngram": p.min_ngram, "index_ngrams": info["ngrams"],
+        shuffle.save_layout(layout, plan_dir)
+        base = {"plan_dir": str(plan_dir), "max_matches": p.max_matches}
+        info = executor.map(index_task, [{**base, "eval_files": p.eval_files, "ngram": p.ngram, "min_ngram": p.min_ngram,
+                                          "eval_fields": p.eval_fields}])[0]
+        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]], "lengths": info["lengths"],
+                   "window": p.window, "min_fragment": p.min_fragment, "max_splits": p.max_splits}
+                  for g in range(layout.groups)]
+        executor.map(scan_task, groups)
+        common = executor.map(count_task, [{**base, "range": k} for k in range(layout.ranges)])
+        executor.map(frequent_task, [base])
+        results = executor.map(cut_task, groups)
+        stats = {"documents": sum(sum(r["rows"]) for r in results)}
+        stats.update({k: sum(r[k] for r in results) for k in COUNT_KEYS})
+        stats.update({"ngrams_too_common": sum(c["frequent"] for c in common),
+                      "ngrams_matched": sum(c["ngrams"] for c in common),
+                      "max_matches": p.max_matches, "split_output": p.split_output,
+                      "ngram": p.ngram, "min_ngram": p.min_ngram, "index_ngrams": info["ngrams"],
                       "index_lengths": info["lengths"], "eval_files": info["files"]})
         write_json(stats, plan_dir / STATS_FILE)
         return stats
 
     def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
-        res = read_shard(Path(plan_dir) / "results" / f"{shard_index:05d}.arrow")
-        meta = read_json(Path(plan_dir) / "results" / f"{shard_index:05d}.json")
-        if meta["documents"] != table.num_rows:
-            raise RuntimeError(f"{self.name}: shard {shard_index} has {table.num_rows} rows but the plan saw {meta['documents']}")
+        plan_dir = Path(plan_dir)
+        layout = shuffle.load_layout(plan_dir)
+        g = layout.group_of(shard_index)
+        path = plan_dir / "results" / f"{g:05d}.arrow"
+        rows = _cached_json(str(path.with_suffix(".json")))["rows"][shard_index - layout.bounds[g]]
+        if rows != table.num_rows:
+            raise RuntimeError(f"{self.name}: shard {shard_index} has {table.num_rows} rows but the plan saw {rows}")
+        res = shuffle.read_part([path], shard_index - layout.bounds[g], RESULTS)
+        documents = self.params.split_output == "documents"
         if res.num_rows == 0:
+            if documents:
+                table = _with_split_id(table, None)
             return split(table, self.name, [None] * table.num_rows)
         reasons: list = [None] * table.num_rows
-        texts = None
-        for row, outcome, text in zip(res.column("row").to_pylist(), res.column("outcome").to_pylist(),
-                                      res.column("text").to_pylist()):
+        pieces: dict[int, list[str]] = {}
+        for row, outcome, parts in zip(res.column("row").to_pylist(), res.column("outcome").to_pylist(),
+                                       res.column("pieces").to_pylist()):
             if outcome == "removed":
                 reasons[row] = REASON
             else:
-                if texts is None:
-                    texts = table.column(TEXT).to_pylist()
-                texts[row] = text
-        if texts is not None:  # same field (type, nullability) so the shard's schema does not change
-            field = table.schema.field(TEXT)
-            table = table.set_column(table.schema.get_field_index(TEXT), field, pa.array(texts, field.type))
-        return split(table, self.name, reasons)
+                pieces[row] = parts if documents else ["\n\n".join(parts)]
+        result = split(_replace_texts(table, pieces, documents), self.name,
+                       [r for i, r in enumerate(reasons) for _ in range(len(pieces.get(i, [None])))])
+        added = sum(len(v) - 1 for v in pieces.values())
+        return SplitResult(result.kept, result.dropped, added)
 
     def apply(self, table: pa.Table) -> StageResult:
         raise RuntimeError("decontaminate is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
@@ -200,14 +250,14 @@ def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str])
 
 # --- the scan -------------------------------------------------------------------------------------
 
-def find_matches(texts, table: np.ndarray, lengths: list[int]) -> dict[int, list[tuple[int, int]]]:
-    """{document index: [(start, end) character spans of matched n-grams]} for a batch of texts."""
+def find_matches(texts, table: np.ndarray, lengths: list[int]) -> dict[int, list[tuple[int, int, int]]]:
+    """{document index: [(start, end, n-gram hash)]}: character spans of matched n-grams, for a batch of texts."""
     wh, ws, we, wo = words(texts)
-    d, f, c = _match_kernel(wh, wo, np.asarray(lengths, np.int64), table)
-    out: dict[int, list[tuple[int, int]]] = {}
-    for di, fi, ci in zip(d.tolist(), f.tolist(), c.tolist()):
+    d, f, c, h = _match_kernel(wh, wo, np.asarray(lengths, np.int64), table)
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for di, fi, ci, hi in zip(d.tolist(), f.tolist(), c.tolist(), h.tolist()):
         base = int(wo[di])
-        out.setdefault(di, []).append((int(ws[base + fi]), int(we[base + fi + ci - 1])))
+        out.setdefault(di, []).append((int(ws[base + fi]), int(we[base + fi + ci - 1]), hi))
     return out
 
 
@@ -231,49 +281,182 @@ def cut(text: str, spans: list[tuple[int, int]], window: int, min_fragment: int)
     return kept, len(text) - sum(len(p) for p in kept)
 
 
-def scan_task(job: dict) -> dict:
+def index_task(job: dict) -> dict:
+    """The eval n-gram index (one task): ``ngrams.npy`` and ``index.json``."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "results" / f"{job['index']:05d}.arrow"
-    meta = plan_dir / "results" / f"{job['index']:05d}.json"
-    if meta.exists() and out.exists():
-        return read_json(meta)
+    index_info = plan_dir / "index.json"
+    if not index_info.exists():
+        hashes, lengths, per_file = build_index(job["eval_files"], job["ngram"], job["min_ngram"], job["eval_fields"])
+        save_npy(hashes, plan_dir / "ngrams.npy")
+        write_json({"lengths": lengths, "ngrams": int(len(hashes)), "files": per_file}, index_info)
+    return read_json(index_info)
+
+
+def scan_task(job: dict) -> dict:
+    """One shard group: every match, and the distinct (n-gram, document) pairs sent to their hash range."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "matches" / f"{job['group']:05d}.arrow"
+    pairs_out = plan_dir / "pairs" / f"{job['group']:05d}.arrow"
+    if out.exists() and pairs_out.exists():
+        return {}
+    layout = shuffle.load_layout(plan_dir)
+    first = layout.bounds[job["group"]]
     table = load_npy(plan_dir / "ngrams.npy", mmap=False)
-    texts = read_shard(job["input"], columns=[TEXT]).column(TEXT)
-    n = len(texts)
-    rows, outcomes, new_texts, n_matches, n_pieces = [], [], [], [], []
-    counts = dict.fromkeys(("documents_matched", "documents_split", "documents_trimmed", "documents_removed",
-                            "removed_split_over_limit", "removed_no_fragment_left", "matches", "chars_removed"), 0)
-    for lo in range(0, n, BATCH_DOCS):
-        batch = texts.slice(lo, min(BATCH_DOCS, n - lo))
-        for d, spans in sorted(find_matches(batch, table, job["lengths"]).items()):
-            text = batch[d].as_py()
+    docs, grams, starts, ends = [], [], [], []
+    for i, path in enumerate(job["inputs"]):
+        texts = read_shard(path, columns=[TEXT]).column(TEXT)
+        n = len(texts)
+        for lo in range(0, n, BATCH_DOCS):
+            batch = texts.slice(lo, min(BATCH_DOCS, n - lo))
+            for d, spans in sorted(find_matches(batch, table, job["lengths"]).items()):
+                for s, e, h in spans:
+                    docs.append((first + i) << 32 | (lo + d))
+                    grams.append(h)
+                    starts.append(s)
+                    ends.append(e)
+    m = pa.table({"doc": pa.array(docs, pa.uint64()), "ngram": pa.array(grams, pa.uint64()),
+                  "start": pa.array(starts, pa.int64()), "end": pa.array(ends, pa.int64())}, schema=MATCHES)
+    shuffle.write_parts(m, np.zeros(m.num_rows, np.int64), 1, out)
+    key = np.unique(np.stack([np.asarray(grams, np.uint64), np.asarray(docs, np.uint64)], axis=1).reshape(-1, 2), axis=0)
+    pairs = pa.table({"ngram": key[:, 0], "doc": key[:, 1]}, schema=PAIRS)
+    shuffle.write_parts(pairs, shuffle.key_range(key[:, 0], layout.ranges), layout.ranges, pairs_out)
+    return {}
+
+
+def count_task(job: dict) -> dict:
+    """One hash range: the n-grams found in more than ``max_matches`` documents (``frequent/RRRRR.npy``)."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "frequent" / f"{job['range']:05d}.npy"
+    layout = shuffle.load_layout(plan_dir)
+    if not out.exists():
+        t = shuffle.read_part(shuffle.numbered(plan_dir, "pairs", layout.groups), job["range"], PAIRS)
+        grams, counts = np.unique(t.column("ngram").to_numpy(), return_counts=True)  # pairs are distinct
+        limit = job["max_matches"]
+        save_npy(grams[counts > limit] if limit else np.zeros(0, np.uint64), out)
+        write_json({"ngrams": int(len(grams))}, out.with_suffix(".json"))
+    return {"frequent": int(len(load_npy(out))), "ngrams": read_json(out.with_suffix(".json"))["ngrams"]}
+
+
+def frequent_task(job: dict) -> int:
+    """All the too-common n-grams in one sorted array (one task; at most the index's size)."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "frequent.npy"
+    if not out.exists():
+        layout = shuffle.load_layout(plan_dir)
+        parts = [load_npy(f, mmap=False) for f in shuffle.numbered(plan_dir, "frequent", layout.ranges, ".npy")]
+        save_npy(np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint64), out)
+    return int(len(load_npy(out)))
+
+
+def cut_task(job: dict) -> dict:
+    """One shard group: cut the documents with matches (common n-grams left out), one batch per shard."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "results" / f"{job['group']:05d}.arrow"
+    marker = out.with_suffix(".json")
+    if (info := shuffle.done(out, marker)) is not None:
+        return info
+    layout = shuffle.load_layout(plan_dir)
+    first = layout.bounds[job["group"]]
+    frequent = load_npy(plan_dir / "frequent.npy", mmap=False)
+    m = shuffle.read_part([plan_dir / "matches" / f"{job['group']:05d}.arrow"], 0, MATCHES)
+    grams = m.column("ngram").to_numpy()
+    common = np.isin(grams, frequent) if len(frequent) else np.zeros(len(grams), bool)
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    counts["matches_ignored_common"] = int(common.sum())
+    m = m.filter(pa.array(~common))
+    doc = m.column("doc").to_numpy()
+    starts, ends = m.column("start").to_numpy(), m.column("end").to_numpy()
+    shard_of = shuffle.key_shard(doc)
+    rows, part, outcomes, n_matches, all_pieces, row_counts = [], [], [], [], [], []
+    for i, path in enumerate(job["inputs"]):
+        sel = np.flatnonzero(shard_of == first + i)
+        if len(sel) == 0:
+            row_counts.append(_num_rows(path))
+            continue
+        texts = read_shard(path, columns=[TEXT]).column(TEXT)
+        row_counts.append(len(texts))
+        r = shuffle.key_row(doc[sel])
+        bounds = np.flatnonzero(np.r_[True, r[1:] != r[:-1], True])
+        for a, z in zip(bounds[:-1], bounds[1:]):
+            row = int(r[a])
+            text = texts[row].as_py() or ""
+            spans = list(zip(starts[sel[a:z]].tolist(), ends[sel[a:z]].tolist()))
             pieces, removed = cut(text, spans, job["window"], job["min_fragment"])
             counts["documents_matched"] += 1
             counts["matches"] += len(spans)
             if not pieces or len(pieces) > job["max_splits"]:
-                outcome, new = "removed", None
+                outcome = "removed"
                 counts["documents_removed"] += 1
                 counts["removed_no_fragment_left" if not pieces else "removed_split_over_limit"] += 1
-                removed = len(text)
+                removed, pieces = len(text), []
             elif len(pieces) == 1:
-                outcome, new = "trimmed", pieces[0]
+                outcome = "trimmed"
                 counts["documents_trimmed"] += 1
             else:
-                outcome, new = "split", "\n\n".join(pieces)
+                outcome = "split"
                 counts["documents_split"] += 1
+                counts["pieces_added"] += len(pieces) - 1
             counts["chars_removed"] += removed
-            rows.append(lo + d)
+            rows.append(row)
+            part.append(i)
             outcomes.append(outcome)
-            new_texts.append(new)
             n_matches.append(len(spans))
-            n_pieces.append(len(pieces))
-    write_shard(pa.table({
-        "row": pa.array(rows, pa.int64()), "outcome": pa.array(outcomes, pa.string()),
-        "matches": pa.array(n_matches, pa.int64()), "pieces": pa.array(n_pieces, pa.int64()),
-        "text": pa.array(new_texts, pa.large_string()),
-    }), out)
-    result = {"documents": n, **counts}
-    write_json(result, meta)
-    return result
+            all_pieces.append(pieces)
+    res = pa.table({"row": pa.array(rows, pa.int64()), "outcome": pa.array(outcomes, pa.string()),
+                    "matches": pa.array(n_matches, pa.int64()),
+                    "pieces": pa.array(all_pieces, pa.list_(pa.large_string()))}, schema=RESULTS)
+    shuffle.write_parts(res, np.asarray(part, np.int64), len(job["inputs"]), out, compression="zstd")
+    info = {"rows": row_counts, **counts}
+    write_json(info, marker)
+    return info
 
 
+def _num_rows(path: str) -> int:
+    if str(path).endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    return read_shard(path, columns=[]).num_rows
+
+
+def _cached_json(path: str):
+    return _read_json_at(path, Path(path).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_json_at(path: str, mtime_ns: int):
+    return read_json(path)
+
+
+def _with_split_id(table: pa.Table, values) -> pa.Table:
+    arr = pa.array(values if values is not None else [None] * table.num_rows, pa.int32())
+    if SPLIT_ID in table.column_names:
+        if values is None:
+            return table
+        return table.set_column(table.column_names.index(SPLIT_ID), SPLIT_ID, arr)
+    return table.append_column(SPLIT_ID, arr)
+
+
+def _replace_texts(table: pa.Table, pieces: dict[int, list[str]], documents: bool) -> pa.Table:
+    """``table`` with the rows in ``pieces`` replaced by one row per piece (text = the piece); with
+    ``documents`` a ``split_id`` column numbers the pieces of split documents (null elsewhere)."""
+    counts = np.ones(table.num_rows, np.int64)
+    for row, p in pieces.items():
+        counts[row] = len(p)
+    take = np.repeat(np.arange(table.num_rows), counts)
+    out = table.take(pa.array(take, pa.int64())) if len(pieces) else table
+    texts = out.column(TEXT).to_pylist()
+    split_ids: list = [None] * out.num_rows
+    pos = np.concatenate([[0], np.cumsum(counts)])
+    for row, p in pieces.items():
+        texts[pos[row]:pos[row] + len(p)] = p
+        if len(p) > 1:
+            split_ids[pos[row]:pos[row] + len(p)] = list(range(len(p)))
+    field = out.schema.field(TEXT)  # same field (type, nullability) so the shard's schema does not change
+    out = out.set_column(out.schema.get_field_index(TEXT), field, pa.array(texts, field.type))
+    if not documents:
+        return out
+    if SPLIT_ID in table.column_names:  # an earlier split keeps its number where this one does not split
+        old = out.column(SPLIT_ID).to_pylist()
+        split_ids = [n if n is not None else o for n, o in zip(split_ids, old)]
+    return _with_split_id(out, split_ids)

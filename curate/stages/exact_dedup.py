@@ -1,27 +1,45 @@
 """``exact_dedup``: drop documents whose text equals an earlier document's.
 
-Plan: each shard's documents are hashed (64-bit BLAKE2b of the text with whitespace runs collapsed),
-in parallel, one file per shard. The hashes of the whole corpus are then sorted; within every group
-of equal hashes the texts themselves are compared, so a hash collision never drops a document.
-The first occurrence in input order (shard, then row) is kept; the others are set aside with
-reason ``exact_duplicate`` and ``duplicate_of`` naming the kept document's id. Memory: 24 bytes a
-document for the hashes, plus the texts of the duplicate groups only.
+A document's key is a 64-bit BLAKE2b hash of its text with whitespace runs collapsed (and case
+folded with ``lowercase = true``). The first occurrence in input order (shard, then row) is kept; the
+others are set aside with reason ``exact_duplicate`` and ``duplicate_of`` naming the kept document's
+id. Texts are compared whenever hashes are equal, so a hash collision never drops a document.
+
+The plan is a partitioned shuffle (``curate.shuffle``), five sets of executor tasks, none of which
+reads every shard::
+
+    hashes/GGGGG.arrow     per shard group: (hash, doc), one batch per hash range     (hash_task)
+    cand/RRRRR.arrow       per range: documents whose hash is not unique, per group   (candidates_task)
+    texts/GGGGG.arrow      per group: those documents' id and normalized text, per range  (texts_task)
+    resolved/RRRRR.arrow   per range: texts compared; duplicates and their original, per group (resolve_task)
+    drops/GGGGG.arrow      per group: one batch per shard, (row, duplicate_of)        (gather_task)
+
+``apply_with_plan`` reads its shard's batch of ``drops/``. Memory per task: one group's or one
+range's records (16 bytes a document), plus the texts of the documents whose hash is not unique.
 """
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from curate import shuffle
 from curate.schema import ID, TEXT
-from curate.shards import read_shard, write_shard
+from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 
 _WS = re.compile(r"\s+")
+REASON = "exact_duplicate"
+STATS_FILE = "exact_stats.json"
+HASHES = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64())])
+TEXTS = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64()), ("id", pa.string()), ("text", pa.large_string())])
+RESOLVED = pa.schema([("doc", pa.uint64()), ("duplicate_of", pa.string())])
+DROPS = pa.schema([("row", pa.int64()), ("duplicate_of", pa.string())])
+_PARTS = ("hashes", "cand", "texts", "resolved", "drops", shuffle.LAYOUT_FILE, STATS_FILE)
 
 
 @dataclass
@@ -33,32 +51,40 @@ class ExactDedup(GlobalStage):
     Params = Params
 
     def plan(self, inputs, plan_dir: Path, executor) -> dict:
-        plan_dir.mkdir(parents=True, exist_ok=True)
-        jobs = [(str(p), str(plan_dir / f"hashes-{i:05d}.arrow"), self.params.lowercase) for i, p in enumerate(inputs)]
-        executor.map(_hash_shard, jobs, desc=f"{self.name}: hashing")
-        parts = [read_shard(j[1]) for j in jobs]
-        hashes = np.concatenate([p.column("hash").to_numpy() for p in parts]) if parts else np.zeros(0, np.uint64)
-        shard = np.concatenate([np.full(p.num_rows, i, np.int64) for i, p in enumerate(parts)]) if parts else np.zeros(0, np.int64)
-        row = np.concatenate([np.arange(p.num_rows, dtype=np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
-        order = np.lexsort((row, shard, hashes))  # by hash, then input order
-        h = hashes[order]
-        dup = np.zeros(len(h), bool)
-        dup[1:] = h[1:] == h[:-1]
-        group_start = ~dup
-        in_group = dup | np.r_[dup[1:], False]  # members of groups of two or more
-        drops = _resolve_groups(inputs, order[in_group], shard, row, np.cumsum(group_start)[in_group], self.params.lowercase)
-        for i in range(len(inputs)):
-            rows = sorted((r, d) for (s, r), d in drops.items() if s == i)
-            table = pa.table({"row": pa.array([r for r, _ in rows], pa.int64()), "duplicate_of": pa.array([d for _, d in rows], pa.string())})
-            write_shard(table, plan_dir / f"drop-{i:05d}.arrow")
-        return {"documents": int(len(h)), "duplicates": len(drops), "hash_collisions_checked": int(in_group.sum())}
+        plan_dir = Path(plan_dir)
+        inputs = [str(p) for p in inputs]
+        layout = shuffle.make_layout(inputs)
+        claim_plan_dir(plan_dir, {"params": asdict(self.params), "inputs": inputs, "layout": shuffle.config_of(layout)}, _PARTS)
+        if (plan_dir / STATS_FILE).exists():
+            return read_json(plan_dir / STATS_FILE)
+        shuffle.save_layout(layout, plan_dir)
+        base = {"plan_dir": str(plan_dir), "lowercase": self.params.lowercase}
+        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]]} for g in range(layout.groups)]
+        ranges = [{**base, "range": k} for k in range(layout.ranges)]
+        hashed = executor.map(hash_task, groups)
+        cand = executor.map(candidates_task, ranges)
+        executor.map(texts_task, groups)
+        resolved = executor.map(resolve_task, ranges)
+        executor.map(gather_task, groups)
+        stats = {"documents": sum(h["documents"] for h in hashed),
+                 "duplicates": sum(r["duplicates"] for r in resolved),
+                 "hash_collisions_checked": sum(c["candidates"] for c in cand),
+                 "hash_collisions": sum(r["collisions"] for r in resolved),
+                 "shard_groups": layout.groups, "hash_ranges": layout.ranges}
+        write_json(stats, plan_dir / STATS_FILE)
+        return stats
 
     def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
-        plan = read_shard(plan_dir / f"drop-{shard_index:05d}.arrow").to_pydict()
+        plan_dir = Path(plan_dir)
+        layout = shuffle.load_layout(plan_dir)
+        g = layout.group_of(shard_index)
+        drops = shuffle.read_part([plan_dir / "drops" / f"{g:05d}.arrow"], shard_index - layout.bounds[g], DROPS)
         reasons: list = [None] * table.num_rows
         dup_of: list = [None] * table.num_rows
-        for r, d in zip(plan["row"], plan["duplicate_of"]):
-            reasons[r], dup_of[r] = "exact_duplicate", d
+        for r, d in zip(drops.column("row").to_pylist(), drops.column("duplicate_of").to_pylist()):
+            if r >= table.num_rows:
+                raise RuntimeError(f"{self.name}: shard {shard_index} has {table.num_rows} rows but the plan drops row {r}")
+            reasons[r], dup_of[r] = REASON, d
         return split(table, self.name, reasons, dup_of)
 
     def apply(self, table: pa.Table) -> StageResult:
@@ -70,40 +96,144 @@ def normalized(text: str, lowercase: bool) -> str:
     return text.lower() if lowercase else text
 
 
-def _hash_shard(job: tuple) -> int:
-    src, dst, lowercase = job
-    if Path(dst).exists():
-        return 0
-    texts = read_shard(src, columns=[TEXT]).column(TEXT).to_pylist()
-    hashes = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(normalized(t, lowercase).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little") for t in texts),
+def text_hashes(texts: list, lowercase: bool) -> np.ndarray:
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(normalized(t or "", lowercase).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+         for t in texts),
         dtype=np.uint64, count=len(texts),
     )
-    write_shard(pa.table({"hash": hashes}), dst)
-    return len(texts)
 
 
-def _resolve_groups(inputs, members, shard, row, group_ids, lowercase) -> dict:
-    """Compare texts inside each equal-hash group; returns {(shard, row): id of the kept original}."""
-    if len(members) == 0:
+def _sorted(t: pa.Table) -> pa.Table:
+    """Rows by (hash, doc): equal hashes together, in input order."""
+    if t.num_rows == 0:
+        return t
+    order = np.lexsort((t.column("doc").to_numpy(), t.column("hash").to_numpy()))
+    return t.take(pa.array(order, pa.int64()))
+
+
+def _files(plan_dir: Path, part: str, n: int) -> list[Path]:
+    return shuffle.numbered(plan_dir, part, n)
+
+
+# --- the tasks -----------------------------------------------------------------------------------
+
+def hash_task(job: dict) -> dict:
+    """Hashes of one group's documents, written partitioned by hash range."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "hashes" / f"{job['group']:05d}.arrow"
+    marker = out.with_suffix(".json")
+    if (info := shuffle.done(out, marker)) is not None:
+        return info
+    layout = shuffle.load_layout(plan_dir)
+    first = layout.bounds[job["group"]]
+    hashes, docs, rows = [], [], []
+    for i, path in enumerate(job["inputs"]):
+        texts = read_shard(path, columns=[TEXT]).column(TEXT).to_pylist()
+        hashes.append(text_hashes(texts, job["lowercase"]))
+        docs.append(shuffle.doc_keys(first + i, np.arange(len(texts))))
+        rows.append(len(texts))
+    h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+    t = _sorted(pa.table({"hash": h, "doc": np.concatenate(docs) if docs else np.zeros(0, np.uint64)}, schema=HASHES))
+    shuffle.write_parts(t, shuffle.key_range(t.column("hash").to_numpy(), layout.ranges), layout.ranges, out)
+    info = {"documents": int(len(h)), "rows": rows}
+    write_json(info, marker)
+    return info
+
+
+def candidates_task(job: dict) -> dict:
+    """One hash range: the documents that share their hash with another, sent to their group."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "cand" / f"{job['range']:05d}.arrow"
+    marker = out.with_suffix(".json")
+    if (info := shuffle.done(out, marker)) is not None:
+        return info
+    layout = shuffle.load_layout(plan_dir)
+    t = _sorted(shuffle.read_part(_files(plan_dir, "hashes", layout.groups), job["range"], HASHES))
+    h = t.column("hash").to_numpy()
+    same = np.zeros(len(h), bool)
+    if len(h) > 1:
+        eq = h[1:] == h[:-1]
+        same[1:] |= eq
+        same[:-1] |= eq
+    t = t.filter(pa.array(same))
+    shuffle.write_parts(t, layout.groups_of(shuffle.key_shard(t.column("doc").to_numpy())), layout.groups, out)
+    info = {"documents": int(len(h)), "candidates": int(t.num_rows)}
+    write_json(info, marker)
+    return info
+
+
+def texts_task(job: dict) -> dict:
+    """One group: id and normalized text of its candidates, sent to their hash range."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "texts" / f"{job['group']:05d}.arrow"
+    if shuffle.done(out) is not None:
         return {}
-    need: dict[int, list[int]] = {}
-    for m in members:
-        need.setdefault(int(shard[m]), []).append(int(row[m]))
-    texts, ids = {}, {}
-    for s, rows in need.items():
-        t = read_shard(inputs[s], columns=[ID, TEXT]).take(pa.array(rows, pa.int64()))
-        for r, i, x in zip(rows, t.column(ID).to_pylist(), t.column(TEXT).to_pylist()):
-            ids[(s, r)], texts[(s, r)] = i, normalized(x, lowercase)
-    drops = {}
-    current, seen = None, {}
-    for m, g in zip(members, group_ids):
-        if g != current:
-            current, seen = g, {}
-        key = (int(shard[m]), int(row[m]))
-        text = texts[key]
-        if text in seen:
-            drops[key] = ids[seen[text]]
-        else:
-            seen[text] = key
-    return drops
+    layout = shuffle.load_layout(plan_dir)
+    cand = shuffle.read_part(_files(plan_dir, "cand", layout.ranges), job["group"], HASHES)
+    cand = cand.sort_by("doc")
+    docs = cand.column("doc").to_numpy()
+    shards, rows = shuffle.key_shard(docs), shuffle.key_row(docs)
+    first = layout.bounds[job["group"]]
+    ids, texts = [], []
+    for s in np.unique(shards):
+        sel = rows[shards == s]
+        t = read_shard(job["inputs"][int(s) - first], columns=[ID, TEXT]).take(pa.array(sel, pa.int64()))
+        ids += t.column(ID).to_pylist()
+        texts += [normalized(x or "", job["lowercase"]) for x in t.column(TEXT).to_pylist()]
+    t = pa.table({"hash": cand.column("hash"), "doc": cand.column("doc"), "id": pa.array(ids, pa.string()),
+                  "text": pa.array(texts, pa.large_string())}, schema=TEXTS)
+    shuffle.write_parts(t, shuffle.key_range(t.column("hash").to_numpy(), layout.ranges), layout.ranges, out, compression="zstd")
+    return {}
+
+
+def resolve_task(job: dict) -> dict:
+    """One hash range: texts compared inside each group of equal hashes; the first of each distinct
+    text is kept, later ones are duplicates of it. Results go to the duplicates' groups."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "resolved" / f"{job['range']:05d}.arrow"
+    marker = out.with_suffix(".json")
+    if (info := shuffle.done(out, marker)) is not None:
+        return info
+    layout = shuffle.load_layout(plan_dir)
+    t = _sorted(shuffle.read_part(_files(plan_dir, "texts", layout.groups), job["range"], TEXTS))
+    hashes = t.column("hash").to_numpy()
+    docs = t.column("doc").to_numpy()
+    ids, texts = t.column("id").to_pylist(), t.column("text").to_pylist()
+    dup_docs, dup_of, collisions = [], [], 0
+    i = 0
+    while i < len(hashes):
+        j = i
+        while j < len(hashes) and hashes[j] == hashes[i]:
+            j += 1
+        seen: dict[str, str] = {}
+        for k in range(i, j):
+            if texts[k] in seen:
+                dup_docs.append(docs[k])
+                dup_of.append(seen[texts[k]])
+            else:
+                seen[texts[k]] = ids[k]
+        collisions += len(seen) > 1
+        i = j
+    res = pa.table({"doc": pa.array(np.asarray(dup_docs, np.uint64), pa.uint64()), "duplicate_of": pa.array(dup_of, pa.string())},
+                   schema=RESOLVED)
+    shuffle.write_parts(res, layout.groups_of(shuffle.key_shard(res.column("doc").to_numpy())), layout.groups, out)
+    info = {"duplicates": len(dup_docs), "collisions": int(collisions)}
+    write_json(info, marker)
+    return info
+
+
+def gather_task(job: dict) -> int:
+    """One group: its duplicates from every range, as one batch per shard (``drops/GGGGG.arrow``)."""
+    plan_dir = Path(job["plan_dir"])
+    out = plan_dir / "drops" / f"{job['group']:05d}.arrow"
+    layout = shuffle.load_layout(plan_dir)
+    if shuffle.done(out) is not None:
+        return 0
+    t = shuffle.read_part(_files(plan_dir, "resolved", layout.ranges), job["group"], RESOLVED).sort_by("doc")
+    docs = t.column("doc").to_numpy()
+    first = layout.bounds[job["group"]]
+    drops = pa.table({"row": pa.array(shuffle.key_row(docs), pa.int64()), "duplicate_of": t.column("duplicate_of")}, schema=DROPS)
+    shuffle.write_parts(drops, shuffle.key_shard(docs) - first, len(layout.shards_of(job["group"])), out)
+    return int(t.num_rows)
+

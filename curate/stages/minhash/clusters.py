@@ -1,13 +1,18 @@
 """From candidate edges to clusters: union-find, representatives, optional exact-Jaccard verification.
 
-1. ``connected_components``: union-find over every edge file (compiled; union by smaller index and
-   path halving, so each root is the smallest global index of its component and the labels are
-   the same whatever order the edges come in). Documents alone in their component are done.
-2. ``members_task`` (one per shard): the documents of the shard that sit in a component of two or
-   more — id, quality score, text and band hashes — written as one Arrow IPC record batch per
-   *group* of components (``members/NNNNN.arrow``). A group is ``hash(component) mod groups``; the
-   number of groups is chosen so a group holds about a shard's worth of documents.
-3. ``cluster_task`` (one per group): reads its batch from every shard and settles each component.
+Every step after the buckets is again the partitioned shuffle of ``curate.shuffle``; no task reads
+every shard:
+
+1. ``components_task`` (one task): union-find over every edge file in one pass (compiled; union by
+   smaller index and path halving, so each root is the smallest global index of its component and
+   the labels are the same whatever order the edges come in). Global index = documents in earlier
+   shards + row (``offsets.npy``). ``components.npy``: the root of each document in a component of
+   two or more, -1 for the others (8 bytes a document, the plan's only corpus-wide array).
+2. ``members_task`` (one per shard group): the group's documents that sit in a component of two
+   or more — id, quality score, text and band hashes (recomputed for these documents only) —
+   written as ONE file ``members/GGGGG.arrow`` with one record batch per *cluster group*
+   (``hash(component) mod cluster groups``, about ``CLUSTER_ROWS`` documents each).
+3. ``cluster_task`` (one per cluster group): its batch of every members file; settles each component.
    The representative is the document with the highest quality score (when the column exists),
    ties to the smallest ``id``, then to input order. Every other member's exact shingle Jaccard to
    the representative is computed and recorded. Without verification every member joins the
@@ -16,14 +21,14 @@
    hashes), and each new component of two or more gets its own representative, until none is
    left. Every member of a verified cluster is then within the threshold of its representative,
    so any two members of a cluster have Jaccard >= 2t - 1 (Jaccard distance is a metric).
-   ``clusters/GGGGG.arrow``: one row per document in a cluster of two or more: ``cluster`` (the
+   ``clusters/CCCCC.arrow``: one row per document in a cluster of two or more: ``cluster`` (the
    representative's global index), ``id``, ``representative`` (its id), ``is_representative``,
-   ``jaccard`` (to the representative), ``quality``, ``size``, ``snippet``; ``drops/GGGGG.arrow``:
-   the members set aside, one IPC batch per input shard.
-4. ``assign_task`` (one per shard): the shard's batch from every group, sorted by row:
-   ``assign/NNNNN.arrow`` (row, duplicate_of, cluster), which ``apply_with_plan`` reads.
+   ``jaccard`` (to the representative), ``quality``, ``size``, ``snippet``; ``drops/CCCCC.arrow``:
+   the members set aside, one batch per shard group.
+4. ``assign_task`` (one per shard group): its batch of every drops file, as one batch per shard:
+   ``assign/GGGGG.arrow`` (row, duplicate_of, cluster), which ``apply_with_plan`` reads.
 
-Memory: 8 bytes a document for union-find; every other step holds about one shard's worth.
+Memory: 8 bytes a document for union-find; every other step holds about one group's worth.
 """
 from __future__ import annotations
 
@@ -33,25 +38,48 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curate import shuffle
 from curate.schema import ID, TEXT
 from curate.shards import read_json, read_shard, write_json, write_shard
-from curate.stages.minhash.buckets import sig_paths
+from curate.stages.minhash.buckets import job_hasher
 from curate.stages.minhash.kernels import flatten, jaccard_pairs, union_edges
 from curate.stages.minhash.shingles import shingle_sets
-from curate.stages.minhash.store import load_npy, read_batch, write_batches
+from curate.stages.minhash.store import load_npy, save_npy
 
 SNIPPET_CHARS = 200
+CLUSTER_ROWS = 1 << 16  # documents with candidates per cluster group
 
 
-def connected_components(n: int, edge_files) -> np.ndarray:
-    """Component root (smallest member index) of each of ``n`` documents."""
+def connected_components(n: int, edge_files, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Component root (smallest member index) of each of ``n`` documents. Edges hold global indices,
+    or document keys (``shard << 32 | row``) when ``offsets`` (documents before each shard) is given."""
     parent = np.arange(n, dtype=np.int64)
     for f in edge_files:
         e = load_npy(f, mmap=False)
         if len(e):
-            union_edges(parent, e)
+            if offsets is not None:
+                e = (offsets[shuffle.key_shard(e)] + shuffle.key_row(e)).reshape(-1, 2)
+            union_edges(parent, np.ascontiguousarray(e, np.int64))
     flatten(parent)
     return parent
+
+
+def components_task(job: dict) -> dict:
+    """Union-find over all edges: ``offsets.npy`` and ``components.npy`` (one task)."""
+    plan_dir = Path(job["plan_dir"])
+    comp_path, off_path = plan_dir / "components.npy", plan_dir / "offsets.npy"
+    layout = shuffle.load_layout(plan_dir)
+    if not comp_path.exists():
+        rows = [r for g in range(layout.groups) for r in read_json(plan_dir / "sig" / f"{g:05d}.json")["rows"]]
+        offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        save_npy(offsets, off_path)
+        n = int(offsets[-1])
+        roots = connected_components(n, shuffle.numbered(plan_dir, "edges", layout.ranges, ".npy"), offsets)
+        size = np.bincount(roots, minlength=n)
+        save_npy(np.where(size[roots] >= 2, roots, -1), comp_path)
+    comp = np.load(comp_path)
+    comp = comp[comp >= 0]
+    return {"candidates": int(len(comp)), "components": int(len(np.unique(comp)))}
 
 
 def group_of(comp: np.ndarray, groups: int) -> np.ndarray:
@@ -67,49 +95,44 @@ def members_schema(bands: int) -> pa.Schema:
 
 
 def members_task(job: dict) -> dict:
-    """The shard's documents that have a candidate partner, one IPC batch per group."""
+    """The group's documents that have a candidate partner, one batch per cluster group."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "members" / f"{job['index']:05d}.arrow"
+    out = plan_dir / "members" / f"{job['group']:05d}.arrow"
     if out.exists():
         return {"members": None}
-    n, offset, groups, nb_ = job["rows"], job["offset"], job["groups"], job["bands"]
-    comp = np.asarray(load_npy(plan_dir / "components.npy")[offset:offset + n])
-    rows = np.flatnonzero(comp >= 0)
-    schema = members_schema(nb_)
-    if len(rows) == 0:
-        write_batches([schema.empty_table()] * groups, schema, out)
-        return {"members": 0}
+    layout = shuffle.load_layout(plan_dir)
+    offsets = load_npy(plan_dir / "offsets.npy")
+    comps = load_npy(plan_dir / "components.npy")
+    schema = members_schema(job["bands"])
     qcol = job["quality_column"]
-    has_quality = bool(qcol) and qcol in _column_names(job["input"])
-    table = read_shard(job["input"], columns=[ID, TEXT] + ([qcol] if has_quality else []))
-    take = pa.array(rows, pa.int64())
-    ids = table.column(ID).take(take)
-    if has_quality:
-        q = pc.cast(table.column(qcol).take(take), pa.float64())
-        quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False)
-        quality = np.where(np.isnan(quality), -np.inf, quality)
-    else:
-        quality = np.full(len(rows), -np.inf)
-    texts = table.column(TEXT).take(take)
-    hpath, rpath, _ = sig_paths(plan_dir, job["index"])
-    h, r = load_npy(hpath), load_npy(rpath)
-    full = np.zeros((n, nb_), np.uint64)
-    for j in range(nb_):
-        full[np.asarray(r[j]), j] = np.asarray(h[j])
-    c = comp[rows]
-    g = group_of(c, groups)
-    order = np.lexsort((rows, c, g))
-    rows_o, c_o, g_o = rows[order], c[order], g[order]
-    bands_flat = full[rows_o].reshape(-1)
-    t = pa.table({
-        "gidx": pa.array(rows_o + offset, pa.int64()), "comp": pa.array(c_o, pa.int64()),
-        "id": ids.take(pa.array(order)), "quality": pa.array(quality[order], pa.float64()),
-        "text": pc.cast(texts.take(pa.array(order)), pa.large_string()),
-        "bands": pa.FixedSizeListArray.from_arrays(pa.array(bands_flat, pa.uint64()), nb_),
-    })
-    bounds = np.searchsorted(g_o, np.arange(groups + 1))
-    write_batches([t.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(groups)], schema, out)
-    return {"members": int(len(rows))}
+    parts = []
+    for i, shard in enumerate(layout.shards_of(job["group"])):
+        lo, hi = int(offsets[shard]), int(offsets[shard + 1])
+        comp = np.asarray(comps[lo:hi])
+        rows = np.flatnonzero(comp >= 0)
+        if len(rows) == 0:
+            continue
+        path = job["inputs"][i]
+        has_quality = bool(qcol) and qcol in _column_names(path)
+        table = read_shard(path, columns=[ID, TEXT] + ([qcol] if has_quality else []))
+        take = pa.array(rows, pa.int64())
+        if has_quality:
+            q = pc.cast(table.column(qcol).take(take), pa.float64())
+            quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False)
+            quality = np.where(np.isnan(quality), -np.inf, quality)
+        else:
+            quality = np.full(len(rows), -np.inf)
+        texts = pc.cast(table.column(TEXT).take(take), pa.large_string())
+        bands, _ = job_hasher(job).bands_of(texts)
+        parts.append(pa.table({
+            "gidx": pa.array(rows + lo, pa.int64()), "comp": pa.array(comp[rows], pa.int64()),
+            "id": table.column(ID).take(take), "quality": pa.array(quality, pa.float64()), "text": texts,
+            "bands": pa.FixedSizeListArray.from_arrays(pa.array(bands.reshape(-1), pa.uint64()), job["bands"]),
+        }, schema=schema))
+    t = pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+    c = t.column("comp").to_numpy()
+    shuffle.write_parts(t, group_of(c, job["cluster_groups"]), job["cluster_groups"], out, compression="zstd")
+    return {"members": int(t.num_rows)}
 
 
 def _column_names(path: str) -> list[str]:
@@ -192,10 +215,10 @@ def cluster_task(job: dict) -> dict:
     stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
     if marker.exists() and out.exists() and (plan_dir / "drops" / f"{job['group']:05d}.arrow").exists():
         return read_json(marker)
-    parts = [read_batch(plan_dir / "members" / f"{i:05d}.arrow", job["group"]) for i in range(job["shards"])]
-    t = pa.concat_tables(parts) if parts else members_schema(job["bands"]).empty_table()
+    layout = shuffle.load_layout(plan_dir)
+    t = shuffle.read_part(shuffle.numbered(plan_dir, "members", layout.groups), job["group"], members_schema(job["bands"]))
     if t.num_rows == 0:
-        _write_drops(plan_dir, job["group"], cluster_schema().empty_table(), job["offsets"])
+        _write_drops(plan_dir, job["group"], cluster_schema().empty_table(), layout)
         write_shard(cluster_schema().empty_table(), out)
         info = dict.fromkeys(stats_keys, 0)
         write_json(info, marker)
@@ -229,7 +252,7 @@ def cluster_task(job: dict) -> dict:
         "snippet": pa.array(snippets, pa.string()),
     }, schema=cluster_schema())
     res = res.sort_by([("cluster", "ascending"), ("is_representative", "descending"), ("gidx", "ascending")])
-    _write_drops(plan_dir, job["group"], res, job["offsets"])
+    _write_drops(plan_dir, job["group"], res, layout)
     write_shard(res, out)
     reps = int(np.count_nonzero(rep_of[inc] == inc))
     info = {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
@@ -238,29 +261,38 @@ def cluster_task(job: dict) -> dict:
     return info
 
 
-DROPS_SCHEMA = pa.schema([("row", pa.int64()), ("duplicate_of", pa.string()), ("cluster", pa.int64())])
+DROPS_SCHEMA = pa.schema([("gidx", pa.int64()), ("duplicate_of", pa.string()), ("cluster", pa.int64())])
+ASSIGN_SCHEMA = pa.schema([("row", pa.int64()), ("duplicate_of", pa.string()), ("cluster", pa.int64())])
 
 
-def _write_drops(plan_dir: Path, group: int, res: pa.Table, offsets: list[int]) -> None:
-    """The group's documents set aside, as one IPC batch per input shard (row within the shard)."""
+def _shard_of(gidx: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    return np.searchsorted(np.asarray(offsets), gidx, side="right") - 1
+
+
+def _write_drops(plan_dir: Path, group: int, res: pa.Table, layout) -> None:
+    """The cluster group's documents set aside, as one batch per shard group."""
     drops = res.filter(pc.invert(res.column("is_representative"))).sort_by("gidx")
     gidx = drops.column("gidx").to_numpy() if drops.num_rows else np.zeros(0, np.int64)
-    bounds = np.searchsorted(gidx, np.asarray(list(offsets) + [np.iinfo(np.int64).max], np.int64))
-    batches = []
-    for i in range(len(offsets)):
-        part = drops.slice(bounds[i], bounds[i + 1] - bounds[i])
-        batches.append(pa.table({
-            "row": pa.array(gidx[bounds[i]:bounds[i + 1]] - offsets[i], pa.int64()),
-            "duplicate_of": part.column("representative"), "cluster": part.column("cluster"),
-        }, schema=DROPS_SCHEMA))
-    write_batches(batches, DROPS_SCHEMA, plan_dir / "drops" / f"{group:05d}.arrow")
+    t = pa.table({"gidx": pa.array(gidx, pa.int64()), "duplicate_of": drops.column("representative"),
+                  "cluster": drops.column("cluster")}, schema=DROPS_SCHEMA)
+    shard = _shard_of(gidx, load_npy(plan_dir / "offsets.npy"))
+    shuffle.write_parts(t, layout.groups_of(shard), layout.groups, plan_dir / "drops" / f"{group:05d}.arrow")
 
 
 def assign_task(job: dict) -> int:
-    """Per shard: the rows set aside and the id of the representative kept instead (``assign/NNNNN.arrow``)."""
+    """Per shard group: the rows set aside and the id of the representative kept instead, one batch per
+    shard (``assign/GGGGG.arrow``)."""
     plan_dir = Path(job["plan_dir"])
-    parts = [read_batch(plan_dir / "drops" / f"{g:05d}.arrow", job["index"]) for g in range(job["groups"])]
-    t = pa.concat_tables(parts) if parts else DROPS_SCHEMA.empty_table()
-    t = t.sort_by("row")
-    write_shard(t, plan_dir / "assign" / f"{job['index']:05d}.arrow")
+    out = plan_dir / "assign" / f"{job['group']:05d}.arrow"
+    layout = shuffle.load_layout(plan_dir)
+    t = shuffle.read_part(shuffle.numbered(plan_dir, "drops", job["cluster_groups"]), job["group"], DROPS_SCHEMA).sort_by("gidx")
+    if out.exists():
+        return t.num_rows
+    offsets = load_npy(plan_dir / "offsets.npy")
+    gidx = t.column("gidx").to_numpy()
+    shard = _shard_of(gidx, offsets)
+    a = pa.table({"row": pa.array(gidx - np.asarray(offsets)[shard], pa.int64()), "duplicate_of": t.column("duplicate_of"),
+                  "cluster": t.column("cluster")}, schema=ASSIGN_SCHEMA)
+    first = layout.bounds[job["group"]]
+    shuffle.write_parts(a, shard - first, len(layout.shards_of(job["group"])), out)
     return t.num_rows

@@ -312,15 +312,16 @@ def _example_ngrams(word_hash, word_offsets, ngram, min_ngram):
 
 @nb.njit(cache=True)
 def _match_kernel(word_hash, word_offsets, lengths, table):
-    """(document, first word, word count) of every n-gram of the documents found in ``table``."""
+    """(document, first word, word count, n-gram hash) of every n-gram of the documents found in ``table``."""
     cap = 64
     doc = np.empty(cap, np.int64)
     first = np.empty(cap, np.int64)
     count = np.empty(cap, np.int64)
+    hashes = np.empty(cap, np.uint64)
     k = 0
     nt = len(table)
     if nt == 0:
-        return doc[:0], first[:0], count[:0]
+        return doc[:0], first[:0], count[:0], hashes[:0]
     for d in range(len(word_offsets) - 1):
         a, z = word_offsets[d], word_offsets[d + 1]
         for L in lengths:
@@ -333,10 +334,74 @@ def _match_kernel(word_hash, word_offsets, lengths, table):
                         doc = np.concatenate((doc, np.empty(cap - k, np.int64)))
                         first = np.concatenate((first, np.empty(cap - k, np.int64)))
                         count = np.concatenate((count, np.empty(cap - k, np.int64)))
+                        hashes = np.concatenate((hashes, np.empty(cap - k, np.uint64)))
                     doc[k] = d
                     first[k] = i - a
                     count[k] = L
+                    hashes[k] = h
                     k += 1
-    return doc[:k], first[:k], count[:k]
+    return doc[:k], first[:k], count[:k], hashes[:k]
 
 
+# --- datasketch-compatible signatures ----------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _normalized_utf8(data, offsets, cpmap, out, out_offsets):
+    """The normalized words of every document as UTF-8, joined by single spaces (``shingles.normalize``
+    in bytes); ``out`` needs room for 2 * len(data) + len(offsets) bytes. Returns the bytes written."""
+    pos = 0
+    out_offsets[0] = 0
+    for d in range(len(offsets) - 1):
+        i = offsets[d]
+        end = offsets[d + 1]
+        in_word = False
+        started = False
+        while i < end:
+            cp, i = _decode(data, i)
+            m = cpmap[cp]
+            if m == SPLIT:
+                in_word = False
+                continue
+            if m == DROP:
+                continue
+            if not in_word:
+                if started:
+                    out[pos] = 32
+                    pos += 1
+                in_word = True
+                started = True
+            if m < 0x80:
+                out[pos] = m
+                pos += 1
+            elif m < 0x800:
+                out[pos] = 0xC0 | (m >> 6)
+                out[pos + 1] = 0x80 | (m & 0x3F)
+                pos += 2
+            elif m < 0x10000:
+                out[pos] = 0xE0 | (m >> 12)
+                out[pos + 1] = 0x80 | ((m >> 6) & 0x3F)
+                out[pos + 2] = 0x80 | (m & 0x3F)
+                pos += 3
+            else:
+                out[pos] = 0xF0 | (m >> 18)
+                out[pos + 1] = 0x80 | ((m >> 12) & 0x3F)
+                out[pos + 2] = 0x80 | ((m >> 6) & 0x3F)
+                out[pos + 3] = 0x80 | (m & 0x3F)
+                pos += 4
+        out_offsets[d + 1] = pos
+    return pos
+
+
+@nb.njit(cache=True)
+def _legacy_kernel(hv, hv_offsets, a, b, sig):
+    """datasketch's legacy scheme: sig = min over a document's 32-bit shingle hashes of
+    ((a * hv + b) mod 2^64 mod (2^61 - 1)) & (2^32 - 1), with numpy's wrapping uint64 products."""
+    for d in range(len(hv_offsets) - 1):
+        s = sig[d]
+        s[:] = M32
+        for k in range(hv_offsets[d], hv_offsets[d + 1]):
+            x = hv[k]
+            for j in range(len(s)):
+                v = ((a[j] * x + b[j]) % P61) & M32
+                if v < s[j]:
+                    s[j] = v

@@ -15,6 +15,14 @@ shingle hash ``x`` whole and draw their parameters from numpy's PCG64 seeded wit
   ``[1, p)``, ``b_i`` in ``[0, p)``: the family datasketch users know, but exact (datasketch multiplies
   32-bit hashes in wrapping uint64 arithmetic and keeps 32 bits). The kernel splits both factors
   into 32-bit halves (four 32x32->64 products, which vectorize) and folds with 2^61 = 1 (mod p).
+- ``"datasketch"``: bit for bit the signature of ``datasketch.MinHash(num_perm, seed=seed,
+  scheme="legacy")`` updated with each shingle's bytes: the shingle is its normalized words joined
+  by single spaces, UTF-8 encoded; its hash is datasketch's ``sha1_hash32`` (the first 4 bytes of
+  SHA-1, little-endian); the permutations are datasketch's own (``numpy.random.RandomState(seed)``),
+  applied as datasketch does: ``((a * h + b) mod 2^64 mod (2^61 - 1)) & (2^32 - 1)``. A signature
+  made here can be wrapped in ``datasketch.MinHash(..., hashvalues=sig, scheme="legacy")`` and
+  queried in a ``MinHashLSH`` built from datasketch's own MinHash objects (``to_datasketch``). The
+  SHA-1 per shingle runs in Python: the slowest family, for interoperability.
 
 A signature value is the minimum of ``h_i`` over the document's shingles. Band ``j`` of a signature is
 its rows ``[j*r, (j+1)*r)``; its band hash is a 64-bit hash of those r values. Two documents are LSH
@@ -26,22 +34,29 @@ per document, word or shingle.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 
 import numpy as np
 
-from curate.stages.minhash.kernels import M32, MERSENNE61, U64, _band_kernel, _minhash_kernel
+from curate.stages.minhash.kernels import M32, MERSENNE61, U64, _band_kernel, _legacy_kernel, _minhash_kernel, _normalized_utf8
 from curate.stages.minhash.shingles import MAX_NGRAM, code_point_map, text_buffers
 
 
 DEFAULT_BANDS, DEFAULT_ROWS = 20, 13  # MT-NLG / NeMo Curator: 260 permutations, candidates from J ~ 0.8
 
 
-FAMILIES = {"multiply_shift": 0, "mod_prime": 1}
+FAMILIES = {"multiply_shift": 0, "mod_prime": 1, "datasketch": 2}
 
 
 def permutations(num_perm: int, seed: int, family: str = "multiply_shift") -> tuple[np.ndarray, np.ndarray]:
     """(a, b) of the ``num_perm`` permutations, as uint64 arrays."""
+    if family == "datasketch":
+        from datasketch import MinHash
+
+        a, b = MinHash(num_perm=num_perm, seed=seed, scheme="legacy").permutations
+        return np.asarray(a, np.uint64), np.asarray(b, np.uint64)
     rng = np.random.Generator(np.random.PCG64(seed))
     if family == "mod_prime":
         a = rng.integers(1, MERSENNE61, size=num_perm, dtype=np.uint64)
@@ -70,7 +85,25 @@ class MinHasher:
         self.batch_docs = batch_docs
 
     def _kernel(self, data, offsets, cpmap, sig, counts):
+        if self._family == FAMILIES["datasketch"]:
+            return self._datasketch_kernel(data, offsets, cpmap, sig, counts)
         _minhash_kernel(data, offsets, cpmap, self.ngram, self._family, self.a, self.a_lo, self.a_hi, self.b, sig, counts)
+
+    def _datasketch_kernel(self, data, offsets, cpmap, sig, counts):
+        offsets = np.ascontiguousarray(offsets)
+        out = np.empty(2 * int(offsets[-1] - offsets[0]) + len(offsets), np.uint8)
+        out_off = np.empty(len(offsets), np.int64)
+        _normalized_utf8(data, offsets, cpmap, out, out_off)
+        buf = out.tobytes()
+        hv, hv_off = [], [0]
+        for d in range(len(offsets) - 1):
+            words = buf[out_off[d]:out_off[d + 1]].split(b" ") if out_off[d + 1] > out_off[d] else []
+            n = self.ngram if len(words) >= self.ngram else len(words)
+            count = len(words) - n + 1 if words else 0
+            hv.extend(int.from_bytes(hashlib.sha1(b" ".join(words[i:i + n])).digest()[:4], "little") for i in range(count))
+            hv_off.append(len(hv))
+            counts[d] = count
+        _legacy_kernel(np.asarray(hv, np.uint64), np.asarray(hv_off, np.int64), self.a, self.b, sig)
 
     def signatures(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """(uint64[n, num_perm] signatures, int64[n] shingle counts); a document without shingles
@@ -121,6 +154,19 @@ def candidate_probability(s, bands: int, rows: int):
 def s50(bands: int, rows: int) -> float:
     """The Jaccard at which P(s) = 0.5."""
     return (1.0 - 0.5 ** (1.0 / bands)) ** (1.0 / rows)
+
+
+@functools.lru_cache(maxsize=64)
+def datasketch_bands(threshold: float, num_perm: int, weights: tuple[float, float] = (0.5, 0.5)) -> tuple[int, int]:
+    """(bands, rows) exactly as ``datasketch.MinHashLSH(threshold, num_perm, weights)`` picks them (its
+    weighted integrals of false positives over [0, t] and false negatives over [t, 1]); read from the
+    index datasketch builds, so it follows datasketch's own optimisation whatever its version."""
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    from datasketch import MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=tuple(weights))
+    return int(lsh.b), int(lsh.r)
 
 
 def choose_bands(threshold: float, max_perm: int = DEFAULT_BANDS * DEFAULT_ROWS, window: float = 0.1) -> tuple[int, int]:

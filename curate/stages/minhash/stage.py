@@ -7,55 +7,64 @@ Pipeline keys (all optional)::
     bands = 20          # b: LSH bands ...
     rows = 13           # r: ... of r rows each: b * r = 260 permutations
     threshold = 0.8     # instead: choose b and r (b * r <= bands * rows) for this Jaccard; prints the S-curve
+    band_choice = "datasketch"  # how `threshold` picks (b, r): datasketch's MinHashLSH optimisation
+                        # (weighted integrals of false positives over [0, t] and negatives over [t, 1]),
+                        # or "window": the mean error over [t - 0.1, t + 0.1] (Quarry before this key)
+    lsh_weights = [0.5, 0.5]  # datasketch's (false positive, false negative) weights
     ngram = 5           # word n-gram shingles
     verify = false      # check every member against its representative with the exact shingle Jaccard
     verify_threshold = 0.0  # the Jaccard a member needs; 0 = `threshold` if given, else where P(s) = 0.5
     seed = 42           # permutations
-    permutation = "multiply_shift"  # or "mod_prime": (a*x + b) mod 2^61-1, as datasketch (2.5x slower here)
+    permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (2.5x slower here),
+                        # or "datasketch": signatures equal to datasketch.MinHash(num_perm, seed,
+                        # scheme="legacy") fed the shingles' UTF-8 bytes (slowest: SHA-1 per shingle)
     quality_column = "quality_score"  # representative: highest score, ties to the smallest id
 
 Documents set aside get reason ``near_duplicate`` and ``duplicate_of`` = the representative's id.
 
 The plan, under ``plan_dir`` (every part written atomically and skipped when present, so a killed
-plan resumes where it stopped; the same parts for any number of workers):
+plan resumes where it stopped; the same parts for any number of workers). It is the partitioned
+shuffle of ``curate.shuffle``: G shard groups (consecutive shards, about 64 MiB of input each), R
+hash ranges and C cluster groups, all sized by the data, not by the shard count; no task reads
+every shard:
 
-- ``config.json`` the parameters and inputs; a plan with other ones is discarded
-- ``sig/``        band hashes per shard, sorted per band                    (one task per shard)
-- ``edges/``      candidate edges per range of band-hash values              (one task per range)
-- ``components.npy``  union-find labels (-1 for documents with no candidate)  (in the planning process)
-- ``members/``    documents with candidates, grouped by component           (one task per shard)
-- ``clusters/``   clusters, representatives, Jaccard, snippets              (one task per group)
-- ``drops/``      per group: the documents set aside, one IPC batch per shard
-- ``assign/``     per shard: rows set aside and their representative's id   (one task per shard)
+- ``config.json``, ``layout.json``  the parameters, inputs and their cut into groups and ranges
+- ``sig/``        per shard group: band hashes, one batch per hash range       (G tasks)
+- ``edges/``      per hash range: candidate edges                               (R tasks)
+- ``offsets.npy``, ``components.npy``  union-find labels (-1: no candidate)     (one task)
+- ``members/``    per shard group: documents with candidates, one batch per cluster group  (G tasks)
+- ``clusters/``   per cluster group: clusters, representatives, Jaccard, snippets (C tasks)
+- ``drops/``      per cluster group: the documents set aside, one batch per shard group
+- ``assign/``     per shard group: rows set aside and their representative's id, one batch per shard (G tasks)
 - ``minhash_stats.json``  the plan's statistics, written last
 
-``curate clusters OUT --show N`` reads ``clusters/``. See the package modules for each step.
+``curate clusters OUT --show N`` reads ``clusters/`` (keep the plan: ``keep_plans = true``).
 """
 from __future__ import annotations
-
 
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from curate.shards import claim_plan_dir, read_json, read_shard, write_json
+from curate import shuffle
+from curate.shards import claim_plan_dir, read_json, write_json
 from curate.stages.base import GlobalStage, StageResult, split
-from curate.stages.minhash.buckets import bucket_task, sig_paths, signature_task
-from curate.stages.minhash.clusters import assign_task, cluster_task, connected_components, members_task
+from curate.stages.minhash.buckets import bucket_task, signature_task
+from curate.stages.minhash.clusters import ASSIGN_SCHEMA, CLUSTER_ROWS, assign_task, cluster_task, components_task, members_task
 from curate.stages.minhash.shingles import MAX_NGRAM
 from curate.stages.minhash.signatures import (
-    DEFAULT_BANDS, DEFAULT_ROWS, FAMILIES, choose_bands, format_s_curve, s50, s_curve_table,
+    DEFAULT_BANDS, DEFAULT_ROWS, FAMILIES, choose_bands, datasketch_bands, format_s_curve, s50, s_curve_table,
 )
-from curate.stages.minhash.store import save_npy
+from curate.stages.minhash.store import load_npy
 
 REASON = "near_duplicate"
 STATS_FILE = "minhash_stats.json"
-MIN_TASK_ROWS = 4096  # a bucket range or cluster group holds at least this many documents per band
+BAND_CHOICES = ("datasketch", "window")
 
 
 @dataclass
@@ -63,6 +72,8 @@ class Params:
     bands: int = DEFAULT_BANDS
     rows: int = DEFAULT_ROWS
     threshold: float = 0.0
+    band_choice: str = "datasketch"
+    lsh_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
     ngram: int = 5
     verify: bool = False
     verify_threshold: float = 0.0
@@ -79,6 +90,10 @@ class Params:
             raise ValueError(f"verify_threshold must be in (0, 1], got {self.verify_threshold}")
         if not 1 <= self.ngram <= MAX_NGRAM:
             raise ValueError(f"ngram must be in [1, {MAX_NGRAM}], got {self.ngram}")
+        if self.band_choice not in BAND_CHOICES:
+            raise ValueError(f"band_choice = {self.band_choice!r}; allowed: {', '.join(BAND_CHOICES)}")
+        if len(self.lsh_weights) != 2 or min(self.lsh_weights) < 0 or abs(sum(self.lsh_weights) - 1.0) > 1e-9:
+            raise ValueError(f"lsh_weights must be two non-negative numbers that sum to 1, got {self.lsh_weights}")
         if self.permutation not in FAMILIES:
             raise ValueError(f"permutation = {self.permutation!r}; allowed: {', '.join(FAMILIES)}")
 
@@ -89,6 +104,8 @@ class MinHashDedup(GlobalStage):
 
     def banding(self) -> tuple[int, int]:
         p = self.params
+        if p.threshold and p.band_choice == "datasketch":
+            return datasketch_bands(p.threshold, p.bands * p.rows, tuple(p.lsh_weights))
         if p.threshold:
             return choose_bands(p.threshold, p.bands * p.rows)
         return p.bands, p.rows
@@ -106,53 +123,40 @@ class MinHashDedup(GlobalStage):
         inputs = [str(p) for p in inputs]
         b, r = self.banding()
         p = self.params
-        config = {"params": asdict(p), "bands": b, "rows": r, "inputs": inputs}
+        layout = shuffle.make_layout(inputs)
+        config = {"params": asdict(p), "bands": b, "rows": r, "inputs": inputs, "layout": shuffle.config_of(layout),
+                  "cluster_rows": CLUSTER_ROWS}
         claim_plan_dir(plan_dir, config, _PARTS)
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
+        shuffle.save_layout(layout, plan_dir)
         print(f"{self.name}: " + format_s_curve(b, r), file=sys.stderr, flush=True)
         seconds = {}
         base = {"plan_dir": str(plan_dir), "bands": b, "rows": r, "ngram": p.ngram, "seed": p.seed, "family": p.permutation}
+        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]]} for g in range(layout.groups)]
 
         t0 = time.perf_counter()
-        infos = executor.map(signature_task, [{**base, "index": i, "input": s} for i, s in enumerate(inputs)],
-                             desc=f"{self.name}: signatures")
-        rows = [inf["rows"] for inf in infos]
-        offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-        n = int(offsets[-1])
+        infos = executor.map(signature_task, groups)
+        n = sum(sum(inf["rows"]) for inf in infos)
+        with_sh = sum(inf["with_shingles"] for inf in infos)
         seconds["signatures"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        with_sh = sum(inf["with_shingles"] for inf in infos)
-        target = max(max(rows, default=0), MIN_TASK_ROWS)
-        ranges = max(1, math.ceil(with_sh / target))
-        jobs = [{**base, "range": k, "ranges": ranges, "offsets": [int(o) for o in offsets[:-1]]} for k in range(ranges)]
-        binfo = executor.map(bucket_task, jobs, desc=f"{self.name}: buckets")
+        binfo = executor.map(bucket_task, [{**base, "range": k} for k in range(layout.ranges)])
         edges = sum(x["edges"] for x in binfo)
         seconds["buckets"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        comp_path = plan_dir / "components.npy"
-        if not comp_path.exists():
-            roots = connected_components(n, [plan_dir / "edges" / f"{k:05d}.npy" for k in range(ranges)])
-            size = np.bincount(roots, minlength=n)
-            save_npy(np.where(size[roots] >= 2, roots, -1), comp_path)
-        comp = np.load(comp_path)
-        comp = comp[comp >= 0]
-        candidates, components = int(len(comp)), int(len(np.unique(comp)))
-        del comp
+        cc = executor.map(components_task, [base])[0]
+        candidates, components = cc["candidates"], cc["components"]
         seconds["components"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        groups = max(1, math.ceil(candidates / target))
-        mjobs = [{**base, "index": i, "input": s, "offset": int(offsets[i]), "rows": rows[i], "groups": groups,
-                  "quality_column": p.quality_column} for i, s in enumerate(inputs)]
-        executor.map(members_task, mjobs, desc=f"{self.name}: members")
-        cjobs = [{**base, "group": g, "shards": len(inputs), "verify": p.verify, "offsets": [int(o) for o in offsets[:-1]],
-                  "verify_threshold": self.verify_threshold()} for g in range(groups)]
-        cinfo = executor.map(cluster_task, cjobs, desc=f"{self.name}: clusters")
-        ajobs = [{"plan_dir": str(plan_dir), "index": i, "groups": groups} for i in range(len(inputs))]
-        duplicates = sum(executor.map(assign_task, ajobs, desc=f"{self.name}: assign"))
+        cgroups = max(shuffle.MIN_RANGES if candidates else 1, math.ceil(candidates / CLUSTER_ROWS))
+        executor.map(members_task, [{**j, "cluster_groups": cgroups, "quality_column": p.quality_column} for j in groups])
+        cjobs = [{**base, "group": c, "verify": p.verify, "verify_threshold": self.verify_threshold()} for c in range(cgroups)]
+        cinfo = executor.map(cluster_task, cjobs)
+        duplicates = sum(executor.map(assign_task, [{**base, "group": g, "cluster_groups": cgroups} for g in range(layout.groups)]))
         seconds["clusters"] = time.perf_counter() - t0
 
         stats = {
@@ -167,7 +171,7 @@ class MinHashDedup(GlobalStage):
             "clusters": sum(c["clusters"] for c in cinfo),
             "duplicates": duplicates,
             "verify_rejected": sum(c["rejected"] for c in cinfo),
-            "bucket_ranges": ranges, "cluster_groups": groups,
+            "shard_groups": layout.groups, "bucket_ranges": layout.ranges, "cluster_groups": cgroups,
             "phase_seconds": {k: round(v, 3) for k, v in seconds.items()},
         }
         write_json(stats, plan_dir / STATS_FILE)
@@ -175,10 +179,13 @@ class MinHashDedup(GlobalStage):
 
     def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
         plan_dir = Path(plan_dir)
-        info = read_json(sig_paths(plan_dir, shard_index)[2])
-        if info["rows"] != table.num_rows:
-            raise RuntimeError(f"{self.name}: shard {shard_index} has {table.num_rows} rows but the plan saw {info['rows']}")
-        drops = read_shard(plan_dir / "assign" / f"{shard_index:05d}.arrow")
+        offsets = load_npy(plan_dir / "offsets.npy")
+        rows = int(offsets[shard_index + 1] - offsets[shard_index])
+        if rows != table.num_rows:
+            raise RuntimeError(f"{self.name}: shard {shard_index} has {table.num_rows} rows but the plan saw {rows}")
+        layout = shuffle.load_layout(plan_dir)
+        g = layout.group_of(shard_index)
+        drops = shuffle.read_part([plan_dir / "assign" / f"{g:05d}.arrow"], shard_index - layout.bounds[g], ASSIGN_SCHEMA)
         reasons: list = [None] * table.num_rows
         dup_of: list = [None] * table.num_rows
         for row, rep in zip(drops.column("row").to_pylist(), drops.column("duplicate_of").to_pylist()):
@@ -189,6 +196,4 @@ class MinHashDedup(GlobalStage):
         raise RuntimeError("minhash_dedup is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
-_PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", STATS_FILE)
-
-
+_PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", "offsets.npy", shuffle.LAYOUT_FILE, STATS_FILE)
