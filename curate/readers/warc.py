@@ -93,7 +93,9 @@ def _next_plain_record(f, pos: int, size: int) -> int | None:
                 if after.strip() == b"" or after.lstrip().startswith(b"WARC/"):
                     return at
             i = window.find(_MAGIC, i + 1)
-        pos += len(window) - len(_MAGIC)
+        if len(window) < streams.CHUNK:
+            return None
+        pos += len(window) - len(_MAGIC) + 1
     return None
 
 
