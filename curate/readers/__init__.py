@@ -1,0 +1,134 @@
+"""Readers: every input record becomes a document, a counted skip, or a set-aside row with a reason.
+
+A reader yields ``("doc", row)`` for a document, ``("drop", row, reason)`` for input that cannot become one,
+``("skip", kind)`` for a record that is not a document at all (WARC request/revisit/metadata records,
+non-HTML responses) and ``("count", key, n)`` for counters the runner adds to the read stage's stats
+(``surrogates_replaced``, ``warc_single_gzip_members``). A reader never raises on bad input: it resyncs
+after damage (next line, next ``WARC/1.`` header, next gzip member) and sets the damaged bytes aside as one
+row with their offset and a reason from :data:`READ_REASONS`. Every string it yields is valid UTF-8.
+
+Large files are read in splits: :func:`plan_splits` cuts a file into JSON-serialisable splits (byte ranges
+at line or record boundaries, gzip members, Parquet row groups, Arrow batches) and :func:`read_split` reads
+one; every record lands in exactly one split, with the same id whatever the split size, and
+:func:`read_file` is all splits of a file in order. The format modules say how each cuts and names records:
+:mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc`, :mod:`~curate.readers.tables`,
+:mod:`~curate.readers.html`.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Iterator
+
+from curate.readers import html, jsonl, tables, warc
+from curate.readers.text import clean_row, row
+
+FORMATS = ("warc", "html", "jsonl", "parquet", "arrow")
+DEFAULT_MAX_DOC_BYTES = 10 * 1024 * 1024  # a 10 MB document is far beyond any real web page's text
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+
+# What the readers' reasons mean (curate.schema.READ_REASONS holds the older subset).
+READ_REASONS = {
+    "truncated_gzip": "the file ends inside a gzip member; the records before were kept",
+    "truncated_zstd": "the file ends inside a zstd frame; the records before were kept",
+    "truncated_record": "the file ends inside a record",
+    "truncated_arrow": "an Arrow file or stream that ends early; its complete batches were kept",
+    "corrupt_gzip": "a gzip member that does not decode; reading went on at the next member",
+    "corrupt_zstd": "a zstd frame that does not decode; reading went on at the next frame",
+    "corrupt_row_group": "a Parquet row group that does not decode",
+    "corrupt_batch": "an Arrow record batch that does not decode",
+    "corrupt_file": "a Parquet/Arrow file whose footer or schema cannot be read",
+    "bad_content_length": "a WARC record whose Content-Length does not match where the next record starts",
+    "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
+    "invalid_utf8": "bytes that are not valid in any detected encoding",
+    "binary_content": "more than 5% control characters: not text",
+    "empty_document": "no text at all after decoding",
+    "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
+    "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
+    "reader_error": "a bug in the reader hit this file; the rest of the split is not read",
+}
+
+_SUFFIXES = [
+    (".warc.gz", "warc"), (".warc.zst", "warc"), (".warc", "warc"), (".arc.gz", "warc"), (".arc", "warc"),
+    (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"), (".json.gz", "jsonl"), (".json.zst", "jsonl"),
+    (".jsonl", "jsonl"), (".json", "jsonl"),
+    (".parquet", "parquet"), (".arrow", "arrow"), (".feather", "arrow"), (".ipc", "arrow"),
+    (".html.gz", "html"), (".html", "html"), (".htm", "html"),
+]
+
+
+def infer_format(path: str) -> str | None:
+    lower = path.lower()
+    for suffix, fmt in _SUFFIXES:
+        if lower.endswith(suffix):
+            return fmt
+    return None
+
+
+def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES) -> list[dict]:
+    """The read tasks of one input file: JSON-serialisable splits in file order, each ``{"path", "format", ...}``.
+
+    Planning reads little: footers (Parquet/Arrow), a few KiB at each cut point (WARC, compressed JSONL);
+    plain JSONL is read once to count newlines (line numbers are ids). A file that cannot be planned is one split."""
+    _check_format(fmt)
+    try:
+        if fmt == "jsonl":
+            return jsonl.plan(path, target_bytes)
+        if fmt == "warc":
+            return warc.plan(path, target_bytes)
+        if fmt in ("parquet", "arrow"):
+            return tables.plan(path, fmt, target_bytes)
+    except (OSError, ValueError, EOFError):
+        pass
+    return [{"path": path, "format": fmt}]
+
+
+def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
+               max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES) -> Iterator[tuple]:
+    """Yield the items described in the module docstring for one split from :func:`plan_splits`."""
+    path, fmt = split["path"], split["format"]
+    _check_format(fmt)
+    name = os.path.basename(path)
+    if fmt == "warc":
+        items = warc.read(split, name, max_doc_bytes)
+    elif fmt == "html":
+        items = html.read(path, name, max_doc_bytes)
+    elif fmt == "jsonl":
+        items = jsonl.read(split, name, text_field, id_field, max_doc_bytes)
+    else:
+        items = tables.read(split, name, text_field, id_field, max_doc_bytes)
+    replaced = 0
+    try:
+        for item in items:
+            if item[0] in ("doc", "drop"):
+                _, n = clean_row(item[1])
+                replaced += n
+            yield item
+    except Exception as e:  # a reader bug must not end the run: the split's rest is set aside, named
+        where = {k: v for k, v in split.items() if k not in ("path", "format")}
+        yield ("drop", row(f"{name}:reader_error:{where}", f"{type(e).__name__}: {e}"[:2000], path), "reader_error")
+    if replaced:
+        yield ("count", "surrogates_replaced", replaced)
+
+
+def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = "id",
+              max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES) -> Iterator[tuple]:
+    """All splits of one file, in order: the same items as reading it unsplit."""
+    for split in plan_splits(path, fmt, target_bytes=1 << 62):
+        yield from read_split(split, text_field=text_field, id_field=id_field, max_doc_bytes=max_doc_bytes)
+
+
+def expand_sources(sources: list[dict]) -> list[dict]:
+    """Expand each source's glob into files (sorted, so task order is stable); keep per-source options."""
+    files = []
+    for src in sources:
+        matches = sorted(p for p in glob.glob(src["path"], recursive=True) if Path(p).is_file())
+        for p in matches:
+            files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
+    return files
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")

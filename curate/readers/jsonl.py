@@ -1,0 +1,188 @@
+"""JSONL (plain, .gz, .zst): one JSON object per line.
+
+Ids: the record's own ``id_field`` when it has one, else ``<file name>:<line>`` (line numbers from 1) for a
+plain file and for the first gzip member / zstd frame of a compressed file, and ``<file name>@<offset>:<line>``
+for a line that starts in a later member (``offset``: the member's byte offset in the file, ``line``: counted
+inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers.
+
+Splits (each owns the lines that *start* in it):
+- plain: byte ranges ``[start, stop)``. Planning reads the file once to count newlines (for the line
+  numbers), at disk speed, without parsing.
+- compressed with many members (``cat a.gz b.gz``, bgzip, pzstd): ranges of members ``[start, stop)``. The
+  boundary between two splits is the first newline at or after the start of the cut member, so a line that
+  runs across members is read once. Planning seeks to each cut point and test-decodes a few KiB there.
+- compressed as one stream: ``MAX_STREAM_SPLITS`` ranges of the *decompressed* stream; every split
+  decompresses from the start and skips (counting newlines only) up to its range, so planning costs nothing
+  but the total decompression grows to about ``(n + 1) / 2`` times the file's.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+from curate.readers import streams
+from curate.readers.lines import PREFIX, split_lines
+from curate.readers.text import check_text, row
+
+MAX_STREAM_SPLITS = 8
+
+
+def plan(path: str, target_bytes: int) -> list[dict]:
+    size = os.path.getsize(path)
+    kind = streams.sniff(path) if size else "plain"
+    base = {"path": path, "format": "jsonl"}
+    if size <= target_bytes:
+        return [{**base, "start": 0, "stop": None}]
+    if kind == "plain":
+        return _plan_plain(path, size, target_bytes, base)
+    cuts = []
+    with open(path, "rb") as f:
+        pos = target_bytes
+        while pos < size:
+            c = streams.next_member(f, pos, kind)
+            if c is None:
+                break
+            cuts.append(c)
+            pos = max(c + 1, pos + target_bytes)
+    if cuts:
+        bounds = [0] + cuts + [None]
+        return [{**base, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+    estimate = _estimate_decompressed(path, kind, size)
+    n = max(1, min(MAX_STREAM_SPLITS, math.ceil(estimate / target_bytes)))
+    bounds = [round(k * estimate / n) for k in range(n)] + [None]
+    return [{**base, "start": 0, "stop": None, "dstart": a, "dstop": b} for a, b in zip(bounds, bounds[1:])]
+
+
+def _plan_plain(path: str, size: int, target: int, base: dict) -> list[dict]:
+    cuts = list(range(target, size, target))
+    splits, newlines, pos = [], 0, 0
+    with open(path, "rb") as f:
+        for a, b in zip([0] + cuts, cuts + [None]):
+            if a:  # newlines in [0, a - 1): the reader starts at a - 1 and skips through the first newline
+                while pos < a - 1:
+                    chunk = f.read(min(streams.CHUNK, a - 1 - pos))
+                    newlines += chunk.count(b"\n")
+                    pos += len(chunk)
+            splits.append({**base, "start": a, "stop": b, "newlines": newlines})
+    return splits
+
+
+def _estimate_decompressed(path: str, kind: str, size: int) -> int:
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    try:
+        out, _ = streams._decode_prefix(head, kind, 64 << 20)
+    except Exception:
+        return size
+    return int(len(out) * size / max(len(head), 1))
+
+
+def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: int):
+    path, source = split["path"], split["path"]
+    size = os.path.getsize(path)
+    kind = streams.sniff(path) if size else "plain"
+    start, stop = split.get("start", 0), split.get("stop")
+    dstart, dstop = split.get("dstart", 0), split.get("dstop")
+    max_line = 2 * max_doc_bytes + (1 << 20)  # longer lines are too large whatever they hold; not parsed
+    if kind == "plain":
+        begin = max(start - 1, 0)
+        lines = split_lines(streams.events(path, "plain", begin), max_line=max_line, j0=split.get("newlines", 0), base=begin)
+    else:
+        lines = split_lines(streams.events(path, kind, start), max_line=max_line, skip_until=dstart)
+    skip_first = start > 0
+    owned = _in_range(kind, start, stop, dstart, dstop)
+    for ev in lines:
+        if ev[0] == "line":
+            _, member, j, dpos, raw, length = ev
+            if skip_first:
+                skip_first = False
+                continue
+            if kind == "plain":
+                if stop is not None and dpos >= stop:
+                    return
+            elif stop is not None and member >= stop:
+                if j == 0 and raw.strip():  # the line that begins the cut member still belongs here
+                    yield _record(raw, length, _line_id(name, member, j), source, text_field, id_field, max_doc_bytes)
+                return
+            elif dstop is not None and dpos >= dstop:
+                return
+            if not raw.strip():
+                continue
+            yield _record(raw, length, _line_id(name, member, j), source, text_field, id_field, max_doc_bytes)
+        elif ev[0] == "damage":
+            _, offset, end, message, dpos = ev
+            if owned(offset, dpos):
+                reason = "corrupt_" + kind
+                yield ("drop", row(f"{name}@{offset}:damaged", f"bytes {offset}-{end} unreadable: {message}", source), reason)
+        else:  # truncated
+            _, member, message, dpos, line_start, prefix = ev
+            if owned(member, dpos):
+                text = prefix.decode("utf-8", "replace") or message
+                rid = _line_id(name, *line_start[:2]) if line_start else f"{name}@{member}:truncated"
+                yield ("drop", row(rid, text, source), "truncated_" + kind)
+
+
+def _in_range(kind, start, stop, dstart, dstop):
+    def owned(member: int, dpos: int) -> bool:
+        if dstart or dstop is not None:
+            return dpos >= dstart and (dstop is None or dpos < dstop)
+        return member >= start and (stop is None or member < stop)
+    return owned
+
+
+def _line_id(name: str, member: int, j: int) -> str:
+    return f"{name}:{j + 1}" if member == 0 else f"{name}@{member}:{j + 1}"
+
+
+def _record(raw: bytes, length: int, fallback_id: str, source: str, text_field: str, id_field: str, max_doc_bytes: int) -> tuple:
+    if length > len(raw):  # far longer than max_doc_bytes: not parsed, a prefix is kept
+        return ("drop", row(_sniff_id(raw, id_field) or fallback_id, raw[:PREFIX].decode("utf-8", "replace"), source), "too_large")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ("drop", row(fallback_id, raw[:PREFIX].decode("utf-8", "replace"), source), "invalid_utf8")
+    try:
+        obj = json.loads(line.lstrip("\ufeff"))
+    except (ValueError, RecursionError):
+        return ("drop", row(fallback_id, line[:PREFIX], source), "malformed_record")
+    if not isinstance(obj, dict):
+        return ("drop", row(fallback_id, line[:PREFIX], source), "malformed_record")
+    return table_row(obj, fallback_id, source, text_field, id_field, len(raw), max_doc_bytes)
+
+
+def _sniff_id(raw: bytes, id_field: str) -> str | None:
+    """The id of a line too long to parse, when its first KiB names one (``"id": "..."`` or a number)."""
+    m = re.search(rb'"' + re.escape(id_field.encode()) + rb'"\s*:\s*("(?:[^"\\]|\\.){0,400}"|-?\d{1,30})', raw[:PREFIX])
+    if not m:
+        return None
+    try:
+        return _as_str(json.loads(m.group(1)))
+    except ValueError:
+        return None
+
+
+def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_field: str, raw_len: int, max_doc_bytes: int) -> tuple:
+    """A JSON object or table row to a document (shared with the Parquet/Arrow reader)."""
+    own_id = obj.get(id_field)
+    id_ = _as_str(own_id) if own_id not in (None, "") else fallback_id
+    url = obj.get("url")
+    url = "" if url is None else _as_str(url)
+    text = obj.get(text_field)
+    if not isinstance(text, str):
+        return ("drop", row(id_, "" if text is None else _as_str(text)[:PREFIX], source, url), "missing_text")
+    return check_text(row(id_, text, source, url), raw_len, max_doc_bytes)
+
+
+def _as_str(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if not isinstance(v, (list, dict)):
+        return str(v)
+    try:
+        return json.dumps(v, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return str(v)

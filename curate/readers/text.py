@@ -1,0 +1,120 @@
+"""Bytes to valid text, shared by every reader: safe charsets, lone surrogates, the binary test.
+
+- Only *text* codecs that web pages really use are honoured (the WHATWG encodings). A page or an HTTP
+  header that names anything else (``punycode``, ``idna``, ``unicode_escape``, ``base64``, ``rot13``, an
+  unknown name) is ignored and the bytes go through detection instead.
+- Python strings can hold lone surrogates (a JSON ``"\\ud800"`` escape); they are not valid UTF-8 and
+  would fail when a shard is written. :func:`clean_surrogates` replaces each with U+FFFD and counts them.
+- A document is ``binary_content`` when more than ``BINARY_CONTROL_RATIO`` of its first 64 Ki characters
+  are C0 control characters (other than tab, newline, carriage return, form feed): a stray NUL does not
+  set a page aside; a decoded image does.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+
+from curate.schema import PLAIN
+
+BINARY_CONTROL_RATIO = 0.05
+_SAMPLE = 65536
+
+# WHATWG encoding labels (https://encoding.spec.whatwg.org/#names-and-labels) that Python can decode.
+_WEB_LABELS = (
+    "utf-8 utf-16le utf-16be utf-16 ibm866 cp866 iso-8859-2 iso-8859-3 iso-8859-4 iso-8859-5 iso-8859-6 "
+    "iso-8859-7 iso-8859-8 iso-8859-10 iso-8859-13 iso-8859-14 iso-8859-15 iso-8859-16 koi8-r koi8-u "
+    "mac-roman mac-cyrillic cp874 tis-620 cp1250 cp1251 cp1252 cp1253 cp1254 cp1255 cp1256 cp1257 cp1258 "
+    "gbk gb2312 gb18030 big5 big5hkscs euc-jp iso-2022-jp shift_jis cp932 euc-kr cp949 ascii iso-8859-1"
+).split()
+_ALLOWED = frozenset(codecs.lookup(label).name for label in _WEB_LABELS)
+# WHATWG: pages labelled latin-1/iso-8859-1/ascii are decoded as windows-1252.
+_AS_CP1252 = frozenset(codecs.lookup(label).name for label in ("iso-8859-1", "ascii"))
+_EXTRA_ALIASES = {"x-sjis": "shift_jis", "windows-874": "cp874", "x-mac-roman": "mac-roman", "x-gbk": "gbk",
+                  "x-mac-cyrillic": "mac-cyrillic", "x-euc-jp": "euc-jp", "ks_c_5601-1987": "cp949"}
+
+_CHARSET_RE = re.compile(rb"charset\s*=\s*[\"']?([A-Za-z0-9_.:-]{1,40})", re.I)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f]")
+
+
+def safe_codec(label: str) -> str | None:
+    """The Python codec for a charset label, or None when it is not a web text encoding."""
+    label = label.strip().strip("\"'").lower()
+    label = _EXTRA_ALIASES.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+    except (LookupError, ValueError):
+        return None
+    if name not in _ALLOWED:
+        return None
+    return "cp1252" if name in _AS_CP1252 else name
+
+
+def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[str, bool]:
+    """Bytes to str: the HTTP charset, then the HTML meta charset, then UTF-8, then detection.
+
+    ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
+    candidates = []
+    for blob in (content_type, body[:4096] if html else b""):
+        m = _CHARSET_RE.search(blob)
+        if m:
+            enc = safe_codec(m.group(1).decode("ascii", "ignore"))
+            if enc:
+                candidates.append(enc)
+    candidates.append("utf-8")
+    for enc in candidates:
+        try:
+            return body.decode(enc), True
+        except (UnicodeDecodeError, LookupError):
+            continue
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body[:200_000]).best()
+    enc = safe_codec(best.encoding) if best is not None else None
+    if enc:
+        try:
+            return body.decode(enc), True
+        except (UnicodeDecodeError, LookupError):
+            pass
+    return body.decode("utf-8", errors="replace"), False
+
+
+def clean_surrogates(s: str) -> tuple[str, int]:
+    """Replace lone surrogates (not valid in UTF-8) with U+FFFD; returns the text and how many."""
+    try:
+        s.encode("utf-8")
+        return s, 0
+    except UnicodeEncodeError:
+        n = len(_SURROGATE_RE.findall(s))
+        return _SURROGATE_RE.sub("\ufffd", s), n
+
+
+def is_binary(text: str) -> bool:
+    sample = text[:_SAMPLE]
+    return bool(sample) and len(_CONTROL_RE.findall(sample)) > BINARY_CONTROL_RATIO * len(sample)
+
+
+def row(id_: str, text: str, source: str, url: str = "", content_type: str = PLAIN) -> dict:
+    return {"id": id_, "text": text, "source": source, "url": url, "content_type": content_type}
+
+
+def check_text(r: dict, raw_len: int, max_doc_bytes: int) -> tuple:
+    """The verdict on a decoded document: ``("doc", row)`` or ``("drop", row, reason)``."""
+    if raw_len > max_doc_bytes:
+        r["text"] = r["text"][:10000]
+        return ("drop", r, "too_large")
+    text = r["text"]
+    if not text.strip():
+        return ("drop", r, "empty_document")
+    if is_binary(text):
+        return ("drop", r, "binary_content")
+    return ("doc", r)
+
+
+def clean_row(r: dict) -> tuple[dict, int]:
+    """Make every string of a row valid UTF-8; returns the row and the number of replaced surrogates."""
+    total = 0
+    for k in ("id", "text", "source", "url"):
+        r[k], n = clean_surrogates(r[k])
+        total += n
+    return r, total

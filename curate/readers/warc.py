@@ -1,0 +1,468 @@
+"""WARC (plain, per-record .gz, .zst) read by a small resynchronising parser; ARC through warcio.
+
+Each ``response`` record with an HTML or plain-text payload becomes a document; other records are counted
+skips. Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` where ``offset`` is the record's
+byte offset in the file (for .gz: the offset of the member it starts in, ``+n`` when it is not the first
+record of that member).
+
+Damage never ends a file: the parser resyncs at the next ``WARC/1.`` header (or the next gzip member) and
+sets aside what it skipped as one row with its offset and reason:
+- ``corrupt_gzip`` / ``corrupt_zstd``: a member that does not decode; the records of later members are read;
+- ``truncated_gzip`` / ``truncated_zstd`` / ``truncated_record``: the file ends inside a record;
+- ``bad_content_length``: a record whose Content-Length runs into the next record's header (it is cut
+  there and the next record is read), or stops short of its real end;
+- ``malformed_record``: an unparseable header, or bytes between records that are not a record.
+A body's size is checked before it is read: a record larger than ``max_doc_bytes`` is skipped unread
+(``too_large`` for responses). A gzip WARC written as one member (not one member per record, as
+``example-bad.warc.gz.bad`` is) is read all the same and counted in ``warc_single_gzip_members``.
+
+Splits: record offsets. For .gz/.zst, cuts at member starts whose content begins with ``WARC/`` (planning
+seeks to each cut point and test-decodes a few KiB); for plain WARC, at ``WARC/1.`` headers whose
+Content-Length lands on the next header. A split owns the records whose header starts in its range.
+"""
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections import deque
+
+from curate.readers import streams
+from curate.readers.text import check_text, decode, row
+from curate.schema import HTML, PLAIN
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+MAX_HEADER = 64 << 10
+_MAGIC = b"WARC/1."
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+def is_arc(path: str) -> bool:
+    kind = streams.sniff(path)
+    with open(path, "rb") as f:
+        head = f.read(64 << 10)
+    if kind != "plain":
+        try:
+            head, _ = streams._decode_prefix(head, kind, 64)
+        except Exception:
+            return False
+    return head.lstrip().startswith(b"filedesc://")
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+def plan(path: str, target_bytes: int) -> list[dict]:
+    size = os.path.getsize(path)
+    base = {"path": path, "format": "warc"}
+    if size <= target_bytes or is_arc(path):
+        return [{**base, "start": 0, "stop": None}]
+    kind = streams.sniff(path)
+    cuts = []
+    with open(path, "rb") as f:
+        pos = target_bytes
+        while pos < size:
+            if kind == "plain":
+                c = _next_plain_record(f, pos, size)
+            else:
+                c = streams.next_member(f, pos, kind, accept=lambda b: b.startswith(b"WARC/"))
+            if c is None:
+                break
+            cuts.append(c)
+            pos = max(c + 1, pos + target_bytes)
+    bounds = [0] + cuts + [None]
+    return [{**base, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+
+
+def _next_plain_record(f, pos: int, size: int) -> int | None:
+    """The first offset >= pos where a WARC record starts whose Content-Length lands on the next record."""
+    while pos < size:
+        f.seek(pos)
+        window = f.read(streams.CHUNK)
+        if not window:
+            return None
+        i = window.find(_MAGIC)
+        while i != -1:
+            at = pos + i
+            f.seek(at)
+            head = f.read(MAX_HEADER)
+            m = _HEAD_END.search(head)
+            length = _content_length(head[: m.start()]) if m else None
+            if length is not None and (at == 0 or _byte_before(f, at) == b"\n"):
+                f.seek(at + m.end() + length)
+                after = f.read(64)
+                if after.strip() == b"" or after.lstrip().startswith(b"WARC/"):
+                    return at
+            i = window.find(_MAGIC, i + 1)
+        if len(window) < streams.CHUNK:
+            return None
+        pos += len(window) - len(_MAGIC) + 1
+    return None
+
+
+def _byte_before(f, at: int) -> bytes:
+    f.seek(at - 1)
+    return f.read(1)
+
+
+def _content_length(header: bytes) -> int | None:
+    m = re.search(rb"(?im)^content-length:\s*(\d{1,15})\s*$", header)
+    return int(m.group(1)) if m else None
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+class _Damage(Exception):
+    pass
+
+
+class _Stream:
+    """A growable buffer over stream events that knows which member each byte came from."""
+
+    def __init__(self, evts):
+        self.evts, self.buf, self.pos = evts, bytearray(), 0
+        self.members: deque = deque()  # (stream position of the member's first byte, member offset)
+        self.eof, self.truncated, self.plain = False, None, False
+
+    def fill(self, n: int) -> bool:
+        while len(self.buf) < n and not self.eof:
+            ev = next(self.evts, None)
+            if ev is None:
+                self.eof = True
+            elif ev[0] == "data":
+                if not self.members or self.members[-1][1] != ev[1]:
+                    self.members.append((self.pos + len(self.buf), ev[1]))
+                self.buf += ev[2]
+            elif ev[0] == "damage":
+                raise _Damage(ev)
+            else:
+                self.eof, self.truncated = True, ev
+        return len(self.buf) >= n
+
+    def more(self) -> bool:
+        return self.fill(len(self.buf) + 1)
+
+    def consume(self, n: int) -> None:
+        del self.buf[:n]
+        self.pos += n
+        while len(self.members) > 1 and self.members[1][0] <= self.pos:
+            self.members.popleft()
+
+    def reset(self) -> None:
+        self.consume(len(self.buf))
+
+    def where(self) -> tuple[int, int]:
+        """(member offset, offset inside that member's output) of buf[0]; for a plain file (0, file offset)."""
+        if self.plain or not self.members:
+            return (0, self.pos)
+        start, member = self.members[0]
+        return (member, self.pos - start)
+
+    def find(self, needle: bytes, start: int = 0, limit: int | None = None) -> int:
+        while True:
+            i = self.buf.find(needle, start)
+            if i != -1 and (limit is None or i < limit):
+                return i
+            if limit is not None and len(self.buf) >= limit:
+                return -1
+            start = max(start, len(self.buf) - len(needle) + 1)
+            if not self.more():
+                return -1
+
+
+def read(split: dict, name: str, max_doc_bytes: int):
+    path = split["path"]
+    if is_arc(path):
+        yield from _read_arc(path, name, max_doc_bytes)
+        return
+    kind = streams.sniff(path)
+    start, stop = split.get("start", 0), split.get("stop")
+    s = _Stream(streams.events(path, kind, start))
+    if kind == "plain":
+        s.pos, s.plain = start, True
+    max_body = max_doc_bytes + MAX_HEADER
+
+    def label(where):
+        member, intra = where
+        if kind == "plain":
+            return f"{name}@{intra}"
+        return f"{name}@{member}" + (f"+{intra}" if intra else "")
+
+    def offset(where):
+        return where[1] if kind == "plain" else where[0]
+
+    def owned(where):
+        o = offset(where)
+        return o >= start and (stop is None or o < stop)
+
+    multi_record_members, quiet = set(), False
+    while True:
+        rec_at = None
+        try:
+            # 1. the next record header, skipping (and setting aside) anything else
+            if not s.fill(len(_MAGIC)):
+                junk_at = s.where()
+                if bytes(s.buf).strip() and owned(junk_at):
+                    yield ("drop", row(label(junk_at) + ":junk", bytes(s.buf[:10000]).decode("utf-8", "replace"), path), "malformed_record")
+                if s.truncated and owned(junk_at):
+                    yield ("drop", row(label(junk_at) + ":truncated", s.truncated[2], path), "truncated_" + kind)
+                break
+            if not s.buf.startswith(_MAGIC):
+                junk_at, prefix = s.where(), b""
+                while True:
+                    i = s.buf.find(_MAGIC)
+                    if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
+                        if len(prefix) < 10000:
+                            prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
+                        s.consume(i)
+                        break
+                    cut = len(s.buf) - len(_MAGIC) if i == -1 else i + 1
+                    cut = max(cut, 0)
+                    if len(prefix) < 10000:
+                        prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
+                    s.consume(cut)
+                    if i == -1 and not s.more():
+                        prefix += bytes(s.buf[:10000])
+                        s.reset()
+                        break
+                if prefix.strip() and owned(junk_at) and not quiet:
+                    yield ("drop", row(label(junk_at) + ":junk", prefix.decode("utf-8", "replace"), path), "malformed_record")
+                continue
+            # 2. the header block
+            quiet = False
+            rec_at = s.where()
+            if stop is not None and offset(rec_at) >= stop:
+                return
+            if kind != "plain" and rec_at[1] > 0:
+                multi_record_members.add(rec_at[0])
+            m = None
+            while True:
+                m = _HEAD_END.search(s.buf, 0, MAX_HEADER)
+                if m or len(s.buf) >= MAX_HEADER or not s.more():
+                    break
+            length = _content_length(bytes(s.buf[: m.start()])) if m else None
+            if length is None:
+                if s.eof and not m:
+                    if owned(rec_at):
+                        reason = "truncated_" + kind if s.truncated else "truncated_record"
+                        yield ("drop", row(label(rec_at), bytes(s.buf[:10000]).decode("utf-8", "replace"), path), reason)
+                    s.reset()
+                    continue
+                if owned(rec_at):
+                    yield ("drop", row(label(rec_at), bytes(s.buf[:2000]).decode("utf-8", "replace"), path), "malformed_record")
+                s.consume(len(_MAGIC))
+                quiet = True  # the rest of this record is not reported a second time as junk
+                continue
+            header = bytes(s.buf[: m.start()]).decode("latin-1")
+            hlen = m.end()
+            fields = _fields(header)
+            rtype = fields.get("warc-type", "")
+            # 3. the block, its size checked before it is read
+            if length > max_body:
+                complete = _skip(s, hlen + length)
+                if owned(rec_at):
+                    if rtype == "response":
+                        yield ("drop", _meta_row(fields, label(rec_at), path, f"record of {length} bytes"), "too_large")
+                    else:
+                        yield ("skip", rtype or "unknown")
+                if not complete:
+                    break
+                continue
+            end = hlen + length
+            have = s.fill(end)
+            if not (have and _clean_end(s, end)):
+                k = _header_in(s.buf, hlen, min(end, len(s.buf)))
+                if k != -1:  # Content-Length runs into the next record: cut the record there
+                    if owned(rec_at):
+                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
+                    s.consume(k)
+                    continue
+                if not have:  # the file ends inside this record
+                    if owned(rec_at):
+                        reason = "truncated_" + kind if s.truncated else "truncated_record"
+                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:hlen + 10000])), reason)
+                    s.reset()
+                    continue
+                k = s.find(b"\n" + _MAGIC, end, end + max_body)
+                if k != -1:  # Content-Length stops short of the record's end
+                    if owned(rec_at):
+                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
+                    s.consume(k + 1)
+                    continue
+            block = bytes(s.buf[hlen:end])
+            s.consume(end)
+            if owned(rec_at):
+                yield from _record(fields, block, label(rec_at), path, max_doc_bytes)
+        except _Damage as d:
+            _, dmg_at, dmg_end, message = d.args[0]
+            where = rec_at if rec_at is not None else (dmg_at, 0)
+            s.reset()
+            if offset(where) >= start and (stop is None or dmg_at < stop):
+                text = f"compressed bytes {dmg_at}-{dmg_end} unreadable: {message}"
+                yield ("drop", row(label(where) + ":damaged", text, path), "corrupt_" + kind)
+            if stop is not None and dmg_end >= stop:
+                return
+    if multi_record_members:
+        yield ("count", "warc_single_gzip_members", len(multi_record_members))
+
+
+def _skip(s: _Stream, n: int) -> bool:
+    """Consume ``n`` bytes without holding them; False when the stream ends first."""
+    while n > 0:
+        if not s.buf and not s.more():
+            return False
+        take = min(n, len(s.buf))
+        s.consume(take)
+        n -= take
+    return True
+
+
+def _header_in(buf, lo: int, hi: int) -> int:
+    """Offset of the first ``WARC/1.`` at a line start in buf[lo:hi], or -1."""
+    i = buf.find(b"\n" + _MAGIC, max(lo - 1, 0), hi)
+    return -1 if i == -1 else i + 1
+
+
+def _clean_end(s: _Stream, end: int) -> bool:
+    """Does the record end where its Content-Length says: blank line(s), then a header or the end?"""
+    s.fill(end + 64)
+    after = bytes(s.buf[end:end + 64])
+    stripped = after.lstrip(b"\r\n")
+    return stripped == b"" or stripped.startswith(b"WARC/") or (s.eof and not stripped.strip())
+
+
+def _fields(header: str) -> dict:
+    fields = {}
+    for line in header.splitlines()[1:]:
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    return fields
+
+
+def _meta_row(fields: dict, fallback: str, source: str, text) -> dict:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    url = fields.get("warc-target-uri", "").strip("<>")
+    return row(_record_id(fields) or fallback, text, source, url, HTML)
+
+
+def _record_id(fields: dict) -> str:
+    rid = fields.get("warc-record-id", "").strip().strip("<>")
+    return rid.removeprefix("urn:uuid:")
+
+
+def _record(fields: dict, block: bytes, fallback: str, source: str, max_doc_bytes: int):
+    rtype = fields.get("warc-type", "")
+    if rtype != "response":
+        yield ("skip", rtype or "unknown")
+        return
+    http, body = _split_http(block)
+    ctype = http.get("content-type", "")
+    mime = ctype.split(";")[0].strip().lower()
+    if mime and mime not in _HTML_TYPES and mime != "text/plain":
+        yield ("skip", f"response:{mime}")
+        return
+    if "chunked" in http.get("transfer-encoding", "").lower():
+        body = _dechunk(body)
+    body, too_big = _decode_content(body, http.get("content-encoding", "").lower(), max_doc_bytes)
+    r = _meta_row(fields, fallback, source, "")
+    if too_big:
+        yield ("drop", r, "too_large")
+        return
+    html = mime != "text/plain"
+    text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
+    r["text"], r["content_type"] = text, (HTML if html else PLAIN)
+    if not ok:
+        yield ("drop", r, "invalid_utf8")
+        return
+    yield check_text(r, len(body), max_doc_bytes)
+
+
+def _split_http(block: bytes) -> tuple[dict, bytes]:
+    if not block.startswith(b"HTTP/"):
+        return {}, block
+    m = _HEAD_END.search(block, 0, MAX_HEADER)
+    if not m:
+        return {}, b""
+    return _fields(block[: m.start()].decode("latin-1")), block[m.end():]
+
+
+def _dechunk(body: bytes) -> bytes:
+    """Undo HTTP chunked transfer encoding; a body that is not validly chunked is returned as it is."""
+    out, pos = bytearray(), 0
+    try:
+        while True:
+            eol = body.index(b"\n", pos)
+            size = int(body[pos:eol].split(b";")[0].strip(), 16)
+            if size == 0:
+                return bytes(out)
+            start = eol + 1
+            if start + size > len(body):
+                return body
+            out += body[start:start + size]
+            pos = start + size
+            pos += 2 if body[pos:pos + 2] == b"\r\n" else (1 if body[pos:pos + 1] == b"\n" else 0)
+    except ValueError:
+        return body if not out else bytes(out)
+
+
+def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, bool]:
+    """Undo Content-Encoding (gzip, deflate, br), never producing more than ``max_doc_bytes``."""
+    try:
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            d = zlib.decompressobj(47 if encoding != "deflate" else 15)
+            try:
+                out = d.decompress(body, max_doc_bytes + 1)
+            except zlib.error:
+                d = zlib.decompressobj(-15)
+                out = d.decompress(body, max_doc_bytes + 1)
+            return out, len(out) > max_doc_bytes
+        if encoding == "br":
+            import brotli
+
+            out = brotli.Decompressor().process(body, output_buffer_limit=max_doc_bytes + 1)
+            return out, len(out) > max_doc_bytes
+    except Exception:  # a wrong Content-Encoding label: the payload is taken as it is
+        return body, False
+    return body, False
+
+
+# --- ARC ----------------------------------------------------------------------------------------
+
+def _read_arc(path: str, name: str, max_doc_bytes: int):
+    """ARC files through warcio (rare in modern crawls; one split per file)."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    position = 0
+    try:
+        with open(path, "rb") as f:
+            for record in ArchiveIterator(f, arc2warc=True):
+                position += 1
+                rtype = record.rec_type
+                if rtype != "response":
+                    yield ("skip", rtype)
+                    continue
+                url = record.rec_headers.get_header("WARC-Target-URI") or ""
+                rid = (record.rec_headers.get_header("WARC-Record-ID") or "").strip("<>").removeprefix("urn:uuid:")
+                rid = rid or f"{name}:{position}"
+                length = int(record.rec_headers.get_header("Content-Length") or 0)
+                if length > max_doc_bytes + MAX_HEADER:
+                    yield ("drop", row(rid, "", path, url, HTML), "too_large")
+                    continue
+                http = record.http_headers
+                ctype = (http.get_header("Content-Type") if http else None) or ""
+                mime = ctype.split(";")[0].strip().lower()
+                if mime and mime not in _HTML_TYPES and mime != "text/plain":
+                    yield ("skip", f"response:{mime}")
+                    continue
+                try:
+                    body = record.content_stream().read(max_doc_bytes + 1)
+                except Exception:
+                    yield ("drop", row(rid, "", path, url, HTML), "malformed_record")
+                    continue
+                html = mime != "text/plain"
+                text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
+                r = row(rid, text, path, url, HTML if html else PLAIN)
+                yield check_text(r, len(body), max_doc_bytes) if ok else ("drop", r, "invalid_utf8")
+    except Exception as e:  # warcio's ArchiveLoadFailed and friends: the rest of the file is unreadable
+        yield ("drop", row(f"{name}:error@{position}", f"{type(e).__name__}: {e}"[:500], path), "malformed_record")
