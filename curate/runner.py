@@ -16,7 +16,7 @@ READ_STAGE = steps.tasks.READ_STAGE
 
 def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_changed_inputs: bool = False) -> dict:
     """Run (or resume) ``pipeline``; returns the stats dict also written to ``OUT/stats.json``."""
-    out = Path(pipeline.output)
+    out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
     files = resolve_inputs(pipeline)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
         try:
