@@ -55,6 +55,7 @@ def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints
             for i, step in enumerate(plan):
                 prev = results[-1] if results else None
                 results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints))
+                steps.remove_plans(run, [step])  # a finished step never reads its plan again
                 if prev is not None:
                     steps.remove_intermediate(run, prev)
             return results
