@@ -6,6 +6,7 @@ the lock of a killed run (SIGKILL, a crashed node's NFS client aside) is seen as
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -37,6 +38,15 @@ class OutputLock:
                 os.close(fd)
                 raise LockError(f"{self.path.parent} is in use by another curate run: {describe(holder)}; "
                                 f"wait for it to finish, or choose another --output") from None
+            except OSError as e:
+                if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    raise
+                # a file system without flock: the lock holds while the named process is alive on its host
+                holder = _read(fd)
+                if holder and _alive(holder):
+                    os.close(fd)
+                    raise LockError(f"{self.path.parent} is in use by another curate run: {describe(holder)}; "
+                                    f"wait for it to finish, or choose another --output") from None
             try:  # the file we locked may have been removed by a run finishing meanwhile: lock the current one
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -77,6 +87,18 @@ def _read(fd: int) -> dict:
         return json.loads(raw) if raw else {}
     except (OSError, ValueError):
         return {}
+
+
+def _alive(holder: dict) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # another machine's process: cannot tell, so the lock holds
+    try:
+        os.kill(int(holder.get("pid", 0)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OSError):
+        return True
+    return int(holder.get("pid", 0)) > 0
 
 
 def describe(holder: dict) -> str:

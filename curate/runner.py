@@ -16,7 +16,7 @@ READ_STAGE = steps.tasks.READ_STAGE
 
 def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_changed_inputs: bool = False) -> dict:
     """Run (or resume) ``pipeline``; returns the stats dict also written to ``OUT/stats.json``."""
-    out = Path(pipeline.output)
+    out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
     files = resolve_inputs(pipeline)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
         try:
@@ -55,6 +55,7 @@ def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints
             for i, step in enumerate(plan):
                 prev = results[-1] if results else None
                 results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints))
+                steps.remove_plans(run, [step])  # a finished step never reads its plan again
                 if prev is not None:
                     steps.remove_intermediate(run, prev)
             return results

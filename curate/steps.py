@@ -260,6 +260,7 @@ def remove_intermediate(run: Run, result: StepResult) -> None:
 
 
 def remove_plans(run: Run, steps: list[Step]) -> None:
+    """A global stage's plan once its step is done (its report parts stay), unless ``keep_plans``."""
     if run.pipeline.keep_plans:
         return
     for step in steps:

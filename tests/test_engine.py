@@ -298,3 +298,39 @@ def test_a_step_redone_after_its_inputs_and_plan_were_removed_gives_the_same_sha
     assert counts(again) == counts(stats)
     assert digests(out) == expected
     assert not shard_files(out / "steps") and not (out / "plans").exists()
+
+
+def test_one_read_task_per_split_every_document_once(tmp_path, sample_dir, monkeypatch):
+    """The runner's side of input splitting: whatever splits ``readers.plan_splits`` makes, each is one read
+    task, and the kept documents are those of an unsplit run (here a file cut in three ranges of documents)."""
+    whole = tmp_path / "whole"
+    stats = run_pipeline(load_pipeline(pipeline_file(tmp_path, whole, sample_dir / "prose.jsonl.gz", name="w.toml")),
+                         LocalExecutor(1), progress=False)
+    real_read = readers.read_file
+
+    def plan_splits(path, fmt, *, target_bytes):
+        return [{"path": path, "format": fmt, "part": k, "parts": 3} for k in range(3)]
+
+    def read_split(split, **kw):
+        docs = 0
+        for item in real_read(split["path"], split["format"], **kw):
+            if item[0] == "doc":
+                docs += 1
+                if min((docs - 1) // 150, split["parts"] - 1) != split["part"]:
+                    continue
+            elif split["part"] != 0:
+                continue
+            yield item
+
+    monkeypatch.setattr(readers, "plan_splits", plan_splits)
+    monkeypatch.setattr(readers, "read_split", read_split)
+    out = tmp_path / "split"
+    split_stats = run_pipeline(load_pipeline(pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz")),
+                               LocalExecutor(1), progress=False)  # in-process: the patched reader is used
+    assert sorted(p.stem for p in (out / "steps/00_read/_tasks").glob("*.json")) == [
+        "src00000-0000", "src00000-0001", "src00000-0002"]
+    assert counts(split_stats) == counts(stats)
+    ids = lambda o: sorted(i for e in json.loads((o / "manifest.json").read_text())["shards"]
+                           for i in read_shard(o / e["path"]).column("id").to_pylist())
+    assert ids(out) == ids(whole)
+    assert json.loads((out / "steps/00_read/_splits.json").read_text())[str(sample_dir / "prose.jsonl.gz")]["splits"][2]["part"] == 2
