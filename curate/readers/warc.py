@@ -458,24 +458,23 @@ def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[byt
 # --- ARC ----------------------------------------------------------------------------------------
 
 def _read_arc(path: str, name: str, max_doc_bytes: int):
-    """ARC files through warcio (rare in modern crawls; one split per file)."""
+    """ARC files through warcio (rare in modern crawls; one split per file). Ids: ``<file name>@<offset>``."""
     from warcio.archiveiterator import ArchiveIterator
 
     position = 0
     try:
         with open(path, "rb") as f:
-            for record in ArchiveIterator(f, arc2warc=True):
+            records = ArchiveIterator(f, arc2warc=True)
+            for record in records:
                 position += 1
                 rtype = record.rec_type
                 if rtype != "response":
                     yield ("skip", rtype)
                     continue
                 url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                rid = (record.rec_headers.get_header("WARC-Record-ID") or "").strip("<>").removeprefix("urn:uuid:")
-                rid = rid or f"{name}:{position}"
                 length = int(record.rec_headers.get_header("Content-Length") or 0)
                 if length > max_doc_bytes + MAX_HEADER:
-                    yield ("drop", row(rid, "", path, url, HTML), "too_large")
+                    yield ("drop", row(f"{name}@{records.get_record_offset()}", "", path, url, HTML), "too_large")
                     continue
                 http = record.http_headers
                 ctype = (http.get_header("Content-Type") if http else None) or ""
@@ -485,8 +484,12 @@ def _read_arc(path: str, name: str, max_doc_bytes: int):
                     continue
                 try:
                     body = record.content_stream().read(max_doc_bytes + 1)
-                except Exception:
-                    yield ("drop", row(rid, "", path, url, HTML), "malformed_record")
+                    error = None
+                except Exception as e:
+                    error = e
+                rid = f"{name}@{records.get_record_offset()}"  # (after the read: it reads to the record's end)
+                if error is not None:
+                    yield ("drop", row(rid, f"{type(error).__name__}: {error}"[:500], path, url, HTML), "malformed_record")
                     continue
                 html = mime != "text/plain"
                 text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
