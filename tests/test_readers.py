@@ -278,3 +278,35 @@ def test_parquet_splits_by_row_group_and_arrow_by_batch(tmp_path):
                 w.write_batch(batch)
     whole = _assert_split_invariant(tmp_path / "t.arrow", "arrow", [1, 1500, 1 << 30], min_splits=10)
     assert len(whole[0]) == n and [it[1]["id"] for it in whole[0]][4] == "t.arrow:5"
+
+
+def test_zstd_skippable_frames_are_skipped(tmp_path):
+    # pzstd writes a skippable frame (its index) before every frame
+    import struct
+
+    payload = b"\n".join(_jsonl_lines(150)) + b"\n"
+    c = zstandard.ZstdCompressor()
+    skip = struct.pack("<II", 0x184D2A50, 4) + b"\x00\x01\x02\x03"
+    pieces = [payload[i:i + 900] for i in range(0, len(payload), 900)]
+    p = tmp_path / "pz.jsonl.zst"
+    p.write_bytes(b"".join(skip + c.compress(piece) for piece in pieces))
+    whole = _assert_split_invariant(p, "jsonl", [1, 400, 1 << 30], min_splits=len(pieces))
+    plain = tmp_path / "pz.jsonl"
+    plain.write_bytes(payload)
+    assert [it[1]["text"] for it in whole[0]] == [it[1]["text"] for it in read_file(str(plain), "jsonl")]
+
+
+def test_a_reader_bug_sets_the_rest_of_the_split_aside(tmp_path, monkeypatch):
+    from curate.readers import jsonl
+
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"text": "one"}\n{"text": "two"}\n')
+
+    def broken(*args, **kwargs):
+        yield ("doc", {"id": "x", "text": "one", "source": str(p), "url": "", "content_type": "text/plain"})
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(jsonl, "read", broken)
+    items = list(read_file(str(p), "jsonl"))
+    assert [it[0] for it in items] == ["doc", "drop"] and items[1][2] == "reader_error"
+    assert "KeyError" in items[1][1]["text"]

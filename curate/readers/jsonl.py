@@ -97,6 +97,8 @@ def _line_start(f, at: int) -> int | None:
 def _estimate_decompressed(path: str, kind: str, size: int) -> int:
     with open(path, "rb") as f:
         head = f.read(1 << 20)
+    while kind == "zstd" and streams._is_skippable(head) and len(head) >= 8:
+        head = head[8 + int.from_bytes(head[4:8], "little"):]
     try:
         out, _ = streams._decode_prefix(head, kind, 64 << 20)
     except Exception:
