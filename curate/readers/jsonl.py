@@ -6,8 +6,9 @@ for a line that starts in a later member (``offset``: the member's byte offset i
 inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers.
 
 Splits (each owns the lines that *start* in it):
-- plain: byte ranges ``[start, stop)``. Planning reads the file once to count newlines (for the line
-  numbers), at disk speed, without parsing.
+- plain: byte ranges ``[start, stop)`` cut at line starts. Planning reads the file once to count newlines
+  (for the line numbers), at disk speed, without parsing. (A split may also start mid-line: it then
+  skips to the next line start, which the split before reads to.)
 - compressed with many members (``cat a.gz b.gz``, bgzip, pzstd): ranges of members ``[start, stop)``. The
   boundary between two splits is the first newline at or after the start of the cut member, so a line that
   runs across members is read once. Planning seeks to each cut point and test-decodes a few KiB there.
@@ -56,22 +57,48 @@ def plan(path: str, target_bytes: int) -> list[dict]:
 
 
 def _plan_plain(path: str, size: int, target: int, base: dict) -> list[dict]:
-    cuts = list(range(target, size, target))
-    splits, newlines, pos = [], 0, 0
+    """Cuts at line starts about ``target`` bytes apart, with the newline count before each (one read)."""
+    starts = [0]
     with open(path, "rb") as f:
-        for a, b in zip([0] + cuts, cuts + [None]):
-            if a:  # newlines in [0, a - 1): the reader starts at a - 1 and skips through the first newline
-                while pos < a - 1:
-                    chunk = f.read(min(streams.CHUNK, a - 1 - pos))
-                    newlines += chunk.count(b"\n")
-                    pos += len(chunk)
-            splits.append({**base, "start": a, "stop": b, "newlines": newlines})
-    return splits
+        a = target
+        while a < size:
+            start = _line_start(f, a)
+            if start is None or start >= size:
+                break
+            starts.append(start)
+            a = start + target
+        newlines, pos = [0], 0
+        f.seek(0)
+        for start in starts[1:]:  # newlines in [0, start - 1): the reader starts at start - 1, skips one
+            n = newlines[-1]
+            while pos < start - 1:
+                chunk = f.read(min(streams.CHUNK, start - 1 - pos))
+                n += chunk.count(b"\n")
+                pos += len(chunk)
+            newlines.append(n)
+    stops = starts[1:] + [None]
+    return [{**base, "start": a, "stop": b, "newlines": n} for a, b, n in zip(starts, stops, newlines)]
+
+
+def _line_start(f, at: int) -> int | None:
+    """The first line start at or after ``at`` (just past the first newline at or after ``at - 1``)."""
+    pos = at - 1
+    f.seek(pos)
+    while True:
+        chunk = f.read(streams.CHUNK)
+        if not chunk:
+            return None
+        i = chunk.find(b"\n")
+        if i != -1:
+            return pos + i + 1
+        pos += len(chunk)
 
 
 def _estimate_decompressed(path: str, kind: str, size: int) -> int:
     with open(path, "rb") as f:
         head = f.read(1 << 20)
+    while kind == "zstd" and streams._is_skippable(head) and len(head) >= 8:
+        head = head[8 + int.from_bytes(head[4:8], "little"):]
     try:
         out, _ = streams._decode_prefix(head, kind, 64 << 20)
     except Exception:

@@ -30,13 +30,9 @@ GZIP_MAGIC = b"\x1f\x8b\x08"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def kind_of(path: str) -> str:
-    lower = path.lower()
-    if lower.endswith(".gz"):
-        return "gzip"
-    if lower.endswith(".zst") or lower.endswith(".zstd"):
-        return "zstd"
-    return "plain"
+def _is_skippable(buf: bytes) -> bool:
+    """A zstd skippable frame (magic 0x184D2A50-0x184D2A5F) starts ``buf``."""
+    return len(buf) >= 4 and buf[1:4] == b"\x2a\x4d\x18" and 0x50 <= buf[0] <= 0x5F
 
 
 def sniff(path: str) -> str:
@@ -45,7 +41,7 @@ def sniff(path: str) -> str:
         head = f.read(4)
     if head[:3] == GZIP_MAGIC:
         return "gzip"
-    if head == ZSTD_MAGIC:
+    if head == ZSTD_MAGIC or _is_skippable(head):
         return "zstd"
     return "plain"
 
@@ -144,6 +140,14 @@ def events(path: str, kind: str, start: int = 0):
                     return
             if kind == "gzip" and pending.strip(b"\x00") == b"" and len(pending) < CHUNK:
                 return  # zero padding after the last member
+            if kind == "zstd" and _is_skippable(pending):  # pzstd's index frames: no data, skipped
+                if len(pending) < 8:
+                    pending += f.read(8)
+                skip = 8 + int.from_bytes(pending[4:8], "little")
+                off += skip
+                f.seek(off)
+                pending = b""
+                continue
             member, dec, held, held_len, streaming = off, _Decoder(kind), [], 0, False
             try:
                 while not dec.eof:
@@ -182,7 +186,8 @@ def events(path: str, kind: str, start: int = 0):
             if len(pending) < 4:
                 pending += f.read(CHUNK)
             magic = GZIP_MAGIC if kind == "gzip" else ZSTD_MAGIC
-            if pending and not pending.startswith(magic[: len(pending)]) and pending.strip(b"\x00"):
+            ok_next = pending.startswith(magic[: len(pending)]) or (kind == "zstd" and _is_skippable(pending))
+            if pending and not ok_next and pending.strip(b"\x00"):
                 nxt = next_member(f, off, kind)
                 yield ("damage", off, size if nxt is None else nxt, "bytes after a member that are not a member")
                 if nxt is None:

@@ -97,7 +97,8 @@ def _arrow_units(path: str):
         src.seek(0)
         head = src.read(8)
         src.seek(8 if head.startswith(_ARROW_MAGIC) else 0)  # a file whose footer is gone: read it as a stream
-        return [(0, 0, lambda: pa.ipc.open_stream(src), "stream")]
+        stream = pa.ipc.open_stream(src)  # no readable schema: the caller sets the file aside as corrupt_file
+        return [(0, 0, lambda: stream, "stream")]
     units = []
     for i in range(reader.num_record_batches):
         try:

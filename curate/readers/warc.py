@@ -111,20 +111,23 @@ def _content_length(header: bytes) -> int | None:
 
 # --- the parser ---------------------------------------------------------------------------------
 
-class _Damage(Exception):
-    pass
-
-
 class _Stream:
-    """A growable buffer over stream events that knows which member each byte came from."""
+    """A growable buffer over stream events that knows which member each byte came from.
 
-    def __init__(self, evts):
-        self.evts, self.buf, self.pos = evts, bytearray(), 0
+    A ``damage`` event is a barrier: the buffer stops growing there (as at the end of the file) until the
+    parser has dealt with what came before it and calls :meth:`take_damage`."""
+
+    def __init__(self, evts, plain: bool, pos: int = 0):
+        self.evts, self.buf, self.pos, self.plain = evts, bytearray(), pos, plain
         self.members: deque = deque()  # (stream position of the member's first byte, member offset)
-        self.eof, self.truncated, self.plain = False, None, False
+        self.eof, self.truncated, self.damage = False, None, None
+
+    @property
+    def at_end(self) -> bool:
+        return self.eof or self.damage is not None
 
     def fill(self, n: int) -> bool:
-        while len(self.buf) < n and not self.eof:
+        while len(self.buf) < n and not self.at_end:
             ev = next(self.evts, None)
             if ev is None:
                 self.eof = True
@@ -133,7 +136,7 @@ class _Stream:
                     self.members.append((self.pos + len(self.buf), ev[1]))
                 self.buf += ev[2]
             elif ev[0] == "damage":
-                raise _Damage(ev)
+                self.damage = ev
             else:
                 self.eof, self.truncated = True, ev
         return len(self.buf) >= n
@@ -144,18 +147,23 @@ class _Stream:
     def consume(self, n: int) -> None:
         del self.buf[:n]
         self.pos += n
-        while len(self.members) > 1 and self.members[1][0] <= self.pos:
-            self.members.popleft()
 
     def reset(self) -> None:
         self.consume(len(self.buf))
 
+    def take_damage(self):
+        ev, self.damage = self.damage, None
+        self.reset()
+        return ev
+
     def where(self) -> tuple[int, int]:
         """(member offset, offset inside that member's output) of buf[0]; for a plain file (0, file offset)."""
+        while len(self.members) > 1 and self.members[1][0] <= self.pos:
+            self.members.popleft()
         if self.plain or not self.members:
             return (0, self.pos)
         start, member = self.members[0]
-        return (member, self.pos - start)
+        return (member, max(self.pos - start, 0))
 
     def find(self, needle: bytes, start: int = 0, limit: int | None = None) -> int:
         while True:
@@ -176,9 +184,7 @@ def read(split: dict, name: str, max_doc_bytes: int):
         return
     kind = streams.sniff(path)
     start, stop = split.get("start", 0), split.get("stop")
-    s = _Stream(streams.events(path, kind, start))
-    if kind == "plain":
-        s.pos, s.plain = start, True
+    s = _Stream(streams.events(path, kind, start), kind == "plain", start if kind == "plain" else 0)
     max_body = max_doc_bytes + MAX_HEADER
 
     def label(where):
@@ -194,113 +200,123 @@ def read(split: dict, name: str, max_doc_bytes: int):
         o = offset(where)
         return o >= start and (stop is None or o < stop)
 
+    def cut_short(rec_at, fields=None):
+        """The record at ``rec_at`` ends at damage or at the end of the file: one row, and on."""
+        if s.damage is not None:
+            _, at, end, message = s.take_damage()
+            mine = owned(rec_at) if rec_at is not None else (at >= start and (stop is None or at < stop))
+            if mine:
+                where = rec_at if rec_at is not None else (at, 0)
+                text = f"compressed bytes {at}-{end} unreadable: {message}"
+                yield ("drop", _meta_row(fields or {}, label(where) + ("" if rec_at else ":damaged"), path, text), "corrupt_" + kind)
+            if stop is not None and end >= stop:
+                s.eof = True  # what follows belongs to the next split
+            return
+        if rec_at is not None and owned(rec_at):
+            reason = "truncated_" + kind if s.truncated else "truncated_record"
+            text = bytes(s.buf[:10000]) if not fields else (s.truncated[2] if s.truncated else "")
+            yield ("drop", _meta_row(fields or {}, label(rec_at), path, text), reason)
+            s.truncated = None  # reported with this record
+        s.reset()
+
     multi_record_members, quiet = set(), False
     while True:
-        rec_at = None
-        try:
-            # 1. the next record header, skipping (and setting aside) anything else
-            if not s.fill(len(_MAGIC)):
-                junk_at = s.where()
-                if bytes(s.buf).strip() and owned(junk_at):
-                    yield ("drop", row(label(junk_at) + ":junk", bytes(s.buf[:10000]).decode("utf-8", "replace"), path), "malformed_record")
-                if s.truncated and owned(junk_at):
-                    yield ("drop", row(label(junk_at) + ":truncated", s.truncated[2], path), "truncated_" + kind)
-                break
-            if not s.buf.startswith(_MAGIC):
-                junk_at, prefix = s.where(), b""
-                while True:
-                    i = s.buf.find(_MAGIC)
-                    if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
-                        if len(prefix) < 10000:
-                            prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
-                        s.consume(i)
-                        break
-                    cut = len(s.buf) - len(_MAGIC) if i == -1 else i + 1
-                    cut = max(cut, 0)
-                    if len(prefix) < 10000:
-                        prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
-                    s.consume(cut)
-                    if i == -1 and not s.more():
-                        prefix += bytes(s.buf[:10000])
-                        s.reset()
-                        break
-                if prefix.strip() and owned(junk_at) and not quiet:
-                    yield ("drop", row(label(junk_at) + ":junk", prefix.decode("utf-8", "replace"), path), "malformed_record")
-                continue
-            # 2. the header block
-            quiet = False
-            rec_at = s.where()
-            if stop is not None and offset(rec_at) >= stop:
-                return
-            if kind != "plain" and rec_at[1] > 0:
-                multi_record_members.add(rec_at[0])
-            m = None
-            while True:
-                m = _HEAD_END.search(s.buf, 0, MAX_HEADER)
-                if m or len(s.buf) >= MAX_HEADER or not s.more():
-                    break
-            length = _content_length(bytes(s.buf[: m.start()])) if m else None
-            if length is None:
-                if s.eof and not m:
-                    if owned(rec_at):
-                        reason = "truncated_" + kind if s.truncated else "truncated_record"
-                        yield ("drop", row(label(rec_at), bytes(s.buf[:10000]).decode("utf-8", "replace"), path), reason)
-                    s.reset()
-                    continue
-                if owned(rec_at):
-                    yield ("drop", row(label(rec_at), bytes(s.buf[:2000]).decode("utf-8", "replace"), path), "malformed_record")
-                s.consume(len(_MAGIC))
-                quiet = True  # the rest of this record is not reported a second time as junk
-                continue
-            header = bytes(s.buf[: m.start()]).decode("latin-1")
-            hlen = m.end()
-            fields = _fields(header)
-            rtype = fields.get("warc-type", "")
-            # 3. the block, its size checked before it is read
-            if length > max_body:
-                complete = _skip(s, hlen + length)
-                if owned(rec_at):
-                    if rtype == "response":
-                        yield ("drop", _meta_row(fields, label(rec_at), path, f"record of {length} bytes"), "too_large")
-                    else:
-                        yield ("skip", rtype or "unknown")
-                if not complete:
-                    break
-                continue
-            end = hlen + length
-            have = s.fill(end)
-            if not (have and _clean_end(s, end)):
-                k = _header_in(s.buf, hlen, min(end, len(s.buf)))
-                if k != -1:  # Content-Length runs into the next record: cut the record there
-                    if owned(rec_at):
-                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
-                    s.consume(k)
-                    continue
-                if not have:  # the file ends inside this record
-                    if owned(rec_at):
-                        reason = "truncated_" + kind if s.truncated else "truncated_record"
-                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:hlen + 10000])), reason)
-                    s.reset()
-                    continue
-                k = s.find(b"\n" + _MAGIC, end, end + max_body)
-                if k != -1:  # Content-Length stops short of the record's end
-                    if owned(rec_at):
-                        yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
-                    s.consume(k + 1)
-                    continue
-            block = bytes(s.buf[hlen:end])
-            s.consume(end)
-            if owned(rec_at):
-                yield from _record(fields, block, label(rec_at), path, max_doc_bytes)
-        except _Damage as d:
-            _, dmg_at, dmg_end, message = d.args[0]
-            where = rec_at if rec_at is not None else (dmg_at, 0)
+        # 1. the next record header, skipping (and setting aside) anything else
+        if not s.fill(len(_MAGIC)):
+            junk_at = s.where()
+            if bytes(s.buf).strip() and owned(junk_at):
+                yield ("drop", row(label(junk_at) + ":junk", bytes(s.buf[:10000]).decode("utf-8", "replace"), path), "malformed_record")
             s.reset()
-            if offset(where) >= start and (stop is None or dmg_at < stop):
-                text = f"compressed bytes {dmg_at}-{dmg_end} unreadable: {message}"
-                yield ("drop", row(label(where) + ":damaged", text, path), "corrupt_" + kind)
-            if stop is not None and dmg_end >= stop:
-                return
+            if s.damage is not None:
+                yield from cut_short(None)
+                continue
+            if s.truncated and owned(junk_at):
+                yield ("drop", row(label(junk_at) + ":truncated", s.truncated[2], path), "truncated_" + kind)
+            break
+        if not s.buf.startswith(_MAGIC):
+            junk_at, prefix = s.where(), b""
+            while True:
+                i = s.buf.find(_MAGIC)
+                if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
+                    if len(prefix) < 10000:
+                        prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
+                    s.consume(i)
+                    break
+                cut = max(len(s.buf) - len(_MAGIC) if i == -1 else i + 1, 0)
+                if len(prefix) < 10000:
+                    prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
+                s.consume(cut)
+                if i == -1 and not s.more():
+                    prefix += bytes(s.buf[: max(10000 - len(prefix), 0)])
+                    s.reset()
+                    break
+            if prefix.strip() and owned(junk_at) and not quiet:
+                yield ("drop", row(label(junk_at) + ":junk", prefix.decode("utf-8", "replace"), path), "malformed_record")
+            continue
+        # 2. the header block
+        quiet = False
+        rec_at = s.where()
+        if stop is not None and offset(rec_at) >= stop:
+            return
+        if kind != "plain" and rec_at[1] > 0:
+            multi_record_members.add(rec_at[0])
+        while True:
+            m = _HEAD_END.search(s.buf, 0, MAX_HEADER)
+            if m or len(s.buf) >= MAX_HEADER or not s.more():
+                break
+        if not m and s.at_end:
+            yield from cut_short(rec_at)
+            continue
+        length = _content_length(bytes(s.buf[: m.start()])) if m else None
+        if length is None:
+            if owned(rec_at):
+                yield ("drop", row(label(rec_at), bytes(s.buf[:2000]).decode("utf-8", "replace"), path), "malformed_record")
+            s.consume(len(_MAGIC))
+            quiet = True  # the rest of this record is not reported a second time as junk
+            continue
+        fields = _fields(bytes(s.buf[: m.start()]).decode("latin-1"))
+        hlen = m.end()
+        end = hlen + length
+        # 3. the block, its size checked before it is read
+        if length > max_body:
+            # Before trusting a huge Content-Length, look for a real header within the next max_body bytes.
+            s.fill(hlen + max_body)
+            k = _header_in(s.buf, hlen, len(s.buf), valid=True)
+            if k != -1:
+                if owned(rec_at):
+                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
+                s.consume(k)
+                continue
+            if not _skip(s, end):
+                yield from cut_short(rec_at, fields)
+                continue
+            if owned(rec_at):
+                if fields.get("warc-type") == "response":
+                    yield ("drop", _meta_row(fields, label(rec_at), path, f"record of {length} bytes"), "too_large")
+                else:
+                    yield ("skip", fields.get("warc-type") or "unknown")
+            continue
+        have = s.fill(end)
+        if not (have and _clean_end(s, end)):
+            k = _header_in(s.buf, hlen, min(end, len(s.buf)), valid=True)
+            if k != -1:  # Content-Length runs into the next record: cut the record there
+                if owned(rec_at):
+                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
+                s.consume(k)
+                continue
+            if not have:  # the file ends (or is damaged) inside this record
+                yield from cut_short(rec_at, fields)
+                continue
+            k = s.find(b"\n" + _MAGIC, end, end + max_body)
+            if k != -1:  # Content-Length stops short of the record's end
+                if owned(rec_at):
+                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
+                s.consume(k + 1)
+                continue
+        block = bytes(s.buf[hlen:end])
+        s.consume(end)
+        if owned(rec_at):
+            yield from _record(fields, block, label(rec_at), path, max_doc_bytes)
     if multi_record_members:
         yield ("count", "warc_single_gzip_members", len(multi_record_members))
 
@@ -316,18 +332,30 @@ def _skip(s: _Stream, n: int) -> bool:
     return True
 
 
-def _header_in(buf, lo: int, hi: int) -> int:
-    """Offset of the first ``WARC/1.`` at a line start in buf[lo:hi], or -1."""
+def _header_in(buf, lo: int, hi: int, valid: bool = False) -> int:
+    """Offset of the first ``WARC/1.`` at a line start in buf[lo:hi], or -1. With ``valid``: only one that
+    opens a parseable header block (a WARC-Type and a Content-Length)."""
     i = buf.find(b"\n" + _MAGIC, max(lo - 1, 0), hi)
-    return -1 if i == -1 else i + 1
+    while i != -1:
+        if not valid:
+            return i + 1
+        m = _HEAD_END.search(buf, i + 1, i + 1 + MAX_HEADER)
+        if m:
+            head = bytes(buf[i + 1:m.start()])
+            if _content_length(head) is not None and re.search(rb"(?im)^warc-type:", head):
+                return i + 1
+        i = buf.find(b"\n" + _MAGIC, i + 1, hi)
+    return -1
 
 
 def _clean_end(s: _Stream, end: int) -> bool:
-    """Does the record end where its Content-Length says: blank line(s), then a header or the end?"""
+    """Does the record end where its Content-Length says: a blank line (then anything), or the end?"""
     s.fill(end + 64)
     after = bytes(s.buf[end:end + 64])
+    if after.startswith((b"\r\n\r\n", b"\n\n", b"\r\n\n")):
+        return True
     stripped = after.lstrip(b"\r\n")
-    return stripped == b"" or stripped.startswith(b"WARC/") or (s.eof and not stripped.strip())
+    return stripped.startswith(b"WARC/") or (s.at_end and not stripped.strip())
 
 
 def _fields(header: str) -> dict:
@@ -430,24 +458,23 @@ def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[byt
 # --- ARC ----------------------------------------------------------------------------------------
 
 def _read_arc(path: str, name: str, max_doc_bytes: int):
-    """ARC files through warcio (rare in modern crawls; one split per file)."""
+    """ARC files through warcio (rare in modern crawls; one split per file). Ids: ``<file name>@<offset>``."""
     from warcio.archiveiterator import ArchiveIterator
 
     position = 0
     try:
         with open(path, "rb") as f:
-            for record in ArchiveIterator(f, arc2warc=True):
+            records = ArchiveIterator(f, arc2warc=True)
+            for record in records:
                 position += 1
                 rtype = record.rec_type
                 if rtype != "response":
                     yield ("skip", rtype)
                     continue
                 url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                rid = (record.rec_headers.get_header("WARC-Record-ID") or "").strip("<>").removeprefix("urn:uuid:")
-                rid = rid or f"{name}:{position}"
                 length = int(record.rec_headers.get_header("Content-Length") or 0)
                 if length > max_doc_bytes + MAX_HEADER:
-                    yield ("drop", row(rid, "", path, url, HTML), "too_large")
+                    yield ("drop", row(f"{name}@{records.get_record_offset()}", "", path, url, HTML), "too_large")
                     continue
                 http = record.http_headers
                 ctype = (http.get_header("Content-Type") if http else None) or ""
@@ -457,8 +484,12 @@ def _read_arc(path: str, name: str, max_doc_bytes: int):
                     continue
                 try:
                     body = record.content_stream().read(max_doc_bytes + 1)
-                except Exception:
-                    yield ("drop", row(rid, "", path, url, HTML), "malformed_record")
+                    error = None
+                except Exception as e:
+                    error = e
+                rid = f"{name}@{records.get_record_offset()}"  # (after the read: it reads to the record's end)
+                if error is not None:
+                    yield ("drop", row(rid, f"{type(error).__name__}: {error}"[:500], path, url, HTML), "malformed_record")
                     continue
                 html = mime != "text/plain"
                 text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
