@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import os
 import shutil
 import tempfile
