@@ -52,7 +52,7 @@ def _tally(items):
 
 def test_every_hostile_file_is_accounted_for(corpus):
     root, expected = corpus
-    assert len(expected) >= 45
+    assert len(expected) >= 55
     wrong = {}
     for rel, want in sorted(expected.items()):
         got, rows = _tally(readers.read_file(str(root / rel), want["format"]))
@@ -89,6 +89,9 @@ def test_specific_repairs(corpus):
     # a bogus charset falls back to detection: the Cyrillic page is read right, nothing raises
     docs = [it[1] for it in readers.read_file(str(root / "warc" / "charsets.warc.gz"), "warc") if it[0] == "doc"]
     assert "Привет, мир!" in docs[5]["text"] and all("page" in d["text"] for d in docs[:5])
+    # a page whose declared charset is wrong is decoded by detection, not replaced with U+FFFD
+    docs = [it[1] for it in readers.read_file(str(root / "warc" / "wrong-charset.warc.gz"), "warc") if it[0] == "doc"]
+    assert "café de la gare sert une crème brûlée très appréciée" in docs[0]["text"]
     # the damaged member is one row that says where; the records after it are read
     items = list(readers.read_file(str(root / "warc" / "corrupt-member.warc.gz"), "warc"))
     assert [it[0] for it in items] == ["doc", "doc", "drop", "doc", "doc", "doc"]

@@ -261,6 +261,24 @@ def test_warc_splits_by_record(tmp_path, gz):
     assert sum(it[0] == "skip" for it in whole[0]) == 10
 
 
+def test_warc_zst_one_frame_per_record_splits(tmp_path, sample_dir):
+    from warcio.archiveiterator import ArchiveIterator
+
+    c = zstandard.ZstdCompressor()
+    frames = []
+    with open(sample_dir / "web-pages-87.warc.gz", "rb") as f:
+        for rec in ArchiveIterator(f):
+            buf = io.BytesIO()
+            from warcio.warcwriter import WARCWriter
+
+            WARCWriter(buf, gzip=False).write_record(rec)
+            frames.append(c.compress(buf.getvalue()))
+    p = tmp_path / "pages.warc.zst"
+    p.write_bytes(b"".join(frames))
+    whole = _assert_split_invariant(p, "warc", [1, 50_000], min_splits=80)
+    assert sum(it[0] == "doc" for it in whole[0]) == 87
+
+
 def test_real_warc_splits(sample_dir):
     _assert_split_invariant(sample_dir / "web-pages-87.warc.gz", "warc", [1, 100_000], min_splits=80)
 

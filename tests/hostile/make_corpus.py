@@ -153,6 +153,24 @@ def build_warc(d: Path) -> dict:
     (d / "payloads.warc.gz").write_bytes(_gz_members(recs)[0])
     e["payloads.warc.gz"] = _expect("warc", docs=2, drops={"binary_content": 1, "too_large": 1}, skips=1)
 
+    # LF-only line ends (some old writers); a header block larger than any real one; a page whose declared
+    # charset is wrong (latin-1 bytes labelled utf-8); a member whose gzip header is smashed
+    lf = [_record(_http(_page(i)).replace(b"\r\n", b"\n"), i=i).replace(b"\r\n", b"\n") for i in (1, 2)]
+    (d / "lf-only.warc").write_bytes(b"".join(lf))
+    e["lf-only.warc"] = _expect("warc", docs=2)
+    giant = b"WARC/1.0\r\nWARC-Type: response\r\nX-Junk: " + b"j" * (100 << 10) + b"\r\n\r\n"
+    recs = _responses(2)
+    (d / "giant-header.warc").write_bytes(recs[0] + giant + recs[1])
+    e["giant-header.warc"] = _expect("warc", docs=2, drops={"malformed_record": 1})
+    french = "Le café de la gare sert une crème brûlée très appréciée. Les élèves, naïfs, déjeunent à la façade. "
+    latin = f"<html><body><p>{french * 6}</p></body></html>".encode("latin-1")
+    blob, offs = _gz_members([_record(_http(latin, "text/html; charset=utf-8"), i=1)] + _responses(2, 5))
+    (d / "wrong-charset.warc.gz").write_bytes(blob)
+    e["wrong-charset.warc.gz"] = _expect("warc", docs=3)
+    smashed = blob[: offs[1]] + b"\x1f\x8b\x08\xff\xff" + blob[offs[1] + 5:]
+    (d / "smashed-header.warc.gz").write_bytes(smashed)
+    e["smashed-header.warc.gz"] = _expect("warc", docs=2, drops={"corrupt_gzip": 1})
+
     shutil.copy(DATA / "example.arc", d / "example.arc")
     e["example.arc"] = _expect("warc", docs=1, skips=1)
     return e
