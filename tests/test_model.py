@@ -124,16 +124,21 @@ def test_num_params_counts_tied_weight_once():
                                             (8, 2048, 24, 2048, 50304),  # the 1.3B benchmark model
                                             (16, 64, 4, 64, 256)])
 def test_flops_formulas(B, s, l, h, V):
-    assert model_flops(B, s, l, h, V) == pytest.approx(closed_form_model_flops(B, s, l, h, V), rel=1e-12)
-    assert model_flops(B, s, l, h, V, recompute="full") == \
+    full = dict(causal=False)  # the papers' full-square attention count
+    assert model_flops(B, s, l, h, V, **full) == pytest.approx(closed_form_model_flops(B, s, l, h, V), rel=1e-12)
+    assert model_flops(B, s, l, h, V, recompute="full", **full) == \
         pytest.approx(closed_form_full_recompute_flops(B, s, l, h, V), rel=1e-12)
-    selective = 72.0 * B * s * l * h * h * (1 + 2 * s / (9 * h) + V / (12 * l * h))
-    assert model_flops(B, s, l, h, V, recompute="selective") == pytest.approx(selective, rel=1e-12)
+    # selective recomputation reruns only pointwise ops: no extra matmul FLOPs
+    assert model_flops(B, s, l, h, V, recompute="selective") == model_flops(B, s, l, h, V)
+    # causal: the attention core counts s (s + 1) / 2 of the s^2 query-key pairs (3 x 4 B h per pair)
+    core_saved = 3 * l * 4 * B * h * (s * s - s * (s + 1) / 2)
+    assert model_flops(B, s, l, h, V) == pytest.approx(model_flops(B, s, l, h, V, **full) - core_saved, rel=1e-12)
 
 
 def test_flops_for_a_config():
     cfg = make_cfg()
-    assert flops_per_iteration(cfg.model, 8, 16) == closed_form_model_flops(8, 16, 4, 32, 256)
+    assert flops_per_iteration(cfg.model, 8, 16) == model_flops(8, 16, 4, 32, 256)
+    assert model_flops(8, 16, 4, 32, 256, causal=False) == closed_form_model_flops(8, 16, 4, 32, 256)
     swiglu = make_cfg(mlp="swiglu")
     # 3 matrices of h x ffn instead of 2: 2 B s h ffn per extra matrix, x3 for forward + backward
     extra = 3 * 4 * (2 * 8 * 16 * 32 * swiglu.model.ffn_hidden_size)
