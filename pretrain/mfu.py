@@ -50,21 +50,30 @@ def cuda_peak(name: str, dtype: torch.dtype) -> Peak:
 _MEASURED: dict = {}
 
 
-def measure_matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), n: int = 1024,
-                        reps: int = 4) -> float:
-    """FLOP/s of the best of ``reps`` [n, n] x [n, n] matmuls (after one warm-up), cached per (dtype, threads)."""
-    key = (dtype, str(device), torch.get_num_threads(), n)
+def measure_matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), max_n: int = 2048,
+                        reps: int = 3, budget_s: float = 0.05) -> float:
+    """FLOP/s of the best of ``reps`` square matmuls in ``dtype``: the size doubles from 256 while one matmul takes
+    under ``budget_s`` (so that a slow dtype, e.g. bf16 on a CPU without bf16 units, costs well under a second),
+    cached per (dtype, device, threads)."""
+    key = (dtype, str(device), torch.get_num_threads())
     if key not in _MEASURED:
-        a = torch.randn(n, n, device=device).to(dtype)
-        b = torch.randn(n, n, device=device).to(dtype)
-        torch.mm(a, b)
-        best = float("inf")
-        for _ in range(reps):
+        def timed(a, b):
             t0 = time.perf_counter()
             torch.mm(a, b)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            best = min(best, time.perf_counter() - t0)
+            return time.perf_counter() - t0
+
+        n = 256
+        while True:
+            a = torch.randn(n, n, device=device).to(dtype)
+            b = torch.randn(n, n, device=device).to(dtype)
+            torch.mm(a, b)  # warm-up
+            dt = timed(a, b)
+            if dt >= budget_s or n >= max_n:
+                break
+            n *= 2
+        best = min([dt] + [timed(a, b) for _ in range(reps - 1)])
         _MEASURED[key] = 2.0 * n ** 3 / best
     return _MEASURED[key]
 
