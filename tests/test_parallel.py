@@ -53,6 +53,8 @@ OPTIONS = {"model.position": "rope", "model.norm": "rmsnorm", "model.mlp": "swig
 LAYOUTS = {
     "tp2_sp": ({"parallel.tp": 2, "parallel.sequence_parallel": True}, 2),
     "tp2_full_recompute": ({"parallel.tp": 2, "train.recompute": "full"}, 2),
+    "tp2_sp_selective_recompute": ({"parallel.tp": 2, "parallel.sequence_parallel": True,
+                                    "train.recompute": "selective"}, 2),
     "pp2_1f1b": ({"parallel.pp": 2}, 2),
     "pp2_vpp2": ({"parallel.pp": 2, "parallel.vpp": 2}, 2),
     "dp2_fsdp_selective_recompute": ({"parallel.dp": 2, "train.recompute": "selective"}, 2),
