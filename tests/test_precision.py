@@ -10,13 +10,16 @@ from tests.distributed_helpers import config_dict, run_distributed, tiny_config,
 
 TRAIN = {"train.lr": 5e-3, "train.min_lr": 5e-4, "train.steps": 5}
 BF16 = {"train.precision": "bf16"}
-BF16_VS_FP32 = 2e-2  # relative loss difference of bf16 compute to fp32 over 5 steps of the tiny model
-LAYOUT_BF16 = 1e-2  # relative loss difference of a bf16 layout to the one-process bf16 run
+# Tolerances (max relative loss difference over 5 steps of the tiny model; measured on CPU in brackets):
+BF16_VS_FP32 = 1e-3  # bf16 compute vs fp32 (6e-5)
+# a bf16 layout vs the one-process bf16 run: tensor and pipeline parallelism split or reorder bf16 matmuls and
+# reductions (2e-5, 3e-6); data parallelism computes the same ops on other micro-batches, so with one recipe
+# for every layout its curve is the one-process curve up to fp32 reduction order (9e-8)
 LAYOUTS = {
-    "tp2_sp": ({"parallel.tp": 2, "parallel.sequence_parallel": True}, 2),
-    "pp2": ({"parallel.pp": 2}, 2),
-    "dp2_fsdp": ({"parallel.dp": 2}, 2),
-    "dp2_replicate": ({"parallel.dp": 2, "parallel.dp_mode": "replicate"}, 2),
+    "tp2_sp": ({"parallel.tp": 2, "parallel.sequence_parallel": True}, 2, 2e-4),
+    "pp2": ({"parallel.pp": 2}, 2, 2e-4),
+    "dp2_fsdp": ({"parallel.dp": 2}, 2, 1e-6),
+    "dp2_replicate": ({"parallel.dp": 2, "parallel.dp_mode": "replicate"}, 2, 1e-6),
 }
 _RUNS: dict = {}
 
@@ -44,12 +47,12 @@ def test_bf16_one_process_is_close_to_fp32():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_bf16_layouts_follow_the_same_curve(name):
-    overrides, world = LAYOUTS[name]
+    overrides, world, tol = LAYOUTS[name]
     ref, fp32 = run(BF16)["losses"], run({})["losses"]
     got = run({**BF16, **overrides}, world)["losses"]
     err = rel(got, ref)
     print(f"{name} bf16 vs one-process bf16: {err:.2e} (vs fp32 {rel(got, fp32):.2e})")
-    assert err < LAYOUT_BF16
+    assert err < tol
     assert rel(got, fp32) < BF16_VS_FP32
 
 
@@ -59,7 +62,7 @@ COMPILE = {"train.compile": True, "train.compile_backend": "aot_eager"}
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["tp2_sp", "pp2", "dp2_fsdp"])
 def test_compile_matches_eager(name):
-    overrides, world = LAYOUTS[name]
+    overrides, world, _ = LAYOUTS[name]
     eager = run({}, 1)["losses"]
     got = run({**COMPILE, **overrides}, world)["losses"]
     err = rel(got, eager)

@@ -1,9 +1,8 @@
 """Pipeline parallelism with ``torch.distributed.pipelining``: the model is cut into ``pp * vpp`` stages by layer
 ranges (stage 0 also holds the embeddings, the last stage the final norm and the output head; with
 ``parallel.pp_balance = "flops"`` the split counts those as layers' worth of work, ``balanced_stage_layers``);
-pipeline rank ``r``
-holds stages ``r, r + pp, r + 2 pp, ...`` (Megatron's interleaved assignment), run by ``Schedule1F1B`` (one stage per
-rank) or ``ScheduleInterleaved1F1B`` (``vpp > 1`` virtual stages per rank).
+pipeline rank ``r`` holds stages ``r, r + pp, r + 2 pp, ...`` (Megatron's interleaved assignment), run by
+``Schedule1F1B`` (one stage per rank) or ``ScheduleInterleaved1F1B`` (``vpp > 1`` virtual stages per rank).
 
 Tied embeddings across stages (Megatron's embedding group): the first and the last stage each hold a copy of the
 weight, initialised identically; ``sync_tied_grads`` sums their gradients after backward so the copies stay equal.
