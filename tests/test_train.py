@@ -216,6 +216,7 @@ def test_non_finite_loss_stops_before_any_checkpoint(tmp_path, capsys):
     assert not list((tmp_path / "c2").glob("step_*"))
 
 
+@pytest.mark.slow
 def test_metrics_are_fetched_once_per_log_interval(monkeypatch):
     """No host synchronisation per step: 4 more steps with log.interval = 4 cost exactly one more fetch of
     device values (Tensor.item / tolist / float / bool calls), not one per step. (AdamW reads its step counters,
