@@ -11,6 +11,11 @@ forward/backward, grad norm, AdamW, loss reduction, the metrics.jsonl line). Pri
 all steps by the median step and by the fastest step (on a shared machine other processes only ever add time, so
 the fastest steps are the least disturbed comparison). Default dims: baselines.md section 9 (4 layers, hidden 256,
 4 heads, seq 256, batch 8, vocab 8192, fp32).
+
+First it prints the activation memory autograd keeps after one forward of the same model for train.recompute =
+none / selective / full (``--memory-only`` stops there):
+
+    .venv/bin/python benchmarks/train_throughput.py --memory-only [--memory-dtype bf16]
 """
 from __future__ import annotations
 
@@ -117,8 +122,47 @@ def run_ours(steps: int, warm: int, env: dict) -> list[float]:
     return [b - a for a, b in zip(t[warm - 1:], t[warm:])]
 
 
+def activation_memory(dtype_name: str) -> None:
+    """Bytes autograd keeps after one forward (loss included) of the DIMS model, per train.recompute mode, counted
+    with pretrain.memory.LiveBytes (every tensor storage allocated and still alive), and the peak over forward +
+    backward."""
+    import torch
+
+    from pretrain.config import Config, finalize
+    from pretrain.memory import LiveBytes
+    from pretrain.model import GPT, cross_entropy
+    from pretrain.parallel import apply_recompute
+
+    d = DIMS
+    cfg = Config()
+    cfg.data.kind, cfg.data.seq_len = "synthetic", d["seq"]
+    for k, v in dict(vocab_size=d["vocab"], hidden_size=d["hidden"], num_layers=d["layers"],
+                     num_heads=d["heads"]).items():
+        setattr(cfg.model, k, v)
+    finalize(cfg, 1)
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    x = torch.randint(0, d["vocab"], (d["batch"], d["seq"] + 1), generator=torch.Generator().manual_seed(0))
+    got = {}
+    for mode in ("none", "selective", "full"):
+        model = GPT(cfg.model)
+        apply_recompute(model, mode)
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32), LiveBytes() as mem:
+            loss = cross_entropy(model(x[:, :-1]), x[:, 1:])
+            held = mem.current
+            loss.backward()
+        got[mode] = (held, mem.peak)
+    print(f"saved activations after forward ({dtype_name}, batch {d['batch']} x seq {d['seq']}, {d['layers']} layers, "
+          f"hidden {d['hidden']}; logits and loss included):")
+    for mode, (held, peak) in got.items():
+        print(f"  recompute {mode:>9}: {held / 2**20:8.2f} MiB saved ({held / got['none'][0]:.2f} of none), "
+              f"peak over forward + backward {peak / 2**20:8.2f} MiB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memory-only", action="store_true", help="only the saved-activation bytes per recompute mode")
+    ap.add_argument("--memory-dtype", default="fp32", choices=["fp32", "bf16"],
+                    help="compute dtype of the memory figures (bf16 matmuls are very slow on most CPUs)")
     ap.add_argument("--steps", type=int, default=15, help="timed steps per round")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
@@ -126,6 +170,11 @@ def main() -> int:
     a = ap.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "PYTHONPATH": str(ROOT)}
     import torch
+
+    sys.path.insert(0, str(ROOT))
+    activation_memory(a.memory_dtype)
+    if a.memory_only:
+        return 0
 
     print(f"dims {DIMS}; torch {torch.__version__}; {a.threads} threads; {a.rounds} rounds x {a.steps} timed steps")
     tokens = DIMS["batch"] * DIMS["seq"]

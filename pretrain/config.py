@@ -55,6 +55,8 @@ class ParallelConfig:
     pp_schedule: str = "auto"  # auto | 1f1b | interleaved_1f1b
     dp_mode: str = "fsdp"  # fsdp (FSDP2 fully_shard) | replicate (all-reduce, parameters replicated)
     fsdp_reshard_after_forward: bool | None = None  # None: true without pipeline parallelism, false with it
+    fsdp_reduce_every_microbatch: bool = True  # false: sync on the last micro-batch only (full fp32 grads held)
+    pp_balance: str = "flops"  # flops (embedding and head counted as layers' worth) | even
 
 
 @dataclass
@@ -77,7 +79,8 @@ class TrainConfig:
     eval_iters: int = 1  # global batches per evaluation
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
     recompute: str = "none"  # none | selective | full
-    compile: bool = False
+    compile: bool | None = None  # None: on for CUDA, off on CPU (torch.compile per block, norm, head, loss)
+    compile_backend: str = "inductor"  # torch.compile backend (e.g. aot_eager: no code generation)
     device: str = "auto"  # auto | cpu | cuda
     peak_tflops: float | None = None  # per device, for MFU; None: from the device name (see flops.py)
 
@@ -326,6 +329,7 @@ def check(cfg: Config, world_size: int) -> None:
                                  ("model.mlp", m.mlp, ("gelu", "swiglu")),
                                  ("train.precision", t.precision, ("auto", "fp32", "bf16")),
                                  ("train.recompute", t.recompute, ("none", "selective", "full")),
+                                 ("parallel.pp_balance", p.pp_balance, ("flops", "even")),
                                  ("train.device", t.device, ("auto", "cpu", "cuda")),
                                  ("data.kind", d.kind, ("blend", "synthetic"))):
         if value not in allowed:

@@ -25,15 +25,24 @@ Biases exist when ``bias = true`` (GPT-2 style); RMSNorm has no bias.
 """
 from __future__ import annotations
 
-import math
-import zlib
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.distributed.tensor import DTensor
 
 from pretrain.config import ModelConfig
+from pretrain.init import init_parameters
+from pretrain.recompute import run_block
+
+
+def _norm_param(w: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    """A norm's weight or bias as used in fp32 arithmetic: under autocast first rounded to the autocast dtype, like
+    every other weight (and as FSDP's bf16 parameters are), so that every data-parallel layout computes the same."""
+    if w is None:
+        return None
+    if torch.is_autocast_enabled(x.device.type):
+        w = w.to(torch.get_autocast_dtype(x.device.type))
+    return w.float()
 
 
 class RMSNorm(nn.Module):
@@ -45,13 +54,29 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * self.weight.float()).type_as(x)
+        return (y * _norm_param(self.weight, x)).type_as(x)
+
+
+class LayerNorm(nn.Module):
+    """``nn.LayerNorm`` (same parameters) computed in fp32 whatever the input and parameter dtypes."""
+
+    def __init__(self, dim: int, eps: float, bias: bool):
+        super().__init__()
+        self.eps, self.normalized_shape = eps, (dim,)
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+
+    def forward(self, x):
+        w, b = _norm_param(self.weight, x), _norm_param(self.bias, x)
+        with torch.autocast(x.device.type, enabled=False):
+            y = F.layer_norm(x.float(), self.normalized_shape, w, b, self.eps)
+        return y.type_as(x)
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:
     if cfg.norm == "rmsnorm":
         return RMSNorm(cfg.hidden_size, cfg.norm_eps)
-    return nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.bias)
+    return LayerNorm(cfg.hidden_size, cfg.norm_eps, cfg.bias)
 
 
 def rope_cache(seq_len: int, head_dim: int, theta: float, device=None) -> torch.Tensor:
@@ -80,7 +105,6 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, h, bias=cfg.bias)
         self.v_proj = nn.Linear(h, h, bias=cfg.bias)
         self.o_proj = nn.Linear(h, h, bias=cfg.bias)
-        self.recompute_core = False  # selective recomputation: recompute softmax(QK^T)V in backward
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
         B, T, _ = x.shape
@@ -91,15 +115,8 @@ class Attention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, rope), apply_rope(k, rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if self.recompute_core and torch.is_grad_enabled():
-            y = checkpoint(_causal_sdpa, q, k, v, use_reentrant=False)
-        else:
-            y = _causal_sdpa(q, k, v)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
-
-
-def _causal_sdpa(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 class MLP(nn.Module):
@@ -125,16 +142,14 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.mlp_norm = make_norm(cfg)
         self.mlp = MLP(cfg)
-        self.recompute = False  # full recomputation: keep only the block input, rerun the block in backward
+        self.recompute = "none"  # none | selective | full (pretrain.recompute)
 
     def _forward(self, x, rope):
         x = x + self.attn(self.attn_norm(x), rope)
         return x + self.mlp(self.mlp_norm(x))
 
     def forward(self, x, rope=None):
-        if self.recompute and torch.is_grad_enabled():
-            return checkpoint(self._forward, x, rope, use_reentrant=False)
-        return self._forward(x, rope)
+        return run_block(self._forward, self.recompute, x, rope)
 
 
 class GPT(nn.Module):
@@ -161,23 +176,11 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed: int | None = None) -> None:
-        """Megatron's init. Each tensor is drawn from its own generator seeded by (seed, parameter name), so the
-        weights do not depend on which layers this process holds or on the module construction order."""
+        """Megatron's init (``pretrain.init``). Each tensor is drawn from its own generator seeded by (seed,
+        parameter name), so the weights do not depend on which layers this process holds, on the module
+        construction order, or on how the parameters are sharded: a DTensor parameter gets its shard of the values."""
         seed = self.config.init_seed if seed is None else seed
-        std, out_std = self.config.init_std, self.config.init_std / math.sqrt(2 * self.config.num_layers)
-        for name, p in self.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            if name.endswith("norm.weight"):
-                p.fill_(1.0)
-            elif leaf == "bias":
-                p.zero_()
-            else:
-                if name == "lm_head.weight" and self.config.tie_embeddings:
-                    name = "embed.weight"  # a pipeline's last stage holds its own copy of the tied weight
-                gen = torch.Generator(device=p.device)
-                gen.manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63))
-                s = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) else std
-                p.normal_(0.0, s, generator=gen)
+        init_parameters(self.named_parameters(), self.config, seed, self.config.tie_embeddings)
         if self.rope is not None:
             self.rope.copy_(rope_cache(self.config.max_seq_len, self.config.head_dim, self.config.rope_theta,
                                        device=self.rope.device))
@@ -197,10 +200,47 @@ class GPT(nn.Module):
         return x
 
 
+CE_CHUNK_ELEMS = 1 << 26  # logits elements per chunk of the cross entropy (256 MiB in fp32)
+
+
+class ChunkedCrossEntropy(torch.autograd.Function):
+    """Mean token cross entropy of logits [N, V] (any float dtype) in fp32, a chunk of tokens at a time: the fp32
+    copy of the logits exists for one chunk only, in forward and in backward (which recomputes the softmax from
+    the saved logits and the log-sum-exp)."""
+
+    @staticmethod
+    def forward(ctx, logits, labels, chunk):
+        lse = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
+        total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        for i in range(0, logits.shape[0], chunk):
+            z = logits[i:i + chunk].float()
+            lse[i:i + chunk] = torch.logsumexp(z, dim=-1)
+            total += (lse[i:i + chunk] - z.gather(1, labels[i:i + chunk, None])[:, 0]).sum()
+        ctx.save_for_backward(logits, labels, lse)
+        ctx.chunk = chunk
+        return total / logits.shape[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, labels, lse = ctx.saved_tensors
+        out = torch.empty_like(logits)
+        scale = grad.float() / logits.shape[0]
+        for i in range(0, logits.shape[0], ctx.chunk):
+            p = torch.exp(logits[i:i + ctx.chunk].float() - lse[i:i + ctx.chunk, None])
+            p.scatter_add_(1, labels[i:i + ctx.chunk, None], torch.full_like(p[:, :1], -1.0))
+            out[i:i + ctx.chunk] = (p * scale).to(out.dtype)
+        return out, None, None
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean token loss in fp32. Under tensor parallelism ``logits`` is a vocab-sharded DTensor and this must run
-    inside ``torch.distributed.tensor.parallel.loss_parallel()``."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+    """Mean token loss in fp32, without an fp32 copy of the whole [tokens, vocab] logits (``ChunkedCrossEntropy``).
+    Under tensor parallelism ``logits`` is a vocab-sharded DTensor and this must run inside
+    ``torch.distributed.tensor.parallel.loss_parallel()`` (each rank holds [tokens, vocab / tp])."""
+    if isinstance(logits, DTensor):
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+    flat = logits.flatten(0, 1)
+    chunk = max(1, CE_CHUNK_ELEMS // flat.shape[-1])
+    return ChunkedCrossEntropy.apply(flat, labels.flatten(0, 1), chunk)
 
 
 def num_params(model: nn.Module, exclude_embeddings: bool = False) -> int:

@@ -33,13 +33,28 @@ from pretrain.config import (
     load_config,
     total_train_samples,
 )
-from pretrain.flops import flops_per_iteration, peak_flops
-from pretrain.model import GPT, cross_entropy, num_params
+from pretrain.flops import flops_per_iteration
+from pretrain.mfu import device_peak
+from pretrain.model import GPT, num_params
 from pretrain.parallel import ModelParts, build_model_parts
 from pretrain.parallel.mesh import Layout, env_world, init_parallel
+from pretrain.prefetch import Prefetcher
+
+
+HELP_EPILOG = """metrics: tokens/s, MFU and HFU per step. FLOPs per iteration = 3 x forward (a multiply-add is 2 FLOPs);
+the causal attention core is counted as computed, s (s + 1) / 2 query-key pairs per head dim, not s^2; HFU adds
+the forward recomputed by train.recompute = "full" ("selective" recomputes only pointwise ops: HFU = MFU). The
+peak: train.peak_tflops if set; on CUDA the device's dense bf16 (or fp32) figure, matched by name (H100 SXM /
+PCIe / NVL, H200, A100, B200), "MFU unknown" for another device; on CPU a matmul measured at start ("% of
+measured matmul peak"). Losses and gradient norms stay on the device and are fetched every log.interval steps;
+a non-finite one stops the run (exit code 3) before any checkpoint is written."""
 
 
 def add_arguments(parser) -> None:
+    import argparse
+
+    parser.epilog = HELP_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--config", help="TOML config ([model] [parallel] [train] [data] [checkpoint] [log])")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="TABLE.KEY=VALUE",
                         help="override a config value, e.g. --set parallel.tp=2 --set train.steps=100")
@@ -52,6 +67,9 @@ def run(args) -> int:
     except ConfigError as e:
         print(f"pretrain train: {e}", file=sys.stderr)
         return 2
+    except NonFiniteError as e:
+        print(f"pretrain train: {e}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -77,6 +95,10 @@ class SyntheticDataset:
         noise = rng.random(self.seq_len + 1) < 0.125
         x[noise] = rng.integers(0, self.vocab, int(noise.sum()))
         return x.astype(np.int64)
+
+    def get_batch(self, indices) -> np.ndarray:
+        return np.stack([self[int(i)] for i in indices]) if len(indices) else np.empty((0, self.seq_len + 1),
+                                                                                       np.int64)
 
 
 def build_datasets(cfg: Config, num_train: int, num_valid: int):
@@ -120,13 +142,19 @@ def check_data_paths(cfg: Config) -> None:
                 raise ConfigError(f"data.blend {d.blend}: dataset {ds.name!r} has no {ds.prefix}{ext}: {DEMO_HINT}")
 
 
-def _batch(ds, start: int, count: int) -> torch.Tensor:
-    return torch.from_numpy(np.stack([np.asarray(ds[i], dtype=np.int64) for i in range(start, start + count)]))
+def local_indices(first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: int) -> np.ndarray:
+    """Sample indices of this dp rank's micro-batches of the global batch starting at ``first_sample``, in order."""
+    j = np.arange(n_micro, dtype=np.int64)[:, None]
+    return (first_sample + (j * dp + dp_rank) * mbs + np.arange(mbs, dtype=np.int64)[None, :]).reshape(-1)
 
 
 def local_batch(ds, first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: int) -> torch.Tensor:
-    """This dp rank's micro-batches of the global batch starting at ``first_sample``, stacked [n_micro * mbs, T+1]."""
-    return torch.cat([_batch(ds, first_sample + (j * dp + dp_rank) * mbs, mbs) for j in range(n_micro)])
+    """This dp rank's micro-batches of the global batch starting at ``first_sample``, stacked [n_micro * mbs, T+1]
+    (one vectorised ``get_batch`` call)."""
+    idx = local_indices(first_sample, n_micro, mbs, dp, dp_rank)
+    if hasattr(ds, "get_batch"):
+        return torch.from_numpy(np.ascontiguousarray(ds.get_batch(idx), dtype=np.int64))
+    return torch.from_numpy(np.stack([np.asarray(ds[int(i)], dtype=np.int64) for i in idx]))
 
 
 # ---------------------------------------------------------------------------------------------------- schedule
@@ -183,15 +211,22 @@ def _scalar(x) -> torch.Tensor:
     return x.detach().float()
 
 
+class NonFiniteError(RuntimeError):
+    """A loss or gradient norm that is not finite: training stops before any checkpoint is written."""
+
+
 class Trainer:
+    """One precision recipe for every layout (``pretrain.precision``): under bf16 every forward runs in autocast;
+    the data-parallel wrappers gather the blocks' weights in bf16 and reduce gradients in fp32."""
+
     def __init__(self, cfg: Config, parts: ModelParts, device: torch.device, compute_dtype: torch.dtype):
         self.cfg, self.parts, self.device = cfg, parts, device
         self.env = parts.env
         p = cfg.parallel
         self.tp, self.dp, self.pp = p.tp, p.dp, p.pp
-        # bf16: FSDP's mixed-precision policy casts the parameters; otherwise autocast does
-        fsdp_casts = p.dp > 1 and p.dp_mode == "fsdp"
-        self.autocast_dtype = compute_dtype if compute_dtype != torch.float32 and not fsdp_casts else None
+        self.autocast_dtype = compute_dtype if compute_dtype != torch.float32 else None
+        self.fsdp = p.dp > 1 and p.dp_mode == "fsdp"
+        self.reduce_every = self.fsdp and p.fsdp_reduce_every_microbatch
 
     def _ctx(self):
         stack = contextlib.ExitStack()
@@ -202,8 +237,10 @@ class Trainer:
         return stack
 
     def forward_backward(self, tokens: torch.Tensor, n_micro: int, train: bool = True) -> torch.Tensor | None:
-        """Mean loss over this rank's micro-batches (None on a pipeline rank without the last stage); in training
-        mode the gradients of that mean are accumulated (averaged over dp by the data-parallel wrapper)."""
+        """Mean loss over this rank's micro-batches, on the device (None on a pipeline rank without the last
+        stage); in training mode the gradients of that mean are accumulated (averaged over dp by the data-parallel
+        wrapper; with FSDP reduce-scattered every micro-batch unless parallel.fsdp_reduce_every_microbatch = false;
+        under pipeline parallelism the schedule of torch.distributed.pipelining reduces once per step)."""
         inputs, labels = tokens[:, :-1], tokens[:, 1:]
         mbs = tokens.shape[0] // n_micro
         if self.pp > 1:
@@ -221,30 +258,33 @@ class Trainer:
                 return None
             return torch.stack([_scalar(x) for x in losses]).mean()
         model = self.parts.parts[0]
+        loss_fn = self.parts.loss_fn
         total = torch.zeros((), device=self.device)
         with self._ctx(), (contextlib.nullcontext() if train else torch.no_grad()):
             for j in range(n_micro):
                 if train and self.dp > 1:
-                    model.set_requires_gradient_sync(j == n_micro - 1)
+                    model.set_requires_gradient_sync(self.reduce_every or j == n_micro - 1)
                 sl = slice(j * mbs, (j + 1) * mbs)
-                loss = cross_entropy(model(inputs[sl]), labels[sl])
+                loss = loss_fn(model(inputs[sl]), labels[sl])
                 if train:
                     (loss / n_micro).backward()
                 total += _scalar(loss)
         return total / n_micro
 
-    def global_loss(self, local: torch.Tensor | None) -> float:
-        """The global batch's mean loss, known to every rank."""
+    def global_loss(self, local: torch.Tensor | None) -> torch.Tensor:
+        """The global batch's mean loss, known to every rank, as a device tensor (no host synchronisation)."""
         if not dist.is_initialized():
-            return float(local)
+            return local.detach().double()
         contributes = local is not None and self.env.tp_rank == 0
-        t = torch.tensor([float(local) if contributes else 0.0], dtype=torch.float64, device=self.device)
+        t = local.detach().double().reshape(1) if contributes else torch.zeros(1, dtype=torch.float64,
+                                                                                 device=self.device)
         dist.all_reduce(t)
-        return t.item() / self.dp
+        return t[0] / self.dp
 
-    def clip_grad_norm(self) -> float:
+    def clip_grad_norm(self) -> torch.Tensor:
         """Global gradient 2-norm over all parallel groups (tensor- and data-parallel shards through DTensor,
-        pipeline stages summed over the pp group; the tied head's copy counted once), then clipping."""
+        pipeline stages summed over the pp group; the tied head's copy counted once), then clipping. Returned as
+        a device tensor: the optimizer step does not wait for it."""
         skip = self.parts.norm_exclusions()
         params = [p for p in self.parts.parameters() if p.grad is not None]
         grads = [p.grad for p in params if id(p) not in skip]
@@ -257,7 +297,7 @@ class Trainer:
             norm = sq.sqrt()
         if self.cfg.train.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(params, self.cfg.train.grad_clip, norm)
-        return float(norm)
+        return norm.detach()
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -281,11 +321,13 @@ def _compute_dtype(cfg: Config, device: torch.device) -> torch.dtype:
 
 
 class MetricsLog:
-    """rank 0: stdout every log.interval steps, LOG_DIR/metrics.jsonl and TensorBoard every step."""
+    """rank 0: stdout every log.interval steps, LOG_DIR/metrics.jsonl and TensorBoard one line per step (written
+    when the loop fetches its metrics from the device: every log.interval steps, see ``_train``)."""
 
     def __init__(self, cfg: Config, rank: int):
         self.enabled = rank == 0
         self.interval = max(1, cfg.log.interval)
+        self.peak_name = "peak"
         self.file = self.tb = None
         if self.enabled and cfg.log.dir:
             Path(cfg.log.dir).mkdir(parents=True, exist_ok=True)
@@ -310,9 +352,12 @@ class MetricsLog:
                 if k not in ("step", "time") and isinstance(v, (int, float)):
                     self.tb.add_scalar(("val/" if k.startswith("val_") else "train/") + k, v, rec["step"])
         if rec["step"] % self.interval == 0 or "val_loss" in rec:
+            if rec["mfu"] is None:
+                util = ["mfu unknown", "hfu unknown"]
+            else:
+                util = [f"mfu {100 * rec['mfu']:.2f}%", f"hfu {100 * rec['hfu']:.2f}% of {self.peak_name}"]
             parts = [f"step {rec['step']}", f"loss {rec['loss']:.4f}", f"lr {rec['lr']:.3e}",
-                     f"grad_norm {rec['grad_norm']:.3f}", f"tok/s {rec['tokens_per_s']:,.0f}",
-                     f"mfu {100 * rec['mfu']:.2f}%", f"hfu {100 * rec['hfu']:.2f}%"]
+                     f"grad_norm {rec['grad_norm']:.3f}", f"tok/s {rec['tokens_per_s']:,.0f}", *util]
             if "val_loss" in rec:
                 parts.append(f"val_loss {rec['val_loss']:.4f}")
             print(" | ".join(parts), flush=True)
@@ -371,7 +416,31 @@ def _adopt_checkpoint_model(cfg: Config, d: Path) -> None:
         m.padded_vocab_size = saved.padded_vocab_size
 
 
+def _batch_plan(cfg: Config, step: int, consumed: int):
+    """(first sample, micro-batches) of each remaining step, in order."""
+    t, p = cfg.train, cfg.parallel
+    while step < t.steps:
+        gbs = batch_size_at(cfg, consumed)
+        yield consumed, gbs // (t.micro_batch * p.dp)
+        consumed += gbs
+        step += 1
+
+
+def _check_finite(rows: list[dict], last_ckpt) -> None:
+    for r in rows:
+        bad = [k for k in ("loss", "grad_norm") if not math.isfinite(r[k])]
+        if bad:
+            what = " and ".join(f"{k} = {r[k]}" for k in bad)
+            where = f"the latest checkpoint is {last_ckpt}" if last_ckpt else "no checkpoint was written"
+            raise NonFiniteError(f"step {r['step']}: {what} is not finite; training stopped before writing a "
+                                 f"checkpoint ({where}). Lower train.lr, raise train.warmup_steps or "
+                                 f"train.grad_clip, or check the data, then resume.")
+
+
 def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict:
+    """The loop keeps each step's loss and gradient norm on the device and fetches them (one synchronisation) every
+    log.interval steps, before an evaluation or a checkpoint, and at the end; a non-finite value then stops the
+    run before any checkpoint is written."""
     p, t = cfg.parallel, cfg.train
     parts = build_model_parts(cfg, env, dtype)
     optimizers = [make_optimizer(part, cfg, device) for part in parts.parts]
@@ -391,50 +460,88 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
              f"{dtype}; parameters {num_params(whole):,} ({num_params(whole, exclude_embeddings=True):,} without "
              f"embeddings); vocab {cfg.model.vocab_size} padded to {cfg.model.padded_vocab_size}")
     seq = cfg.data.seq_len
-    peak = peak_flops(device, dtype, t.peak_tflops)
+    peak = device_peak(device, dtype, t.peak_tflops)
+    log.peak_name = peak.label.split(" (")[0]
+    log.info(f"MFU against the {peak.label}; attention FLOPs counted causally (pretrain/flops.py)")
     world = env.layout.world_size
     losses, val_losses, grad_norms = {}, {}, {}
     load_data = env.layout.pp == 1 or parts.has_first_stage or parts.has_last_stage
-    while step < t.steps:
-        t0 = time.perf_counter()
-        gbs = batch_size_at(cfg, consumed)
-        n_micro = gbs // (t.micro_batch * p.dp)
-        if load_data:
-            tokens = local_batch(train_ds, consumed, n_micro, t.micro_batch, p.dp, env.dp_rank).to(device)
-        else:
-            tokens = torch.empty(n_micro * t.micro_batch, seq + 1, dtype=torch.long, device=device)
-        lr = sched.apply(optimizers)
-        parts.train(True)
-        local = trainer.forward_backward(tokens, n_micro)
-        parts.finish_grads()
-        grad_norm = trainer.clip_grad_norm()
-        for opt in optimizers:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        loss = trainer.global_loss(local)
-        step += 1
-        consumed += gbs
-        sched.step = step
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        flops = flops_per_iteration(cfg.model, gbs, seq)
-        hw_flops = flops_per_iteration(cfg.model, gbs, seq, t.recompute)
-        losses[step], grad_norms[step] = loss, grad_norm
-        rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": gbs * seq / dt,
-               "mfu": flops / (dt * world * peak), "hfu": hw_flops / (dt * world * peak), "global_batch": gbs,
-               "consumed_samples": consumed, "step_time_s": dt, "tflops_per_device": flops / dt / world / 1e12,
-               "time": time.time()}
-        if t.eval_interval and step % t.eval_interval == 0 and valid_ds is not None:
-            rec["val_loss"] = val_losses[step] = _evaluate(cfg, trainer, parts, valid_ds, device, load_data)
-        log.step(rec)
-        if cfg.checkpoint.dir and ((cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0)
-                                   or step == t.steps):
-            meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
-                    "world_size": world, "layout": {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp},
-                    "config": cfg.to_dict()}
-            d = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model)
-            log.info(f"saved checkpoint {d}")
+    batches = None
+    if load_data and step < t.steps:
+        batches = Prefetcher(lambda first, n: local_batch(train_ds, first, n, t.micro_batch, p.dp, env.dp_rank),
+                             _batch_plan(cfg, step, consumed), device)
+    pending: list[dict] = []  # steps whose loss / grad norm are still on the device
+    last_ckpt = resume_dir
+    window_t0 = time.perf_counter()
+
+    def fetch():
+        nonlocal window_t0
+        if not pending:
+            return
+        values = torch.stack([torch.stack([r["loss"].double(), r["grad_norm"].double()]) for r in pending])
+        values = values.tolist()  # the one host synchronisation of the window
+        dt = (time.perf_counter() - window_t0) / len(pending)
+        window_t0 = time.perf_counter()
+        for r, (loss, gn) in zip(pending, values):
+            r["loss"], r["grad_norm"] = loss, gn
+        _check_finite(pending, last_ckpt)
+        for r in pending:
+            gbs = r["global_batch"]
+            flops = flops_per_iteration(cfg.model, gbs, seq)
+            hw_flops = flops_per_iteration(cfg.model, gbs, seq, t.recompute)
+            losses[r["step"]], grad_norms[r["step"]] = r["loss"], r["grad_norm"]
+            mfu = peak.fraction(flops / (dt * world))
+            r.update({"tokens_per_s": gbs * seq / dt, "mfu": mfu,
+                      "hfu": None if mfu is None else peak.fraction(hw_flops / (dt * world)),
+                      "step_time_s": dt, "tflops_per_device": flops / dt / world / 1e12})
+            log.step(r)
+        pending.clear()
+
+    try:
+        while step < t.steps:
+            gbs = batch_size_at(cfg, consumed)
+            n_micro = gbs // (t.micro_batch * p.dp)
+            if load_data:
+                tokens = batches.next()
+            else:
+                tokens = torch.empty(n_micro * t.micro_batch, seq + 1, dtype=torch.long, device=device)
+            lr = sched.apply(optimizers)
+            parts.train(True)
+            local = trainer.forward_backward(tokens, n_micro)
+            parts.finish_grads()
+            grad_norm = trainer.clip_grad_norm()
+            for opt in optimizers:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            loss = trainer.global_loss(local)
+            step += 1
+            consumed += gbs
+            sched.step = step
+            rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "global_batch": gbs,
+                   "consumed_samples": consumed, "time": time.time()}
+            pending.append(rec)
+            evaluate = bool(t.eval_interval and step % t.eval_interval == 0 and valid_ds is not None)
+            save = bool(cfg.checkpoint.dir and ((cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0)
+                                                or step == t.steps))
+            if evaluate or save or step % log.interval == 0 or step == t.steps:
+                if evaluate:
+                    # evaluated before the fetch, so that the window's time is training time only
+                    eval_t0 = time.perf_counter()
+                    rec["val_loss"] = val_losses[step] = _evaluate(cfg, trainer, parts, valid_ds, device,
+                                                                   load_data)
+                    window_t0 += time.perf_counter() - eval_t0
+                fetch()
+            if save:
+                meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
+                        "world_size": world, "layout": {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp},
+                        "config": cfg.to_dict()}
+                last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model)
+                log.info(f"saved checkpoint {last_ckpt}")
+                window_t0 = time.perf_counter()
+        fetch()
+    finally:
+        if batches is not None:
+            batches.close()
     local_numel = sum((q.to_local() if isinstance(q, DTensor) else q).numel() for q in parts.parameters())
     return {"losses": losses, "val_losses": val_losses, "grad_norms": grad_norms, "step": step,
             "consumed_samples": consumed, "stage_ids": parts.stage_ids, "local_param_numel": local_numel}
@@ -465,4 +572,4 @@ def _evaluate(cfg: Config, trainer: Trainer, parts: ModelParts, ds, device, load
             tokens = torch.empty(n_micro * t.micro_batch, cfg.data.seq_len + 1, dtype=torch.long)
         vals.append(trainer.global_loss(trainer.forward_backward(tokens.to(device), n_micro, train=False)))
     parts.train(True)
-    return float(np.mean(vals))
+    return float(torch.stack(vals).mean())

@@ -124,18 +124,73 @@ def test_num_params_counts_tied_weight_once():
                                             (8, 2048, 24, 2048, 50304),  # the 1.3B benchmark model
                                             (16, 64, 4, 64, 256)])
 def test_flops_formulas(B, s, l, h, V):
-    assert model_flops(B, s, l, h, V) == pytest.approx(closed_form_model_flops(B, s, l, h, V), rel=1e-12)
-    assert model_flops(B, s, l, h, V, recompute="full") == \
+    full = dict(causal=False)  # the papers' full-square attention count
+    assert model_flops(B, s, l, h, V, **full) == pytest.approx(closed_form_model_flops(B, s, l, h, V), rel=1e-12)
+    assert model_flops(B, s, l, h, V, recompute="full", **full) == \
         pytest.approx(closed_form_full_recompute_flops(B, s, l, h, V), rel=1e-12)
-    selective = 72.0 * B * s * l * h * h * (1 + 2 * s / (9 * h) + V / (12 * l * h))
-    assert model_flops(B, s, l, h, V, recompute="selective") == pytest.approx(selective, rel=1e-12)
+    # selective recomputation reruns only pointwise ops: no extra matmul FLOPs
+    assert model_flops(B, s, l, h, V, recompute="selective") == model_flops(B, s, l, h, V)
+    # causal: the attention core counts s (s + 1) / 2 of the s^2 query-key pairs (3 x 4 B h per pair)
+    core_saved = 3 * l * 4 * B * h * (s * s - s * (s + 1) / 2)
+    assert model_flops(B, s, l, h, V) == pytest.approx(model_flops(B, s, l, h, V, **full) - core_saved, rel=1e-12)
 
 
 def test_flops_for_a_config():
     cfg = make_cfg()
-    assert flops_per_iteration(cfg.model, 8, 16) == closed_form_model_flops(8, 16, 4, 32, 256)
+    assert flops_per_iteration(cfg.model, 8, 16) == model_flops(8, 16, 4, 32, 256)
+    assert model_flops(8, 16, 4, 32, 256, causal=False) == closed_form_model_flops(8, 16, 4, 32, 256)
     swiglu = make_cfg(mlp="swiglu")
     # 3 matrices of h x ffn instead of 2: 2 B s h ffn per extra matrix, x3 for forward + backward
     extra = 3 * 4 * (2 * 8 * 16 * 32 * swiglu.model.ffn_hidden_size)
     base = model_flops(8, 16, 4, 32, 256, ffn=swiglu.model.ffn_hidden_size)
     assert flops_per_iteration(swiglu.model, 8, 16) == pytest.approx(base + extra)
+
+
+def test_chunked_cross_entropy_equals_torch_and_never_holds_fp32_logits():
+    import torch.nn.functional as F
+
+    from pretrain.memory import LiveBytes
+    from pretrain.model import ChunkedCrossEntropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(300, 1000, generator=g, requires_grad=True)
+    labels = torch.randint(0, 1000, (300,), generator=g)
+    ref = F.cross_entropy(logits, labels)
+    (ref_grad,) = torch.autograd.grad(ref, logits)
+    got = ChunkedCrossEntropy.apply(logits, labels, 64)
+    (grad,) = torch.autograd.grad(got, logits)
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-5, atol=1e-9)
+    # bf16 logits [4096, 1000]: an fp32 copy would be 16 MB; the loss holds one 64-token fp32 chunk at a time
+    big = torch.randn(4096, 1000, generator=g).to(torch.bfloat16).requires_grad_()
+    tgt = torch.randint(0, 1000, (4096,), generator=g)
+    with LiveBytes() as mem:
+        loss = ChunkedCrossEntropy.apply(big, tgt, 64)
+        loss.backward()
+    fp32_full = 4096 * 1000 * 4
+    assert mem.peak < big.numel() * 2 + fp32_full / 8  # the bf16 gradient plus chunks
+    ref = F.cross_entropy(big.detach().float(), tgt)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("name, label, tflops", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0), ("NVIDIA H100 PCIe", "H100 PCIe", 756.0),
+    ("NVIDIA H100 NVL", "H100 NVL", 835.0), ("NVIDIA H200", "H200 SXM", 989.0),
+    ("NVIDIA A100-SXM4-80GB", "A100", 312.0), ("NVIDIA A100 80GB PCIe", "A100", 312.0),
+    ("NVIDIA B200", "B200", 2250.0), ("NVIDIA GeForce RTX 4090", None, None), ("NVIDIA GH200 480GB", None, None)])
+def test_mfu_peak_by_exact_device_name(name, label, tflops):
+    from pretrain.mfu import cuda_peak
+
+    peak = cuda_peak(name, torch.bfloat16)
+    if label is None:
+        assert peak.flops is None and "MFU unknown" in peak.label and peak.fraction(1e15) is None
+    else:
+        assert peak.flops == tflops * 1e12 and peak.label.startswith(f"{label} bf16 dense peak")
+
+
+def test_cpu_peak_is_measured():
+    from pretrain.mfu import device_peak
+
+    peak = device_peak(torch.device("cpu"), torch.float32)
+    assert peak.flops > 1e8 and peak.label.startswith("measured matmul peak")
+    assert device_peak(torch.device("cpu"), torch.float32, 2.0).flops == 2e12

@@ -53,6 +53,8 @@ OPTIONS = {"model.position": "rope", "model.norm": "rmsnorm", "model.mlp": "swig
 LAYOUTS = {
     "tp2_sp": ({"parallel.tp": 2, "parallel.sequence_parallel": True}, 2),
     "tp2_full_recompute": ({"parallel.tp": 2, "train.recompute": "full"}, 2),
+    "tp2_sp_selective_recompute": ({"parallel.tp": 2, "parallel.sequence_parallel": True,
+                                    "train.recompute": "selective"}, 2),
     "pp2_1f1b": ({"parallel.pp": 2}, 2),
     "pp2_vpp2": ({"parallel.pp": 2, "parallel.vpp": 2}, 2),
     "dp2_fsdp_selective_recompute": ({"parallel.dp": 2, "train.recompute": "selective"}, 2),
@@ -142,3 +144,25 @@ def test_tp_gradients_match_single_process(variant):
     for name, g in res["grads"].items():
         err = (g - ref_grads[name].grad).abs().max().item()
         assert err <= 1e-6 * scale, (name, err, scale)
+
+
+def test_balanced_stages_count_embedding_and_head():
+    from pretrain.config import Config
+    from pretrain.parallel.pipeline import balanced_stage_layers, layer_ranges, stage_costs
+
+    cfg = Config()
+    for k, v in dict(vocab_size=50257, hidden_size=2048, num_layers=24, num_heads=16).items():
+        setattr(cfg.model, k, v)
+    cfg.data.kind, cfg.data.seq_len = "synthetic", 2048
+    finalize(cfg, 1)
+    emb, head = stage_costs(cfg.model, 2048)
+    assert emb == 1.0 and head == pytest.approx(2 * 2048 * 50304 / (24 * 2048 ** 2 + 2 * 2048 * 2049), rel=1e-9)
+    assert 1.85 < head < 1.9  # the issue's "about 1.75 layers" counted full-square attention; causal: 1.89
+    ranges = layer_ranges(cfg.model, 4, "flops", 2048)
+    sizes = [len(r) for r in ranges]
+    assert sizes == [5, 7, 7, 5] and ranges[0].start == 0 and ranges[-1].stop == 24
+    costs = [sizes[0] + emb, sizes[1], sizes[2], sizes[3] + head]
+    assert max(costs) == 7  # the even split [6, 6, 6, 6] would load the last stage with 7.75
+    assert [len(r) for r in layer_ranges(cfg.model, 4, "even", 2048)] == [6, 6, 6, 6]
+    assert [len(r) for r in balanced_stage_layers(4, 4, 1.0, 0.6)] == [1, 1, 1, 1]  # at least one layer each
+    assert [len(r) for r in balanced_stage_layers(8, 2, 0.0, 2.0)] == [5, 3]
