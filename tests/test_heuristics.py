@@ -13,7 +13,8 @@ from curate.pipeline import ConfigError, parse_stage
 from curate.schema import documents_to_table
 from curate.stages import stage_class
 from curate.stages.heuristics import (
-    C4Quality, FineWebQuality, GopherQuality, GopherRepetition, dup_ngram_chars, glued_ngram_ids, is_word, ngram_stats,
+    C4Quality, FineWebQuality, GopherQuality, GopherRepetition, dup_ngram_chars, glued_dup_chars, glued_ngram_ids, is_word,
+    ngram_stats,
     split_sentences, tokens, top_ngram_chars,
 )
 
@@ -170,6 +171,33 @@ def _reference_dup(toks, n):
             seen.add(grams[i])
             i += 1
     return total
+
+
+def _reference_dup_glued(toks, n):  # DataTrove's find_all_duplicate: n-grams glued without spaces
+    seen, total, i = set(), 0, 0
+    while i < len(toks) - n + 1:
+        g = "".join(toks[i:i + n])
+        if g in seen:
+            total += len(g)
+            i += n
+        else:
+            seen.add(g)
+            i += 1
+    return total
+
+
+def test_glued_ngrams_match_datatrove_s_definition():
+    texts = [d["text"] for d in PROSE[::3]] + [d["text"] for d in BOILER[::4]] + list(GOPHER_REPETITION_CASES.values())
+    texts += ["ab c d e f ab c d e f a bc d e f a b c d e f", "x\ud800y " * 20, "\U0001F600 a b c d e " * 9]
+    for text in texts:
+        for words in ("regex", "spacy"):
+            toks = tokens(text, words)
+            cum = np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64)
+            fast = glued_dup_chars(toks, range(5, 11), cum)
+            for n in range(5, 11):
+                gram, counts = glued_ngram_ids(toks, n, cum)
+                assert dup_ngram_chars(n, gram, counts, cum) == _reference_dup_glued(toks, n), (n, text[:60])
+                assert fast[n] == _reference_dup_glued(toks, n), (n, text[:60])
 
 
 def test_ngram_fractions_match_a_plain_reference_on_real_text():

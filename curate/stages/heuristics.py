@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import ClassVar
 
 import numpy as np
@@ -117,7 +118,7 @@ def is_word(tok: str) -> bool:
 
 
 def has_letter(tok: str) -> bool:
-    return tok.isalpha() or any(c.isalpha() for c in tok)
+    return tok.isalpha() or any(map(str.isalpha, tok))
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -230,7 +231,7 @@ class GopherQuality(_HeuristicStage):
         p, on = self.params, self.on
         toks = self.tokens(text)
         n_tokens = len(toks)
-        words = [w for w in toks if is_word(w)]
+        words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
         n_words = len(words)
         if on("gopher_short_doc") and n_words < p.min_doc_words:
             return "gopher_short_doc"
@@ -260,7 +261,10 @@ class GopherQuality(_HeuristicStage):
                     return "gopher_ellipsis_lines"
         if on("gopher_alpha_words"):
             pool = toks if p.alpha_words_of == "tokens" else words
-            if sum(map(has_letter, pool)) / len(pool) < p.min_alpha_words_ratio:
+            # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
+            rest = list(filterfalse(str.isalpha, pool))
+            with_letter = len(pool) - len(rest) + sum(map(has_letter, rest))
+            if with_letter / len(pool) < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
         if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
             return "gopher_stop_words"
@@ -331,15 +335,88 @@ def ngram_stats(toks: list[str], ns: range, stop_early: bool = True):
             return
 
 
+_B = np.uint64(0x9E3779B97F4A7C15)  # an odd multiplier: invertible modulo 2**64
+_C = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
 def glued_ngram_ids(toks: list[str], n: int, cum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """DataTrove's n-gram identity: ``"".join(toks[i:i + n])``. Returns (``gram``, ``counts``) as in
-    ``ngram_stats``. The glued n-gram at i is a slice of the glued text, so no join is built."""
+    """DataTrove's n-gram identity, ``"".join(toks[i:i + n])``, as (``gram``, ``counts``) like
+    ``ngram_stats`` (equal glued strings, equal numbers). A plain reference for tests; the stage
+    uses ``glued_dup_chars``."""
     glued = "".join(toks)
-    c = cum.tolist()
     number: dict[str, int] = {}
-    gram = np.fromiter((number.setdefault(glued[c[i]:c[i + n]], len(number)) for i in range(len(toks) - n + 1)),
-                       dtype=np.int64, count=len(toks) - n + 1)
-    return gram, np.bincount(gram)
+    c = cum.tolist()
+    gram = np.array([number.setdefault(glued[c[i]:c[i + n]], len(number)) for i in range(len(toks) - n + 1)],
+                    dtype=np.int64)
+    return gram, np.bincount(gram, minlength=1)
+
+
+def glued_dup_chars(toks: list[str], ns, cum: np.ndarray) -> dict[int, int]:
+    """``dup_ngram_chars`` for each n in ``ns`` with DataTrove's glued n-grams, all n at once.
+
+    The glued n-gram at i is the slice ``cum[i]:cum[i + n]`` of the glued text. Every slice of every
+    n gets a key, a function of (n, its length, a polynomial hash of its characters), computed with
+    numpy for all of them; one sort finds the keys that occur twice or more. Only those slices can
+    repeat (equal strings, equal keys), and only they are compared as strings, so the result is
+    exact: a hash collision only sends a few more slices to the string comparison."""
+    out = {n: 0 for n in ns}
+    glued = "".join(toks)
+    code = np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+    size = len(code)
+    with np.errstate(over="ignore"):
+        powers = np.full(size + 1, _B, dtype=np.uint64)
+        powers[0] = 1
+        np.cumprod(powers, out=powers)                      # B**k mod 2**64
+        inv = np.full(size + 1, np.uint64(pow(int(_B), -1, 2**64)), dtype=np.uint64)
+        inv[0] = 1
+        np.cumprod(inv, out=inv)                            # B**-k mod 2**64
+        prefix = np.zeros(size + 1, dtype=np.uint64)
+        np.cumsum(code * powers[:-1], out=prefix[1:])       # sum of c_j * B**j for j < k
+        keys, spans = [], []
+        for n in ns:
+            m = len(toks) - n + 1
+            if m <= 0:
+                continue
+            a, b = cum[:m], cum[n:n + m]
+            h = (prefix[b] - prefix[a]) * inv[a]            # the slice's hash, as if it started at 0
+            keys.append(h ^ ((b - a).astype(np.uint64) * _B) ^ (np.uint64(n) * _C))
+            spans.append((n, m))
+    if not keys:
+        return out
+    allk = np.concatenate(keys)
+    order = np.argsort(allk)
+    sk = allk[order]
+    same = sk[1:] == sk[:-1]
+    company = np.zeros(len(allk), dtype=bool)
+    company[:-1] |= same
+    company[1:] |= same
+    cand = np.sort(order[company])
+    if not len(cand):
+        return out
+    c = cum.tolist()
+    offset = 0
+    for n, m in spans:
+        lo, hi = np.searchsorted(cand, [offset, offset + m])
+        pos = (cand[lo:hi] - offset).tolist()
+        offset += m
+        if len(pos) < 2:
+            continue
+        strings = [glued[c[i]:c[i + n]] for i in pos]
+        counts: dict[str, int] = {}
+        for g in strings:
+            counts[g] = counts.get(g, 0) + 1
+        seen: set[str] = set()
+        total, free = 0, 0
+        for p, g in zip(pos, strings):  # DataTrove's left-to-right scan over the n-grams that repeat
+            if p < free or counts[g] < 2:
+                continue
+            if g in seen:
+                total += len(g)
+                free = p + n
+            else:
+                seen.add(g)
+        out[n] = total
+    return out
 
 
 def top_ngram_chars(n: int, counts: np.ndarray, first: np.ndarray, cum: np.ndarray, min_count: int = 2) -> int:
@@ -400,22 +477,24 @@ class GopherRepetition(_HeuristicStage):
         cum = np.zeros(len(toks) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), out=cum[1:])
         min_count = 2 if p.top_ngram_needs_repeat else 1
-        # exact n-grams (equal tokens) refine glued ones: when no exact n-gram repeats, a glued one
-        # still may, so the scan only stops early in exact mode
-        for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], DUP_NGRAMS[-1] + 1),
-                                                  stop_early=p.exact_ngrams and p.top_ngram_needs_repeat):
+        last = DUP_NGRAMS[-1] if p.exact_ngrams else TOP_NGRAMS[-1]
+        # exact n-grams stop early once none repeats (none longer can), unless a top n-gram seen
+        # once still counts
+        stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
+        for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], last + 1), stop_early=stop_early):
             if n in TOP_NGRAMS:
                 code = f"gopher_top_{n}gram"
                 if on(code) and top_ngram_chars(n, counts, first, cum, min_count) / n_chars > getattr(p, f"top_{n}gram_frac"):
                     return code
             elif n in DUP_NGRAMS:
                 code = f"gopher_dup_{n}gram"
-                if not on(code):
-                    continue
-                if not p.exact_ngrams:
-                    gram, counts = glued_ngram_ids(toks, n, cum)
-                if dup_ngram_chars(n, gram, counts, cum) / n_chars > getattr(p, f"dup_{n}gram_frac"):
+                if on(code) and dup_ngram_chars(n, gram, counts, cum) / n_chars > getattr(p, f"dup_{n}gram_frac"):
                     return code
+        if not p.exact_ngrams:
+            dup = [n for n in DUP_NGRAMS if on(f"gopher_dup_{n}gram")]
+            for n, chars in glued_dup_chars(toks, dup, cum).items():
+                if chars / n_chars > getattr(p, f"dup_{n}gram_frac"):
+                    return f"gopher_dup_{n}gram"
         return None
 
 
@@ -483,7 +562,7 @@ class C4Quality(_HeuristicStage):
         for line in pieces:
             line = line.strip()
             words = line.split()
-            if p.max_word_length != -1 and any(len(w) > p.max_word_length for w in words):
+            if p.max_word_length != -1 and len(line) > p.max_word_length and max(map(len, words)) > p.max_word_length:
                 continue
             if p.remove_citations:
                 line = CITATION_RE.sub("", line)

@@ -101,7 +101,9 @@ def needs_ftfy(text: str, skip_clean: bool = True, normalization: str = "NFC") -
     """Whether ``fix_text`` could change ``text`` (false only where it certainly would not)."""
     if not skip_clean:
         return True
-    if _FIXER_TRIGGER.search(text) or len(text) > TextFixerConfig().max_decode_length:
+    if ("&" in text and HTML_ENTITY_RE.search(text)) or _FIXER_CHARS.search(text) or len(text) > _MAX_SEGMENT:
+        return True
+    if _C1_OTHER is not None and _C1_OTHER.search(text):
         return True
     if text.isascii():
         return False
@@ -111,18 +113,22 @@ def needs_ftfy(text: str, skip_clean: bool = True, normalization: str = "NFC") -
     return _MOJIBAKE_GATE.search(text) is not None and _BADNESS_BY_LINE.search(text) is not None
 
 
-def _fixer_trigger() -> re.Pattern:
-    """Text that a fixer other than the mojibake repair and the normalization form could change:
-    an HTML entity (``unescape_html``), a C1 control (``fix_c1_controls``), a character of ftfy's
+def _fixer_chars() -> re.Pattern:
+    """Characters that a fixer other than the mojibake repair and the normalization form reacts to
+    (HTML entities are looked for with ftfy's own ``HTML_ENTITY_RE``): a C1 control (``fix_c1_controls``), a character of ftfy's
     ligature, width or control-character tables, a line break other than ``\\n``
     (``fix_line_breaks``), a surrogate (``fix_surrogates``), an escape (``remove_terminal_escapes``)."""
     chars = set(map(chr, LIGATURES)) | set(map(chr, WIDTH_MAP)) | set(map(chr, CONTROL_CHARS))
     chars |= {"\r", "\u2028", "\u2029", "\x85", "\x1b"}
+    chars |= set(map(chr, range(0x80, 0xA0)))
     cls = "".join(sorted(re.escape(c) for c in chars))
-    return re.compile(f"{HTML_ENTITY_RE.pattern}|{C1_CONTROL_RE.pattern}|[{cls}\ud800-\udfff]")
+    return re.compile(f"[{cls}\ud800-\udfff]")
 
 
-_FIXER_TRIGGER = _fixer_trigger()
+_FIXER_CHARS = _fixer_chars()  # with HTML_ENTITY_RE: what the fixers react to
+_MAX_SEGMENT = TextFixerConfig().max_decode_length
+# ftfy's C1 regex is [\x80-\x9f], in _FIXER_CHARS; a future ftfy with another one is asked too
+_C1_OTHER = None if C1_CONTROL_RE.pattern == "[\\x80-\\x9f]" else C1_CONTROL_RE
 _BADNESS_BY_LINE = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILINE)
 
 

@@ -26,6 +26,11 @@ from itertools import chain
 
 WORD_SPLITTERS = ("spacy", "regex")
 MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when full
+RECENT_TEXTS = 2048  # whole texts whose tokens are remembered (about one shard)
+# languages where the shortcut for plain words (see SpacyWords._shortcuts) is checked against spaCy
+SHORTCUT_LANGUAGES = frozenset({"en", "de", "es", "it", "pl", "ru", "cs", "fr", "nl", "pt"})
+_SPLIT_MARKS = frozenset(",;:!?.")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 # --- regex splitter --------------------------------------------------------------------------
 
@@ -86,25 +91,36 @@ class SpacyWords:
         except Exception as e:
             raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e})") from e
         self._tokenizer = self._nlp.tokenizer
+        self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
+        self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
+        self._recent: dict[str, list[str]] = {}
+        self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
 
     def _learn(self, chunks) -> None:
         """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
         tokenized as it would be alone (a newline token sits between two chunks)."""
         memo = self._memo
-        missing = [c for c in dict.fromkeys(chunks) if c not in memo]
+        missing = list(set(chunks).difference(memo))  # each chunk's tokens do not depend on the order
         if not missing:
             return
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
+        if self._shortcut:
+            missing = self._shortcuts(missing)
+            if not missing:
+                return
         out: list[list[str]] = [[] for _ in missing]
         ends, pos = [], -1
         for c in missing:
             pos += len(c) + 1
             ends.append(pos)  # offset just past the chunk
         j = 0
+        joined = "\n".join(missing)
+        if _SURROGATE_RE.search(joined):  # spaCy cannot encode a lone surrogate: U+FFFD in its place
+            joined = _SURROGATE_RE.sub("\ufffd", joined)
         with self._nlp.memory_zone():
-            for tok in self._tokenizer("\n".join(missing)):
+            for tok in self._tokenizer(joined):
                 idx = tok.idx
                 while idx >= ends[j]:
                     j += 1
@@ -113,22 +129,65 @@ class SpacyWords:
         for c, toks in zip(missing, out):
             memo[c] = tuple(toks)
 
+    def _shortcuts(self, chunks: list[str]) -> list[str]:
+        """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
+        A chunk of letters only that is not a special case is one token (no prefix, suffix or infix
+        rule matches a letter); letters followed by one of ``, ; : ! ?``, or by ``.`` after two
+        letters or more, split off that mark (the mark is a suffix rule; a lone capital and a
+        period, ``A.``, is an initial and stays whole). ``tests/test_words.py`` checks this
+        against spaCy for every language in ``SHORTCUT_LANGUAGES``."""
+        memo, rules, rest = self._memo, self._rules, []
+        for c in chunks:
+            if c.isalpha():
+                if c not in rules:
+                    memo[c] = (c,)
+                    continue
+            elif len(c) > 1:
+                core, mark = c[:-1], c[-1]
+                if (mark in _SPLIT_MARKS and core.isalpha() and c not in rules and core not in rules
+                        and (mark != "." or len(core) >= 2)):
+                    memo[c] = (core, mark)
+                    continue
+            rest.append(c)
+        return rest
+
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
         self._learn(chunks)
-        memo = self._memo
         try:
-            return [memo[c] for c in chunks]
+            return list(map(self._memo.__getitem__, chunks))
         except KeyError:  # the memo was emptied while learning a large batch
             self._memo = {}
             return [self._tokenize_alone(c) for c in chunks]
 
+    def sentence_effects(self, chunks: list[str]) -> list[tuple[int, bool, int, bool]]:
+        """``_sentence_effect`` of each chunk's tokens, remembered per chunk."""
+        memo = self._sentence_memo
+        missing = set(chunks).difference(memo)
+        if missing:
+            if len(memo) + len(missing) > MEMO_SIZE:
+                memo.clear()
+            for c, toks in zip(missing, self.chunk_tokens(list(missing))):
+                memo[c] = _sentence_effect(toks)
+        return list(map(memo.__getitem__, chunks))
+
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
+        chunk = _SURROGATE_RE.sub("\ufffd", chunk)
         with self._nlp.memory_zone():
             return tuple(t.text for t in self._tokenizer(chunk) if not t.is_space)
 
     def tokens(self, text: str) -> list[str]:
-        return list(chain.from_iterable(self.chunk_tokens(text.split())))
+        """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
+        after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
+        modify the list)."""
+        recent = self._recent
+        toks = recent.get(text)
+        if toks is None:
+            toks = list(chain.from_iterable(self.chunk_tokens(text.split())))
+            if len(recent) >= RECENT_TEXTS:
+                recent.clear()
+            recent[text] = toks
+        return toks
 
 
 @lru_cache(maxsize=None)
@@ -176,22 +235,37 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en") -> in
     if words == "regex":
         return len(regex_sentences(line))
     chunks = line.split()
-    per_chunk = spacy_words(language).chunk_tokens(chunks)
-    # whitespace tokens: a run between two chunks that is not exactly one space
-    gaps = [g != " " for g in _WS_RUN_RE.findall(line)]
+    effects = spacy_words(language).sentence_effects(chunks)
     n, seen_end = 1, False
-    for i, toks in enumerate(per_chunk):
-        if i and gaps[i - 1]:
-            if seen_end:  # a whitespace token is neither punctuation nor an end mark
-                n += 1
-                seen_end = False
+    if len(line) - sum(map(len, chunks)) == line.count(" ") == len(chunks) - 1:  # single spaces only
+        for eff in effects:
+            n += eff[2] if seen_end else eff[0]
+            seen_end = eff[3] if seen_end else eff[1]
+        return n
+    gaps = [g != " " for g in _WS_RUN_RE.findall(line)]  # a whitespace token between chunks i-1 and i
+    for i, eff in enumerate(effects):
+        if i and gaps[i - 1] and seen_end:  # a whitespace token is neither punctuation nor an end mark
+            n += 1
+            seen_end = False
+        n += eff[2] if seen_end else eff[0]
+        seen_end = eff[3] if seen_end else eff[1]
+    return n
+
+
+def _sentence_effect(toks: tuple[str, ...]) -> tuple[int, bool, int, bool]:
+    """What a chunk's tokens do to the sentencizer: (sentences started, end mark pending after it)
+    when no end mark is pending before it, then the same when one is."""
+    out = []
+    for seen_end in (False, True):
+        n = 0
         for t in toks:
             if t in SENTENCIZER_PUNCT:
                 seen_end = True
             elif seen_end and not _is_punct(t):
                 n += 1
                 seen_end = False
-    return n
+        out += [n, seen_end]
+    return tuple(out)
 
 
 @lru_cache(maxsize=None)
