@@ -68,6 +68,12 @@ def clear_memos() -> None:
     words.spacy_words.cache_clear()
 
 
+def table_mb(table) -> float:
+    from curate.schema import TEXT
+
+    return sum(len(t.encode()) for t in table.column(TEXT).to_pylist()) / 1e6
+
+
 def run_chain(chain, table) -> dict[str, float]:
     """CPU seconds and input MB per stage."""
     from curate.schema import TEXT
@@ -130,7 +136,8 @@ def main(argv=None) -> int:
     run_chain(old, warm_table)  # load models outside the timing
     run_chain(new, warm_table)
 
-    results = {"old": [], "new": [], "datatrove": []}
+    results = {"old": [], "new": [], "datatrove": [], "noskip": []}
+    noskip = normalize.Normalize("normalize", normalize.Params(skip_clean=False))
     for r in range(args.rounds):
         part = docs[r * args.docs:(r + 1) * args.docs]
         table = documents_to_table([{"id": f"d{i}", "text": d["text"], "source": "", "url": "",
@@ -141,6 +148,9 @@ def main(argv=None) -> int:
             results[side].append(run_chain(old if side == "old" else new, table))
         if args.datatrove:
             results["datatrove"].append(run_datatrove([d["text"] for d in part]))
+        t0 = time.process_time()
+        noskip.apply(table)
+        results["noskip"].append((time.process_time() - t0, table_mb(table)))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
 
     def mbps(side: str, stage: str) -> float:
@@ -163,6 +173,8 @@ def main(argv=None) -> int:
         if args.datatrove and stage in results["datatrove"][0]:
             line += f"{mbps('datatrove', stage):>16.2f}"
         print(line)
+    skip_off = statistics.median(mb / sec for sec, mb in results["noskip"])
+    print(f"{'  normalize, skip_clean = false (ftfy on every document)':<56}{skip_off:>8.2f} MB/s")
     o, n = chain_mbps("old", STAGES), chain_mbps("new", STAGES)
     line = f"{'whole chain':<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x"
     print(line)
