@@ -34,13 +34,15 @@ def test_shortcut_and_memo_equal_spacy_chunk_by_chunk(lang):
     nlp = spacy.blank(lang)
     texts = _texts_by_lang().get(lang) or _texts_by_lang()["en"]
     chunks = sorted({c for t in texts for c in t.split()})
-    extra = ["A.", "US.", "cannot", "cannot,", "dont", "etc.", "e.g.", "Mr.", "word.", "ab.", "x,", "Hello!", "über;"]
+    extra = ["A.", "US.", "cannot", "cannot,", "dont", "etc.", "e.g.", "Mr.", "word.", "ab.", "x,", "Hello!", "über;",
+             "aB.", "McD.", "I.", "(I.)", '"A."', "Straße.", "écolE.", "ÉCOLE.", '"cannot"', "(etc.)", '"e.g.,"',
+             '"word', 'word."', '(word)', '"Word!"', "(dont", 'etc."', '"Mr.', "WoRD.", "xY.", "(a)", '""', "()"]
     chunks += extra
     splitter = words.SpacyWords(lang)
     got = splitter.chunk_tokens(chunks)
     bad = [(c, g, tuple(spacy_tokens(nlp, c))) for c, g in zip(chunks, got) if g != tuple(spacy_tokens(nlp, c))]
     assert not bad, bad[:10]
-    assert splitter._shortcuts(["plain", "words,", "Xx."]) == []  # they took the shortcut
+    assert splitter._shortcuts(["plain", "words,", "Xx.", '"quoted."', "(aside)"]) == []  # they took the shortcut
 
 
 def test_tokens_equal_spacy_on_whole_documents():

@@ -131,22 +131,18 @@ class SpacyWords:
 
     def _shortcuts(self, chunks: list[str]) -> list[str]:
         """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
-        A chunk of letters only that is not a special case is one token (no prefix, suffix or infix
-        rule matches a letter); letters followed by one of ``, ; : ! ?``, or by ``.`` after two
-        letters or more, split off that mark (the mark is a suffix rule; a lone capital and a
-        period, ``A.``, is an initial and stays whole). ``tests/test_words.py`` checks this
-        against spaCy for every language in ``SHORTCUT_LANGUAGES``."""
+        See ``plain_tokens``; ``tests/test_words.py`` checks them against spaCy for every language
+        in ``SHORTCUT_LANGUAGES``."""
         memo, rules, rest = self._memo, self._rules, []
         for c in chunks:
             if c.isalpha():
                 if c not in rules:
                     memo[c] = (c,)
                     continue
-            elif len(c) > 1:
-                core, mark = c[:-1], c[-1]
-                if (mark in _SPLIT_MARKS and core.isalpha() and c not in rules and core not in rules
-                        and (mark != "." or len(core) >= 2)):
-                    memo[c] = (core, mark)
+            else:
+                toks = plain_tokens(c, rules)
+                if toks is not None:
+                    memo[c] = toks
                     continue
             rest.append(c)
         return rest
@@ -188,6 +184,41 @@ class SpacyWords:
                 recent.clear()
             recent[text] = toks
         return toks
+
+
+_ASCII_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_OPENERS = frozenset('"(')
+_CLOSERS = frozenset('")')
+
+
+def plain_tokens(chunk: str, rules) -> tuple[str, ...] | None:
+    """spaCy's tokens of a plain word with simple punctuation around it, or None when not sure.
+
+    Handled: an optional ``"`` or ``(`` before, letters, an optional mark (``, ; : ! ? .``), an
+    optional ``"`` or ``)`` after (not a mark and ``)``: ``:)`` is an emoticon), where neither the chunk nor any part of it left after taking
+    marks off is one of spaCy's special cases (``rules``). Then each mark is a prefix or suffix
+    rule of its own and the letters are one token (no rule matches inside letters). A ``.`` is
+    split off only after an ASCII lower-case letter or two ASCII capitals (spaCy's rules for a
+    final period; ``A.`` and ``McD.`` stay whole)."""
+    pre = chunk[0] if chunk[0] in _OPENERS else ""
+    body = chunk[len(pre):]
+    close = body[-1] if body and body[-1] in _CLOSERS else ""
+    if close:
+        body = body[:-1]
+    mark = body[-1] if body and body[-1] in _SPLIT_MARKS else ""
+    core = body[:-1] if mark else body
+    if not core or not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
+        return None
+    if mark == "." and not (core[-1] in _ASCII_LOWER or (core[-1] in _ASCII_UPPER and len(core) > 1
+                                                          and core[-2] in _ASCII_UPPER)):
+        return None
+    for p in {pre, ""}:
+        for m in {mark, ""}:
+            for q in {close, ""}:
+                if p + core + m + q in rules:
+                    return None
+    return tuple(x for x in (pre, core, mark, close) if x)
 
 
 @lru_cache(maxsize=None)
