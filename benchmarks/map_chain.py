@@ -4,6 +4,7 @@ today's code beside the code of an earlier commit, in one run.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/map_chain.py                  # against b371ce7
     PYTHONPATH=$PWD .venv/bin/python benchmarks/map_chain.py --docs 400 --rounds 5 --datatrove
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/map_chain.py --words regex     # the faster splitter
 
 The earlier commit's ``normalize``, ``langid`` and ``heuristics`` modules are read with ``git show``
 into a temporary folder and imported from there, so both chains run in this process on the same
@@ -53,12 +54,13 @@ def load_old_modules(rev: str, tmp: Path) -> dict:
     return mods
 
 
-def build_chain(mods: dict) -> list:
+def build_chain(mods: dict, words: str | None = None) -> list:
     chain = []
     for stage in STAGES:
         mod, cls_name = CLASSES[stage]
         cls = getattr(mods[mod], cls_name)
-        chain.append((stage, cls(stage, cls.Params())))
+        params = cls.Params(words=words) if words and mod == "heuristics" else cls.Params()
+        chain.append((stage, cls(stage, params)))
     return chain
 
 
@@ -115,6 +117,8 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", default="b371ce7", help="git revision to compare with (default b371ce7)")
     ap.add_argument("--warm", action="store_true", help="keep word memos between rounds")
     ap.add_argument("--datatrove", action="store_true", help="also time DataTrove's four filters")
+    ap.add_argument("--words", choices=["spacy", "regex"], default="spacy",
+                    help="today's heuristic stages with this word splitter (default spacy, DataTrove's)")
     args = ap.parse_args(argv)
 
     import random
@@ -131,7 +135,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="map-chain-") as tmp:
         old = build_chain(load_old_modules(args.baseline, Path(tmp)))
-    new = build_chain({"normalize": normalize, "langid": langid, "heuristics": heuristics})
+    new = build_chain({"normalize": normalize, "langid": langid, "heuristics": heuristics}, args.words)
     warm_table = documents_to_table([{"id": "w", "text": docs[0]["text"], "source": "", "url": "", "content_type": "text/plain"}])
     run_chain(old, warm_table)  # load models outside the timing
     run_chain(new, warm_table)
@@ -161,7 +165,8 @@ def main(argv=None) -> int:
 
     mb_in = statistics.median(run["normalize"][1] for run in results["new"])
     print(f"map chain, {args.docs} documents per round ({mb_in:.2f} MB of text), {args.rounds} rounds, "
-          f"memos {'kept' if args.warm else 'emptied each round'}; MB/s = MB in / CPU s (one core)")
+          f"memos {'kept' if args.warm else 'emptied each round'}, words = {args.words!r}; "
+          "MB/s = MB in / CPU s (one core)")
     print(f"corpus: {args.corpus}")
     head = f"{'stage':<20}{args.baseline + ' MB/s':>14}{'now MB/s':>12}{'now/old':>9}"
     if args.datatrove:
