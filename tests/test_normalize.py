@@ -45,3 +45,123 @@ def test_cheap_gate_never_hides_mojibake_from_ftfy():
                 assert _MOJIBAKE_GATE.search(garbled), (enc, garbled)
                 assert needs_ftfy(garbled)
     assert seen_bad > 20
+
+
+# --- the repair is ftfy.fix_text, exactly ------------------------------------------------------
+
+import html.entities  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import ftfy  # noqa: E402
+import pytest  # noqa: E402
+from ftfy.chardata import CONTROL_CHARS, LIGATURES, WIDTH_MAP  # noqa: E402
+
+from curate.stages.normalize import clean_whitespace, ftfy_config, repair  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "filters"
+CONFIG = ftfy_config()
+MOJIBAKE_ENCODINGS = ("latin-1", "cp1252", "mac_roman", "cp437", "cp1251", "cp850", "iso-8859-2", "cp1250")
+
+
+def _real_texts() -> list[str]:
+    out = []
+    for name in ("fortunes.jsonl", "prose.jsonl", "boilerplate.jsonl"):
+        with open(DATA / name, encoding="utf-8") as f:
+            out += [json.loads(line)["text"] for line in f]
+    return out
+
+
+REAL = _real_texts()
+
+
+def garble(text: str, encoding: str) -> str | None:
+    try:
+        return text.encode("utf-8").decode(encoding)
+    except UnicodeDecodeError:
+        return None
+
+
+def assert_same_as_fix_text(text: str) -> None:
+    want = ftfy.fix_text(text, CONFIG)
+    assert repair(text) == want, repr(text[:200])
+    assert normalize_text(text) == clean_whitespace(want), repr(text[:200])
+    assert normalize_text(text, Params(clean_whitespace=False)) == want, repr(text[:200])
+
+
+def test_real_text_and_its_mojibake_equal_fix_text():
+    checked = 0
+    for text in REAL:
+        assert_same_as_fix_text(text)
+        for enc in MOJIBAKE_ENCODINGS[:4]:
+            garbled = garble(text[:600], enc)
+            if garbled is not None:
+                assert_same_as_fix_text(garbled)
+                checked += 1
+    assert checked > 1000
+
+
+def test_what_the_old_gate_missed_is_fixed_as_fix_text_fixes_it():
+    cases = {
+        "Fish &amp; chips": "Fish & chips",
+        "caf&eacute; cr&egrave;me": "café crème",
+        "P&EACUTE;REZ": "PÉREZ",
+        "\ufb01nd the \ufb02ow": "find the flow",
+        "\uff21\uff22\uff23 \uff46\uff55\uff4c\uff4c": "ABC full",
+        "a \x1b[31mred\x1b[0m word": "a red word",
+        "first line\nÂ second": "first line\n\xa0second",  # ftfy's "^" pattern, on a later line
+    }
+    for text, fixed in cases.items():
+        assert needs_ftfy(text)
+        assert repair(text) == fixed == ftfy.fix_text(text, CONFIG)
+
+
+def test_joiners_survive():
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # mi-khaham: ZWNJ inside the word
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"        # an emoji ZWJ sequence
+    devanagari = "\u0915\u094d\u200d\u0937"                      # a half form with ZWJ
+    for text in (persian, family, devanagari, f"{persian} {family}"):
+        assert normalize_text(text) == text == ftfy.fix_text(text, CONFIG)
+    assert normalize_text("a\u200bb\u2060c\ufeffd") == "abcd"  # zero-width space, word joiner, BOM still go
+
+
+def test_clean_text_mostly_skips_ftfy():
+    ascii_texts = [t for t in REAL if t.isascii()]
+    # only ASCII text holding a control character ftfy removes (two fortunes: a bell, a backspace) needs it
+    assert len(ascii_texts) > 500 and sum(map(needs_ftfy, ascii_texts)) <= 2
+    others = [t for t in REAL if not t.isascii()]  # German, Russian, ... with no mojibake
+    assert len(others) > 500 and sum(map(needs_ftfy, others)) / len(others) < 0.05
+
+
+try:
+    import hypothesis
+    from hypothesis import strategies as st
+except ImportError:  # the test extra brings it; without it only the property test is skipped
+    hypothesis = None
+
+if hypothesis is None:
+    @pytest.mark.skip(reason="pip install -e .[test] (hypothesis)")
+    def test_property_repair_equals_fix_text():
+        pass
+else:
+    _ENTITIES = sorted(html.entities.html5)
+    _PIECES = st.one_of(
+        st.sampled_from([t[i:i + 80] for t in REAL[::5] for i in range(0, min(len(t), 400), 80)]),  # real text
+        st.builds(lambda t, e: garble(t, e) or t, st.sampled_from([t[:120] for t in REAL[::7]]),
+                  st.sampled_from(MOJIBAKE_ENCODINGS)),                                            # mojibake
+        st.sampled_from(_ENTITIES).map(lambda e: "&" + e),                                          # &amp; &eacute &nbsp
+        st.sampled_from(["&EACUTE;", "&NTILDE;", "&#233;", "&#x1F600;", "&#0;", "&#xD800;", "&amp", "<b>", "&"]),
+        st.sampled_from(sorted(map(chr, LIGATURES))),                                               # ligatures
+        st.sampled_from(sorted(map(chr, WIDTH_MAP))),                                               # full/half width
+        st.sampled_from(["\u200c", "\u200d", "\u200b", "\u2060", "\ufeff", "\u200e", "\u202e"]),    # joiners, marks
+        st.sampled_from(sorted(map(chr, CONTROL_CHARS)) + [chr(c) for c in range(0x80, 0xa0)]),    # controls, C1
+        st.sampled_from(["\r", "\r\n", "\n", "\n\n\n", "\u2028", "\u2029", "\x85", "\t", "  ", "\xa0"]),
+        st.sampled_from(["\x1b[31m", "\x1b[0m", "e\u0301", "\u0301", "\ud83d\ude00", "\ud800", "Ã ", "Â ", "â€™"]),
+        st.text(max_size=8),
+    )
+
+    @hypothesis.settings(max_examples=600, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.lists(_PIECES, max_size=10).map("".join))
+    def test_property_repair_equals_fix_text(text):
+        assert_same_as_fix_text(text)

@@ -1,88 +1,96 @@
 """Heuristic quality filters: Gopher quality, Gopher repetition, C4 and FineWeb rules.
 
-Each class is a map stage with DataTrove's default thresholds (DataTrove's ``GopherQualityFilter``,
-``GopherRepetitionFilter``, ``C4QualityFilter`` and ``FineWebQualityFilter``, which follow the Gopher
-paper's Table A1, TFDS's ``c4_utils`` and the FineWeb paper). Every threshold is a pipeline key; every
-rule that drops a document has its own reason code, listed below. ``skip = ["code", ...]`` turns
-rules off by their codes. Rules run in the order listed and a document is set aside with the
-first rule it fails.
+Each class is a map stage that makes the decisions of DataTrove 0.10.1's filter of the same name
+with its default thresholds (``GopherQualityFilter``, ``GopherRepetitionFilter``, ``C4QualityFilter``,
+``FineWebQualityFilter``, which follow the Gopher paper's Table A1, TFDS's ``c4_utils`` and the
+FineWeb paper); ``tests/test_datatrove_parity.py`` runs both side by side on real documents of seven
+languages. Every threshold is a pipeline key; every rule that drops a document has its own reason
+code, listed below (DataTrove's name for it in brackets). ``skip = ["code", ...]`` turns rules off
+by their codes. Rules run in the order listed; a document is set aside with the first rule it fails.
+Where Quarry can do otherwise (a faster splitter, a fix of a DataTrove quirk) a named option says so;
+its default is DataTrove's behaviour.
 
-Words. DataTrove splits words with NLTK's Treebank tokenizer; this module uses one regex instead
-(no NLTK, no downloads) that makes the same kinds of tokens: words (letters and digits, keeping
-inner ``-`` and ``.`` as in ``twenty-one`` and ``U.S``), numbers with separators (``1,000``,
-``1:26``), apostrophe tails as their own tokens like Treebank's ``'s`` (``Emma's`` -> ``Emma``,
-``'s``), and punctuation tokens (``...`` and ``--`` whole, any other symbol alone). "Tokens" below
-are both kinds; "words" are the tokens that hold a letter or digit. Each stage splits a document
-once and shares the result across its rules.
+Words. ``words = "spacy"`` (default): DataTrove's tokens, spaCy's rule-based tokenizer for
+``language`` (default ``"en"``, a spaCy language code; DataTrove's filters use English unless told
+otherwise), punctuation tokens included; ``words = "regex"``: Quarry's regex splitter, no spaCy (see
+``curate.stages.words``). "Tokens" below are all of them; "words" are the tokens holding a character
+that is not punctuation (DataTrove's ``PUNCTUATION_SET``, see ``curate.stages.punctuation``).
 
-``gopher_quality`` (class ``GopherQuality``), Gopher's quality rules:
+``gopher_quality`` (class ``GopherQuality``):
 
 - ``gopher_short_doc``: fewer than ``min_doc_words`` (50) words.
 - ``gopher_long_doc``: more than ``max_doc_words`` (100,000) words.
-- ``gopher_mean_word_length_low``: mean word length below ``min_avg_word_length`` (3).
-- ``gopher_mean_word_length_high``: mean word length above ``max_avg_word_length`` (10).
-- ``gopher_symbol_ratio``: ``#`` characters per token, or ellipses (``...`` or ``…``) per token,
-  above ``max_symbol_word_ratio`` (0.1).
-- ``gopher_bullet_lines``: more than ``max_bullet_lines_ratio`` (0.9) of the lines start with a
-  bullet (``•`` or ``-``).
-- ``gopher_ellipsis_lines``: more than ``max_ellipsis_lines_ratio`` (0.3) of the lines end with an
-  ellipsis.
-- ``gopher_alpha_words``: fewer than ``min_alpha_words_ratio`` (0.8) of the tokens hold a letter
-  (DataTrove calls this key ``max_non_alpha_words_ratio``; the test is the same).
-- ``gopher_stop_words``: fewer than ``min_stop_words`` (2) distinct words of ``stop_words``
-  (the, be, to, of, and, that, have, with), matched case-sensitively as DataTrove does.
+- ``gopher_mean_word_length_low`` [``gopher_below_avg_threshold``]: mean word length below
+  ``min_avg_word_length`` (3).
+- ``gopher_mean_word_length_high`` [``gopher_above_avg_threshold``]: above ``max_avg_word_length`` (10).
+- ``gopher_symbol_ratio`` [``gopher_too_many_hashes``, ``gopher_too_many_ellipsis``]: ``#``
+  characters per token, or ellipses (``...`` or ``…``) per token, above ``max_symbol_word_ratio`` (0.1).
+- ``gopher_bullet_lines`` [``gopher_too_many_bullets``]: more than ``max_bullet_lines_ratio`` (0.9)
+  of the lines start with ``•`` or ``-``.
+- ``gopher_ellipsis_lines`` [``gopher_too_many_end_ellipsis``]: more than
+  ``max_ellipsis_lines_ratio`` (0.3) of the lines end with an ellipsis.
+- ``gopher_alpha_words`` [``gopher_below_alpha_threshold``]: fewer than ``min_alpha_words_ratio``
+  (0.8; DataTrove's ``max_non_alpha_words_ratio``) of the tokens hold a letter. Option
+  ``alpha_words_of``: ``"tokens"`` (default, DataTrove: punctuation tokens count in the
+  denominator) or ``"words"`` (the Gopher paper's "words with at least one alphabetic character"
+  among words: punctuation tokens do not count, so dialogue-heavy prose is no longer set aside).
+- ``gopher_stop_words`` [``gopher_enough_stop_words``]: fewer than ``min_stop_words`` (2) distinct
+  tokens of ``stop_words`` (the, be, to, of, and, that, have, with; case-sensitive).
 
-``gopher_repetition`` (class ``GopherRepetition``), Gopher's repetition rules; fractions of
-characters are of ``len(text)``:
+``gopher_repetition`` (class ``GopherRepetition``); fractions of characters are of ``len(text)``:
 
+- ``gopher_empty_doc`` [``empty``]: the text is empty (``keep_empty = true`` keeps it).
 - ``gopher_dup_para_frac``: duplicate paragraphs (split on blank lines) / paragraphs > 0.3.
 - ``gopher_dup_para_char_frac``: characters in duplicate paragraphs > 0.2.
 - ``gopher_dup_line_frac``: duplicate lines / lines > 0.3.
 - ``gopher_dup_line_char_frac``: characters in duplicate lines > 0.2.
-- ``gopher_top_2gram``, ``gopher_top_3gram``, ``gopher_top_4gram``: characters covered by the most
-  frequent token n-gram (its length with single spaces, times its count) > 0.20 / 0.18 / 0.16.
-  Unlike DataTrove, an n-gram must occur at least twice to count (a text too short to repeat
-  anything is not repetitive; DataTrove drops e.g. a two-word text here).
-- ``gopher_dup_5gram`` ... ``gopher_dup_10gram``: characters (without spaces) of n-grams that
-  repeat an earlier n-gram, scanning left to right and jumping past each repeat, > 0.15, 0.14,
-  0.13, 0.12, 0.11, 0.10 for n = 5..10.
-
-Empty text has nothing repeated and is kept by this stage.
+- ``gopher_top_2gram``, ``gopher_top_3gram``, ``gopher_top_4gram`` [``top_n_gram``]: characters of
+  the most frequent token n-gram (its length joined with spaces, times its count) > 0.20 / 0.18 /
+  0.16. As in DataTrove an n-gram that occurs once counts too, so a text of a few words is dropped
+  here; option ``top_ngram_needs_repeat = true``: only an n-gram that occurs twice counts.
+- ``gopher_dup_5gram`` ... ``gopher_dup_10gram`` [``duplicated_n_n_grams``]: characters (without
+  spaces) of n-grams that repeat an earlier n-gram, scanning left to right and jumping past each
+  repeat, > 0.15, 0.14, 0.13, 0.12, 0.11, 0.10 for n = 5..10. As in DataTrove two n-grams are equal
+  when their tokens glued together are (``a bc`` equals ``ab c``); option ``exact_ngrams = true``:
+  equal only when their tokens are.
 
 ``c4_quality`` (class ``C4Quality``), C4's rules. C4 removes lines and drops documents; the kept
 lines (stripped, citations like ``[1]`` or ``[edit]`` removed) are written back as the text, one
 per line. Lines are removed when they hold a word longer than ``max_word_length`` (1,000), do not
-end in terminal punctuation (``end_punctuation``: ``. ? ! " '`` as in DataTrove, plus the closing
-typographic quotes ``”`` and ``’``, which the ``normalize`` stage keeps; a line ending in ``...``
-does not count; ``filter_no_terminal_punct``), have fewer than ``min_words_per_line`` (3) words, mention
+end in terminal punctuation (``end_punctuation``: ``. ? ! " '`` as in DataTrove; add ``”`` and
+``’`` for text with typographic quotes; a line ending in ``...`` does not count;
+``filter_no_terminal_punct``), have fewer than ``min_words_per_line`` (3) words, mention
 ``javascript`` (``filter_javascript``) or hold a cookie/terms-of-use/privacy-policy phrase
 (``filter_policy``). Documents are dropped with:
 
-- ``c4_lorem_ipsum``: a kept line holds "lorem ipsum" (``filter_lorem_ipsum``).
-- ``c4_curly_bracket``: a kept line holds ``{`` (``filter_curly_bracket``).
-- ``c4_too_few_sentences``: fewer than ``min_num_sentences`` (5) sentences in the kept lines.
+- ``c4_lorem_ipsum`` [``lorem_ipsum``]: a kept line holds "lorem ipsum" (``filter_lorem_ipsum``).
+- ``c4_curly_bracket`` [``curly_bracket``]: a kept line holds ``{`` (``filter_curly_bracket``).
+- ``c4_too_few_sentences`` [``too_few_sentences``]: fewer than ``min_num_sentences`` (5) sentences
+  in the kept lines, counted as DataTrove does (spaCy's sentencizer over the ``words`` tokens;
+  with ``words = "regex"`` a regex sentence splitter).
 
 As in DataTrove and TFDS, the lorem-ipsum and curly-bracket tests look only at lines that passed
-the line rules before them. Sentences are counted with a regex splitter (end marks ``. ! ?``
-followed by space, not after common abbreviations or initials) instead of NLTK's Punkt.
-``split_paragraph = false`` applies the line rules to sentences instead of lines. Numeric
-limits set to -1 are off, as in DataTrove.
+the line rules before them. ``split_paragraph = false`` applies the line rules to sentences instead
+of lines. Numeric limits set to -1 are off, as in DataTrove.
 
-``fineweb_quality`` (class ``FineWebQuality``), FineWeb's rules; lines are ``text.split("\\n")``:
+``fineweb_quality`` (class ``FineWebQuality``), FineWeb's rules over the non-empty lines of
+``text.split("\\n")``:
 
-- ``fineweb_line_punct_ratio``: lines ending in ``stop_chars`` (``. ' " ! ?`` as in DataTrove, plus
-  ``”`` and ``’``) / lines <= ``line_punct_thr`` (0.12)
-  (``line_punct_exclude_zero`` keeps documents where the ratio is exactly 0).
+- ``fineweb_empty`` [``empty``]: no non-empty line.
+- ``fineweb_line_punct_ratio``: lines ending in ``stop_chars`` (DataTrove's ``TERMINAL_PUNCTUATION``,
+  end marks of many scripts) / lines < ``line_punct_thr`` (0.12) (``line_punct_exclude_zero``
+  keeps documents where the ratio is exactly 0).
 - ``fineweb_short_line_ratio``: lines of at most ``short_line_length`` (30) characters / lines
-  >= ``short_line_thr`` (0.67).
-- ``fineweb_char_dup_ratio``: characters in duplicated non-empty lines / characters other than
-  newlines >= ``char_duplicates_ratio`` (0.01).
+  > ``short_line_thr`` (0.67).
+- ``fineweb_char_dup_ratio``: characters in lines that repeat an earlier line / characters other
+  than newlines > ``char_duplicates_ratio`` (0.01).
 - ``fineweb_list_ratio``: newlines / tokens > ``new_line_ratio`` (0.3).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import ClassVar
 
 import numpy as np
@@ -90,64 +98,27 @@ import pyarrow as pa
 
 from curate.schema import TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
+from curate.stages.punctuation import PUNCTUATION, TERMINAL_PUNCTUATION
+from curate.stages.words import check_splitter, count_sentences, regex_sentences, regex_tokens, spacy_words
 
-# --- splitting ------------------------------------------------------------------------------
-
-_NUMBER = r"\d+(?:[.,:/]\d+)+"          # 1,000  3.14  1:26  12/05
-_WORD = r"\w+(?:[-.]\w+)*"               # twenty-one  U.S  e.g
-_CLITIC = r"['\u2019]\w+"                 # 's  n't-like tails  'tis
-_PUNCT = r"\.\.\.|--+|[^\w\s]"            # ...  --  any other symbol alone
-_TOKEN_RE = re.compile(f"{_NUMBER}|{_WORD}|{_CLITIC}|{_PUNCT}")
-_WORD_OR_PUNCT_RE = re.compile(f"({_NUMBER}|{_WORD}|{_CLITIC})|{_PUNCT}")  # group 1: the word, "" for punctuation
 _PARAGRAPH_RE = re.compile(r"\n{2,}")
 _LINES_RE = re.compile(r"\n+")
 
-
-def tokens(text: str) -> list[str]:
-    """Words and punctuation tokens, in order (see the module docstring)."""
-    return _TOKEN_RE.findall(text)
+split_sentences = regex_sentences  # the regex sentence splitter (``words = "regex"``)
 
 
-def split_words(text: str) -> tuple[list[str], int]:
-    """(the words of ``text``, its number of tokens, words and punctuation together)."""
-    found = _WORD_OR_PUNCT_RE.findall(text)
-    return [w for w in found if w], len(found)
+def tokens(text: str, words: str = "regex", language: str = "en") -> list[str]:
+    """Tokens of ``text`` under splitter ``words`` (``"regex"`` unless told)."""
+    return regex_tokens(text) if words == "regex" else spacy_words(language).tokens(text)
 
 
-_LETTER_RE = re.compile(r"[^\W\d_]")
+def is_word(tok: str) -> bool:
+    """A token holding a character that is not punctuation (DataTrove's non-symbol word)."""
+    return not PUNCTUATION.issuperset(tok)
 
 
-def count_with_letter(words: list[str]) -> int:
-    """How many of ``words`` hold at least one letter."""
-    return len(words) - sum(1 for w in words if not w.isalpha() and not _LETTER_RE.search(w))
-
-
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr st jr sr prof rev hon gen col capt lt sgt mt ft vs etc e.g i.e cf viz al a.m p.m "
-    "vol vols fig figs ch pp inc ltd co corp dept est approx jan feb mar apr jun jul aug "
-    "sep sept oct nov dec".split()
-)
-_SENTENCE_END_RE = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s|$)")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: cut after ``. ! ? …`` (and closing quotes/brackets) before a space,
-    except after a common abbreviation (``Mr.``, ``e.g.``) or a single-letter initial."""
-    out, start = [], 0
-    for m in _SENTENCE_END_RE.finditer(text):
-        if text[m.start()] == ".":
-            before = text[start:m.start()].rsplit(None, 1)
-            last = before[-1].lower().lstrip("(\"'\u201c\u2018") if before else ""
-            if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
-                continue
-        piece = text[start:m.end()].strip()
-        if piece:
-            out.append(piece)
-        start = m.end()
-    rest = text[start:].strip()
-    if rest:
-        out.append(rest)
-    return out
+def has_letter(tok: str) -> bool:
+    return tok.isalpha() or any(map(str.isalpha, tok))
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -190,11 +161,18 @@ class _HeuristicStage(MapStage):
     def on(self, code: str) -> bool:
         return code not in self._skip
 
+    def tokens(self, text: str) -> list[str]:
+        return tokens(text, self.params.words, self.params.language)
+
     def check(self, text: str) -> str | None:
         raise NotImplementedError
 
     def apply(self, table: pa.Table) -> StageResult:
         return split(table, self.name, [self.check(t) for t in table.column(TEXT).to_pylist()])
+
+
+def _check_words(params) -> None:
+    check_splitter(params.words, params.language)
 
 
 # --- Gopher quality -------------------------------------------------------------------------
@@ -209,9 +187,10 @@ GOPHER_QUALITY_REASONS = {
     "gopher_symbol_ratio": "'#' or ellipses per token above max_symbol_word_ratio",
     "gopher_bullet_lines": "share of lines starting with a bullet above max_bullet_lines_ratio",
     "gopher_ellipsis_lines": "share of lines ending with an ellipsis above max_ellipsis_lines_ratio",
-    "gopher_alpha_words": "share of tokens holding a letter below min_alpha_words_ratio",
+    "gopher_alpha_words": "share of tokens (or words) holding a letter below min_alpha_words_ratio",
     "gopher_stop_words": "fewer distinct stop words than min_stop_words",
 }
+ALPHA_WORDS_OF = ("tokens", "words")
 
 
 @dataclass
@@ -224,13 +203,20 @@ class GopherQualityParams:
     max_bullet_lines_ratio: float = 0.9
     max_ellipsis_lines_ratio: float = 0.3
     min_alpha_words_ratio: float = 0.8
+    alpha_words_of: str = "tokens"  # "tokens" (DataTrove) or "words" (the Gopher paper)
     min_stop_words: int = 2
     stop_words: list[str] = field(default_factory=lambda: list(GOPHER_STOP_WORDS))
+    words: str = "spacy"
+    language: str = "en"
     skip: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         _check_skip(self.skip, GOPHER_QUALITY_REASONS, "gopher_quality")
-        _check_nonnegative(self, [f for f in self.__dataclass_fields__ if f not in ("stop_words", "skip")])
+        _check_nonnegative(self, [f for f in self.__dataclass_fields__
+                                  if f not in ("stop_words", "skip", "words", "language", "alpha_words_of")])
+        if self.alpha_words_of not in ALPHA_WORDS_OF:
+            raise ValueError(f"alpha_words_of = {self.alpha_words_of!r}; allowed: {', '.join(ALPHA_WORDS_OF)}")
+        _check_words(self)
 
 
 class GopherQuality(_HeuristicStage):
@@ -243,7 +229,9 @@ class GopherQuality(_HeuristicStage):
 
     def check(self, text: str) -> str | None:
         p, on = self.params, self.on
-        words, n_tokens = split_words(text)
+        toks = self.tokens(text)
+        n_tokens = len(toks)
+        words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
         n_words = len(words)
         if on("gopher_short_doc") and n_words < p.min_doc_words:
             return "gopher_short_doc"
@@ -272,9 +260,13 @@ class GopherQuality(_HeuristicStage):
                 if ell / len(lines) > p.max_ellipsis_lines_ratio:
                     return "gopher_ellipsis_lines"
         if on("gopher_alpha_words"):
-            if count_with_letter(words) / n_tokens < p.min_alpha_words_ratio:
+            pool = toks if p.alpha_words_of == "tokens" else words
+            # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
+            rest = list(filterfalse(str.isalpha, pool))
+            with_letter = len(pool) - len(rest) + sum(map(has_letter, rest))
+            if with_letter / len(pool) < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
-        if on("gopher_stop_words") and len(self._stop_words.intersection(words)) < p.min_stop_words:
+        if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
             return "gopher_stop_words"
         return None
 
@@ -284,6 +276,7 @@ class GopherQuality(_HeuristicStage):
 TOP_NGRAMS = (2, 3, 4)
 DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
 GOPHER_REPETITION_REASONS = {
+    "gopher_empty_doc": "the text is empty",
     "gopher_dup_para_frac": "share of paragraphs that repeat an earlier one above dup_para_frac",
     "gopher_dup_para_char_frac": "share of characters in repeated paragraphs above dup_para_char_frac",
     "gopher_dup_line_frac": "share of lines that repeat an earlier one above dup_line_frac",
@@ -308,18 +301,24 @@ class GopherRepetitionParams:
     dup_8gram_frac: float = 0.12
     dup_9gram_frac: float = 0.11
     dup_10gram_frac: float = 0.10
+    keep_empty: bool = False             # true: empty text is kept (nothing in it repeats)
+    top_ngram_needs_repeat: bool = False  # true: an n-gram seen once is not a "top" n-gram
+    exact_ngrams: bool = False            # true: n-grams equal only when their tokens are
+    words: str = "spacy"
+    language: str = "en"
     skip: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         _check_skip(self.skip, GOPHER_REPETITION_REASONS, "gopher_repetition")
-        _check_nonnegative(self, [f for f in self.__dataclass_fields__ if f != "skip"])
+        _check_nonnegative(self, [f for f in self.__dataclass_fields__ if f.endswith("_frac")])
+        _check_words(self)
 
 
-def ngram_stats(toks: list[str], ns: range):
+def ngram_stats(toks: list[str], ns: range, stop_early: bool = True):
     """For each n in ``ns`` (increasing, from 2): ``(n, gram, counts, first)`` where ``gram[i]``
     numbers the n-gram starting at token i (equal n-grams, equal numbers: exact, no hashing),
-    ``counts[g]`` is how often n-gram g occurs and ``first[g]`` where it first occurs. Stops early
-    once no n-gram occurs twice (then no longer one can)."""
+    ``counts[g]`` is how often n-gram g occurs and ``first[g]`` where it first occurs. With
+    ``stop_early``, stops once no n-gram occurs twice (then no longer one can)."""
     size = len(toks)
     # a token's number: where it first occurs (< size)
     gram = np.fromiter(map({}.setdefault, toks, range(size)), dtype=np.int64, count=size)
@@ -332,16 +331,100 @@ def ngram_stats(toks: list[str], ns: range):
         _, first, gram, counts = np.unique(gram, return_index=True, return_inverse=True, return_counts=True)
         if n >= ns.start:
             yield n, gram, counts, first
-        if counts.max() < 2:
+        if stop_early and counts.max() < 2:
             return
 
 
-def top_ngram_chars(n: int, counts: np.ndarray, first: np.ndarray, cum: np.ndarray) -> int:
+_B = np.uint64(0x9E3779B97F4A7C15)  # an odd multiplier: invertible modulo 2**64
+_C = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def glued_ngram_ids(toks: list[str], n: int, cum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DataTrove's n-gram identity, ``"".join(toks[i:i + n])``, as (``gram``, ``counts``) like
+    ``ngram_stats`` (equal glued strings, equal numbers). A plain reference for tests; the stage
+    uses ``glued_dup_chars``."""
+    glued = "".join(toks)
+    number: dict[str, int] = {}
+    c = cum.tolist()
+    gram = np.array([number.setdefault(glued[c[i]:c[i + n]], len(number)) for i in range(len(toks) - n + 1)],
+                    dtype=np.int64)
+    return gram, np.bincount(gram, minlength=1)
+
+
+def glued_dup_chars(toks: list[str], ns, cum: np.ndarray) -> dict[int, int]:
+    """``dup_ngram_chars`` for each n in ``ns`` with DataTrove's glued n-grams, all n at once.
+
+    The glued n-gram at i is the slice ``cum[i]:cum[i + n]`` of the glued text. Every slice of every
+    n gets a key, a function of (n, its length, a polynomial hash of its characters), computed with
+    numpy for all of them; one sort finds the keys that occur twice or more. Only those slices can
+    repeat (equal strings, equal keys), and only they are compared as strings, so the result is
+    exact: a hash collision only sends a few more slices to the string comparison."""
+    out = {n: 0 for n in ns}
+    glued = "".join(toks)
+    code = np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+    size = len(code)
+    with np.errstate(over="ignore"):
+        powers = np.full(size + 1, _B, dtype=np.uint64)
+        powers[0] = 1
+        np.cumprod(powers, out=powers)                      # B**k mod 2**64
+        inv = np.full(size + 1, np.uint64(pow(int(_B), -1, 2**64)), dtype=np.uint64)
+        inv[0] = 1
+        np.cumprod(inv, out=inv)                            # B**-k mod 2**64
+        prefix = np.zeros(size + 1, dtype=np.uint64)
+        np.cumsum(code * powers[:-1], out=prefix[1:])       # sum of c_j * B**j for j < k
+        keys, spans = [], []
+        for n in ns:
+            m = len(toks) - n + 1
+            if m <= 0:
+                continue
+            a, b = cum[:m], cum[n:n + m]
+            h = (prefix[b] - prefix[a]) * inv[a]            # the slice's hash, as if it started at 0
+            keys.append(h ^ ((b - a).astype(np.uint64) * _B) ^ (np.uint64(n) * _C))
+            spans.append((n, m))
+    if not keys:
+        return out
+    allk = np.concatenate(keys)
+    order = np.argsort(allk)
+    sk = allk[order]
+    same = sk[1:] == sk[:-1]
+    company = np.zeros(len(allk), dtype=bool)
+    company[:-1] |= same
+    company[1:] |= same
+    cand = np.sort(order[company])
+    if not len(cand):
+        return out
+    c = cum.tolist()
+    offset = 0
+    for n, m in spans:
+        lo, hi = np.searchsorted(cand, [offset, offset + m])
+        pos = (cand[lo:hi] - offset).tolist()
+        offset += m
+        if len(pos) < 2:
+            continue
+        strings = [glued[c[i]:c[i + n]] for i in pos]
+        counts: dict[str, int] = {}
+        for g in strings:
+            counts[g] = counts.get(g, 0) + 1
+        seen: set[str] = set()
+        total, free = 0, 0
+        for p, g in zip(pos, strings):  # DataTrove's left-to-right scan over the n-grams that repeat
+            if p < free or counts[g] < 2:
+                continue
+            if g in seen:
+                total += len(g)
+                free = p + n
+            else:
+                seen.add(g)
+        out[n] = total
+    return out
+
+
+def top_ngram_chars(n: int, counts: np.ndarray, first: np.ndarray, cum: np.ndarray, min_count: int = 2) -> int:
     """Characters covered by the most frequent n-gram: its length joined with single spaces, times
-    its count; on ties the one that occurs first (as ``Counter.most_common``); 0 when no n-gram
-    occurs twice."""
+    its count; on ties the one that occurs first (as ``Counter.most_common``); 0 when it occurs
+    fewer than ``min_count`` times."""
     top = counts.max()
-    if top < 2:
+    if top < min_count:
         return 0
     tied = np.flatnonzero(counts == top)
     pos = int(first[tied].min())
@@ -377,7 +460,7 @@ class GopherRepetition(_HeuristicStage):
         p, on = self.params, self.on
         n_chars = len(text)
         if not n_chars:
-            return None
+            return None if p.keep_empty or not on("gopher_empty_doc") else "gopher_empty_doc"
         paragraphs = _PARAGRAPH_RE.split(text.strip())
         dup, dup_chars = find_duplicates(paragraphs)
         if on("gopher_dup_para_frac") and dup / len(paragraphs) > p.dup_para_frac:
@@ -390,18 +473,28 @@ class GopherRepetition(_HeuristicStage):
             return "gopher_dup_line_frac"
         if on("gopher_dup_line_char_frac") and dup_chars / n_chars > p.dup_line_char_frac:
             return "gopher_dup_line_char_frac"
-        toks = tokens(text)
+        toks = self.tokens(text)
         cum = np.zeros(len(toks) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), out=cum[1:])
-        for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], DUP_NGRAMS[-1] + 1)):
+        min_count = 2 if p.top_ngram_needs_repeat else 1
+        last = DUP_NGRAMS[-1] if p.exact_ngrams else TOP_NGRAMS[-1]
+        # exact n-grams stop early once none repeats (none longer can), unless a top n-gram seen
+        # once still counts
+        stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
+        for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], last + 1), stop_early=stop_early):
             if n in TOP_NGRAMS:
                 code = f"gopher_top_{n}gram"
-                if on(code) and top_ngram_chars(n, counts, first, cum) / n_chars > getattr(p, f"top_{n}gram_frac"):
+                if on(code) and top_ngram_chars(n, counts, first, cum, min_count) / n_chars > getattr(p, f"top_{n}gram_frac"):
                     return code
             elif n in DUP_NGRAMS:
                 code = f"gopher_dup_{n}gram"
                 if on(code) and dup_ngram_chars(n, gram, counts, cum) / n_chars > getattr(p, f"dup_{n}gram_frac"):
                     return code
+        if not p.exact_ngrams:
+            dup = [n for n in DUP_NGRAMS if on(f"gopher_dup_{n}gram")]
+            for n, chars in glued_dup_chars(toks, dup, cum).items():
+                if chars / n_chars > getattr(p, f"dup_{n}gram_frac"):
+                    return f"gopher_dup_{n}gram"
         return None
 
 
@@ -413,9 +506,7 @@ C4_REASONS = {
     "c4_too_few_sentences": "fewer sentences than min_num_sentences in the kept lines",
 }
 CITATION_RE = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
-# DataTrove's (and TFDS's) terminal marks plus the closing typographic quotes, which the normalize
-# stage keeps: without them every line ending in a quoted sentence would be removed.
-C4_END_PUNCTUATION = [".", "?", "!", '"', "'", "\u201d", "\u2019"]
+C4_END_PUNCTUATION = [".", "?", "!", '"', "'"]  # DataTrove's and TFDS's
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 
 
@@ -432,6 +523,8 @@ class C4QualityParams:
     filter_curly_bracket: bool = True
     filter_policy: bool = True
     end_punctuation: list[str] = field(default_factory=lambda: list(C4_END_PUNCTUATION))
+    words: str = "spacy"                   # how sentences are counted (see the module doc)
+    language: str = "en"
     skip: list[str] = field(default_factory=list)
 
     def __post_init__(self):
@@ -441,6 +534,7 @@ class C4QualityParams:
         for n in ("min_num_sentences", "min_words_per_line", "max_word_length"):
             if getattr(self, n) < -1:
                 raise ValueError(f"{n} = {getattr(self, n)!r}: must be >= 0, or -1 for off")
+        _check_words(self)
 
 
 class C4Quality(_HeuristicStage):
@@ -451,16 +545,24 @@ class C4Quality(_HeuristicStage):
         super().__init__(name, params)
         self._end = tuple(self.params.end_punctuation)
 
+    def _sentences(self, text: str) -> list[str]:
+        """DataTrove's ``split_into_sentences`` for ``split_paragraph = false``."""
+        p = self.params
+        if p.words == "regex":
+            return regex_sentences(text)
+        from curate.stages.words import spacy_sentences
+        return spacy_sentences(text, p.language)
+
     def clean(self, text: str) -> tuple[str | None, str]:
         """(reason or None, the text made of the kept lines)."""
         p, on = self.params, self.on
-        pieces = text.splitlines() if p.split_paragraph else split_sentences(text)
+        pieces = text.splitlines() if p.split_paragraph else self._sentences(text)
         n_sentences = 0
         kept = []
         for line in pieces:
             line = line.strip()
             words = line.split()
-            if p.max_word_length != -1 and any(len(w) > p.max_word_length for w in words):
+            if p.max_word_length != -1 and len(line) > p.max_word_length and max(map(len, words)) > p.max_word_length:
                 continue
             if p.remove_citations:
                 line = CITATION_RE.sub("", line)
@@ -477,7 +579,8 @@ class C4Quality(_HeuristicStage):
                 return "c4_curly_bracket", text
             if p.filter_policy and any(s in lower for s in C4_POLICY_SUBSTRINGS):
                 continue
-            n_sentences += len(split_sentences(line)) if p.split_paragraph else 1
+            if p.min_num_sentences != -1:
+                n_sentences += count_sentences(line, p.words, p.language) if p.split_paragraph else 1
             kept.append(line)
         if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
@@ -495,13 +598,13 @@ class C4Quality(_HeuristicStage):
 # --- FineWeb --------------------------------------------------------------------------------
 
 FINEWEB_REASONS = {
-    "fineweb_line_punct_ratio": "share of lines ending in punctuation at or below line_punct_thr",
-    "fineweb_short_line_ratio": "share of short lines at or above short_line_thr",
-    "fineweb_char_dup_ratio": "share of characters in duplicated lines at or above char_duplicates_ratio",
+    "fineweb_empty": "no non-empty line",
+    "fineweb_line_punct_ratio": "share of lines ending in punctuation below line_punct_thr",
+    "fineweb_short_line_ratio": "share of short lines above short_line_thr",
+    "fineweb_char_dup_ratio": "share of characters in duplicated lines above char_duplicates_ratio",
     "fineweb_list_ratio": "newlines per token above new_line_ratio",
 }
-# DataTrove's stop characters plus the closing typographic quotes (see C4_END_PUNCTUATION)
-FINEWEB_STOP_CHARS = [".", "'", '"', "!", "?", "\u201d", "\u2019"]
+FINEWEB_STOP_CHARS = sorted(TERMINAL_PUNCTUATION)  # DataTrove's default stop_chars
 
 
 @dataclass
@@ -513,6 +616,8 @@ class FineWebQualityParams:
     char_duplicates_ratio: float = 0.01
     new_line_ratio: float = 0.3
     stop_chars: list[str] = field(default_factory=lambda: list(FINEWEB_STOP_CHARS))
+    words: str = "spacy"
+    language: str = "en"
     skip: list[str] = field(default_factory=list)
 
     def __post_init__(self):
@@ -521,6 +626,7 @@ class FineWebQualityParams:
             raise ValueError("stop_chars: empty strings are not allowed")
         _check_nonnegative(self, ["line_punct_thr", "short_line_thr", "short_line_length",
                                   "char_duplicates_ratio", "new_line_ratio"])
+        _check_words(self)
 
 
 class FineWebQuality(_HeuristicStage):
@@ -533,22 +639,23 @@ class FineWebQuality(_HeuristicStage):
 
     def check(self, text: str) -> str | None:
         p, on = self.params, self.on
-        lines = text.split("\n")
+        lines = [s for s in text.split("\n") if s.strip()]
         n_lines = len(lines)
+        if not n_lines:
+            return "fineweb_empty" if on("fineweb_empty") else None
         if on("fineweb_line_punct_ratio"):
             ratio = sum(1 for s in lines if s.endswith(self._stop)) / n_lines
-            if ratio <= p.line_punct_thr and not (ratio == 0 and p.line_punct_exclude_zero):
+            if ratio < p.line_punct_thr and not (ratio == 0 and p.line_punct_exclude_zero):
                 return "fineweb_line_punct_ratio"
         if on("fineweb_short_line_ratio"):
-            if sum(1 for s in lines if len(s) <= p.short_line_length) / n_lines >= p.short_line_thr:
+            if sum(1 for s in lines if len(s) <= p.short_line_length) / n_lines > p.short_line_thr:
                 return "fineweb_short_line_ratio"
         if on("fineweb_char_dup_ratio"):
-            n_chars = len(text) - (n_lines - 1)
-            dup_chars = find_duplicates([s for s in lines if s.strip()])[1]
-            if n_chars and dup_chars / n_chars >= p.char_duplicates_ratio:
+            n_chars = len(text) - text.count("\n")
+            if find_duplicates(lines)[1] / n_chars > p.char_duplicates_ratio:
                 return "fineweb_char_dup_ratio"
         if on("fineweb_list_ratio"):
-            n_tokens = split_words(text)[1]
-            if n_tokens and (n_lines - 1) / n_tokens > p.new_line_ratio:
+            n_tokens = len(self.tokens(text))
+            if n_tokens and text.count("\n") / n_tokens > p.new_line_ratio:
                 return "fineweb_list_ratio"
         return None

@@ -1,16 +1,29 @@
-"""``normalize``: Unicode repair (ftfy), NFC, control characters and whitespace.
+"""``normalize``: Unicode repair (ftfy), then control characters and whitespace.
+
+The repair is exactly ``ftfy.fix_text(text, config)`` with ``config = TextFixerConfig(uncurl_quotes=False,
+normalization=normalization)``: ftfy's defaults (mojibake, HTML entities such as ``&amp;`` and
+``&eacute;``, Latin ligatures such as U+FB01, full-width letters, C1 controls, line breaks,
+surrogates, terminal escapes, ftfy's list of control characters, then NFC) except that typographic
+quotes are kept (they are text). ``tests/test_normalize.py`` proves the equality on real text,
+mojibake, entities, ligatures, full-width forms, joiners and controls.
 
 ftfy's ``fix_text`` is the slowest step of a cheap pipeline (about 2.6 MB/s here), and most of its
-work is finding mojibake. Mojibake needs non-ASCII characters, and ftfy itself changes nothing in
-text its ``is_bad`` regex finds clean, so this stage calls ``fix_text`` only on text that is not
-pure ASCII and that ``is_bad`` flags (``skip_clean = false`` runs it on everything). ``is_bad`` itself
-scans at about 5 MB/s, so a cheaper gate runs first: every pattern of ftfy's badness regex needs either
-two adjacent non-ASCII characters or one of a few characters named in its one-character patterns;
-the gate (derived from ftfy's own regex at import) looks for exactly those. Then, on every
-document: NFC, control characters removed (C0 but tab and newline, C1, zero-width and BOM),
-spaces collapsed, trailing spaces cut, runs of blank lines cut to one.
+work is looking for problems clean text does not have. So ``fix_text`` is called only on text that
+one of its steps could change (``skip_clean = false`` calls it on everything): text holding an HTML
+entity, a character of one of ftfy's tables (ligatures, widths, control characters), a C1 control,
+a line break other than ``\n``, a surrogate or an escape; text not already in ``normalization``
+form; or text whose lines ftfy's ``is_bad`` regex flags as mojibake. ``is_bad`` scans at about
+5 MB/s, so a cheaper gate runs first: every pattern of ftfy's badness regex needs either two adjacent
+non-ASCII characters or one of a few characters named in its one-character patterns; the gate
+(derived from ftfy's own regex at import) looks for exactly those. Text none of this finds is left
+as it is, which is what ``fix_text`` would return.
 
-ftfy runs with its defaults except ``uncurl_quotes`` (typographic quotes are kept: they are text).
+Then, unless ``clean_whitespace = false`` (output = ``fix_text``'s, exactly): line breaks made
+``\n``, control characters removed (C0 but tab and newline, C1, zero-width space U+200B, word joiner
+U+2060, BOM; the zero-width non-joiner and joiner U+200C/U+200D stay: Persian and Indic spelling and
+emoji sequences need them), runs of spaces collapsed to one space, spaces at line ends and starts cut, runs of
+blank lines cut to one, the text stripped.
+
 Reason: ``empty_after_normalize``.
 """
 from __future__ import annotations
@@ -20,51 +33,103 @@ import unicodedata
 from dataclasses import dataclass
 
 import ftfy
-from ftfy.badness import is_bad
+from ftfy import TextFixerConfig
+from ftfy.badness import BADNESS_RE
+from ftfy.chardata import C1_CONTROL_RE, CONTROL_CHARS, HTML_ENTITY_RE, LIGATURES, WIDTH_MAP
 
 from curate.schema import TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff]")
 _SPACES = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
 _TRAILING = re.compile(r" +\n")
 _LEADING = re.compile(r"\n +")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
+NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD", "none")
 
 
 @dataclass
 class Params:
-    fix_encoding: bool = True   # run ftfy at all
-    skip_clean: bool = True     # skip ftfy on text that cannot hold mojibake (see module doc)
-    normalization: str = "NFC"  # NFC, NFKC, NFD, NFKD, or "none"
+    fix_encoding: bool = True     # run ftfy at all (false: only the normalization form below)
+    skip_clean: bool = True       # skip ftfy where it would change nothing (see module doc)
+    normalization: str = "NFC"    # NFC, NFKC, NFD, NFKD, or "none" (ftfy's normalization setting)
+    clean_whitespace: bool = True  # false: the output is fix_text's, exactly
 
     def __post_init__(self):
-        if self.normalization not in ("NFC", "NFKC", "NFD", "NFKD", "none"):
-            raise ValueError(f"normalization = {self.normalization!r}; allowed: NFC, NFKC, NFD, NFKD, none")
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization = {self.normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+
+
+def ftfy_config(params: Params = Params()) -> TextFixerConfig:
+    """The ``TextFixerConfig`` the stage's repair equals ``fix_text`` under."""
+    form = None if params.normalization == "none" else params.normalization
+    return TextFixerConfig(uncurl_quotes=False, normalization=form, explain=False)
 
 
 class Normalize(MapStage):
     Params = Params
 
+    def __init__(self, name: str, params=None):
+        super().__init__(name, params)
+        self._config = ftfy_config(self.params)
+
     def apply(self, table) -> StageResult:
-        texts = [normalize_text(t, self.params) for t in table.column(TEXT).to_pylist()]
+        texts = [normalize_text(t, self.params, self._config) for t in table.column(TEXT).to_pylist()]
         table = set_column(table, TEXT, texts)
         return split(table, self.name, [None if t else "empty_after_normalize" for t in texts])
 
 
-def normalize_text(text: str, params: Params = Params()) -> str:
-    if params.fix_encoding and needs_ftfy(text, params.skip_clean):
-        text = ftfy.fix_text(text, uncurl_quotes=False)
-    if params.normalization != "none" and not text.isascii() and not unicodedata.is_normalized(params.normalization, text):
-        text = unicodedata.normalize(params.normalization, text)
-    return clean_whitespace(text)
+def normalize_text(text: str, params: Params = Params(), config: TextFixerConfig | None = None) -> str:
+    text = repair(text, params, config)
+    return clean_whitespace(text) if params.clean_whitespace else text
 
 
-def needs_ftfy(text: str, skip_clean: bool = True) -> bool:
+def repair(text: str, params: Params = Params(), config: TextFixerConfig | None = None) -> str:
+    """``ftfy.fix_text(text, ftfy_config(params))``, skipping the call where it would change nothing.
+    With ``fix_encoding = false``: only the normalization form."""
+    if not params.fix_encoding:
+        if params.normalization != "none" and not text.isascii() and not unicodedata.is_normalized(params.normalization, text):
+            text = unicodedata.normalize(params.normalization, text)
+        return text
+    if needs_ftfy(text, params.skip_clean, params.normalization):
+        return ftfy.fix_text(text, config or ftfy_config(params))
+    return text
+
+
+def needs_ftfy(text: str, skip_clean: bool = True, normalization: str = "NFC") -> bool:
+    """Whether ``fix_text`` could change ``text`` (false only where it certainly would not)."""
     if not skip_clean:
         return True
-    return not text.isascii() and _MOJIBAKE_GATE.search(text) is not None and is_bad(text)
+    if ("&" in text and HTML_ENTITY_RE.search(text)) or _FIXER_CHARS.search(text) or len(text) > _MAX_SEGMENT:
+        return True
+    if _C1_OTHER is not None and _C1_OTHER.search(text):
+        return True
+    if text.isascii():
+        return False
+    if normalization != "none" and not unicodedata.is_normalized(normalization, text):
+        return True
+    # fix_text runs ftfy's badness test line by line, so its "^" must match at every line start
+    return _MOJIBAKE_GATE.search(text) is not None and _BADNESS_BY_LINE.search(text) is not None
+
+
+def _fixer_chars() -> re.Pattern:
+    """Characters that a fixer other than the mojibake repair and the normalization form reacts to
+    (HTML entities are looked for with ftfy's own ``HTML_ENTITY_RE``): a C1 control (``fix_c1_controls``), a character of ftfy's
+    ligature, width or control-character tables, a line break other than ``\\n``
+    (``fix_line_breaks``), a surrogate (``fix_surrogates``), an escape (``remove_terminal_escapes``)."""
+    chars = set(map(chr, LIGATURES)) | set(map(chr, WIDTH_MAP)) | set(map(chr, CONTROL_CHARS))
+    chars |= {"\r", "\u2028", "\u2029", "\x85", "\x1b"}
+    chars |= set(map(chr, range(0x80, 0xA0)))
+    cls = "".join(sorted(re.escape(c) for c in chars))
+    return re.compile(f"[{cls}\ud800-\udfff]")
+
+
+_FIXER_CHARS = _fixer_chars()  # with HTML_ENTITY_RE: what the fixers react to
+_MAX_SEGMENT = TextFixerConfig().max_decode_length
+# ftfy's C1 regex is [\x80-\x9f], in _FIXER_CHARS; a future ftfy with another one is asked too
+_C1_OTHER = None if C1_CONTROL_RE.pattern == "[\\x80-\\x9f]" else C1_CONTROL_RE
+_BADNESS_BY_LINE = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILINE)
 
 
 def _mojibake_gate() -> re.Pattern:

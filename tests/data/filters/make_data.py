@@ -16,6 +16,11 @@ HERE = Path(__file__).parent
 FORTUNES_PER_LANG = 150
 PROSE_PER_SOURCE = {"austen": 30, "sword-web": 20, "sword-kjv": 10, "sword-mhcc": 20, "sword-tdavid": 30, "shakespeare": 10}
 MAX_CHARS = 2000
+# parity.jsonl (DataTrove side-by-side tests): whole prose documents, and fortunes of one language
+# joined with blank lines into documents of 1 to 12 fortunes (short and long, prose and lists)
+PARITY_PROSE_PER_SOURCE = {"austen": 12, "shakespeare": 12, "sword-web": 8, "sword-kjv": 8, "sword-mhcc": 8,
+                           "sword-tdavid": 8, "sword-scofield": 8, "botchan": 4}
+PARITY_FORTUNE_DOCS_PER_LANG = 40
 
 
 def head(text: str, limit: int = MAX_CHARS) -> str:
@@ -72,6 +77,25 @@ def main(corpora: Path) -> None:
         if len(text) >= 400:
             boiler.append({"id": f"licenses/{path.name}", "source": path.name.split("__")[0], "text": text})
     write_jsonl(boiler, "boilerplate.jsonl")
+
+    parity = []
+    all_prose = defaultdict(list)
+    with open(corpora / "prose" / "english_prose.jsonl", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            all_prose[d["source"]].append(d)
+    for source, n in PARITY_PROSE_PER_SOURCE.items():
+        pool = sorted(all_prose[source], key=lambda d: len(d["text"]))[: max(n, len(all_prose[source]) * 3 // 4)]
+        for d in rng.sample(pool, min(n, len(pool))):  # whole documents, the longest quarter left out
+            parity.append({"id": d["id"], "lang": "en", "source": source, "text": d["text"]})
+    for lang in sorted(by_lang):
+        pool = by_lang[lang]
+        for i in range(PARITY_FORTUNE_DOCS_PER_LANG):
+            k = rng.randint(1, 12)
+            j = rng.randrange(len(pool) - k)
+            parity.append({"id": f"fortunes-{lang}/joined/{i}", "lang": lang, "source": f"fortunes-{lang}",
+                           "text": "\n\n".join(d["text"] for d in pool[j:j + k])})
+    write_jsonl(parity, "parity.jsonl")
 
 
 if __name__ == "__main__":

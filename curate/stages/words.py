@@ -1,0 +1,319 @@
+"""Word splitting for the heuristic filters: DataTrove's spaCy tokens, fast, or one regex.
+
+``words = "spacy"`` (the default) makes the tokens DataTrove's ``split_into_words`` makes: spaCy's
+rule-based tokenizer of a blank pipeline for ``language`` (``spacy.blank(language)``: no model, no
+download), whitespace-only tokens removed. spaCy's tokenizer costs about 30 microseconds per
+whitespace-separated chunk; natural text repeats its chunks, so each chunk (``text.split()``) is
+tokenized once per process and remembered (a bounded memo, ``MEMO_SIZE`` chunks). A chunk is
+tokenized on its own, so the result never depends on which documents came before (spaCy's own
+output differs from that for about one chunk in a million, where its special-case matcher looks
+at the neighbouring chunk).
+
+``words = "regex"`` is Quarry's own splitter (no spaCy; about 10x faster on text never seen
+before): words (letters and digits, keeping inner ``-`` and ``.``), numbers with separators
+(``1,000``), apostrophe tails (``'s``) and single punctuation marks (``...`` and ``--`` whole).
+
+Sentences (C4's count) follow DataTrove's spaCy ``sentencizer`` over the same tokens, or, with
+``words = "regex"``, a regex splitter (end marks ``. ! ?`` before a space, not after common
+abbreviations or initials).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from itertools import chain
+
+WORD_SPLITTERS = ("spacy", "regex")
+MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when full
+RECENT_TEXTS = 2048  # whole texts whose tokens are remembered (about one shard)
+# languages where the shortcut for plain words (see SpacyWords._shortcuts) is checked against spaCy
+SHORTCUT_LANGUAGES = frozenset({"en", "de", "es", "it", "pl", "ru", "cs", "fr", "nl", "pt"})
+_SPLIT_MARKS = frozenset(",;:!?.")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+# --- regex splitter --------------------------------------------------------------------------
+
+_NUMBER = r"\d+(?:[.,:/]\d+)+"          # 1,000  3.14  1:26  12/05
+_WORD = r"\w+(?:[-.]\w+)*"               # twenty-one  U.S  e.g
+_CLITIC = r"['\u2019]\w+"                 # 's  n't-like tails  'tis
+_PUNCT = r"\.\.\.|--+|[^\w\s]"            # ...  --  any other symbol alone
+_TOKEN_RE = re.compile(f"{_NUMBER}|{_WORD}|{_CLITIC}|{_PUNCT}")
+
+
+def regex_tokens(text: str) -> list[str]:
+    return _TOKEN_RE.findall(text)
+
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st jr sr prof rev hon gen col capt lt sgt mt ft vs etc e.g i.e cf viz al a.m p.m "
+    "vol vols fig figs ch pp inc ltd co corp dept est approx jan feb mar apr jun jul aug "
+    "sep sept oct nov dec".split()
+)
+_SENTENCE_END_RE = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s|$)")
+
+
+def regex_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: cut after ``. ! ? …`` (and closing quotes/brackets) before a space,
+    except after a common abbreviation (``Mr.``, ``e.g.``) or a single-letter initial."""
+    out, start = [], 0
+    for m in _SENTENCE_END_RE.finditer(text):
+        if text[m.start()] == ".":
+            before = text[start:m.start()].rsplit(None, 1)
+            last = before[-1].lower().lstrip("(\"'\u201c\u2018") if before else ""
+            if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
+                continue
+        piece = text[start:m.end()].strip()
+        if piece:
+            out.append(piece)
+        start = m.end()
+    rest = text[start:].strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+# --- spaCy splitter ----------------------------------------------------------------------------
+
+
+class SpacyWords:
+    """spaCy's tokens of a text, chunk by chunk, remembered."""
+
+    def __init__(self, language: str):
+        try:
+            import spacy
+        except ImportError as e:  # a config error, raised when the stage is built
+            raise ValueError(
+                "words = 'spacy' (DataTrove's word splitting) needs the spacy package: "
+                "pip install spacy (no model is downloaded), or set words = 'regex'") from e
+        try:
+            self._nlp = spacy.blank(language)
+        except Exception as e:
+            raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e})") from e
+        self._tokenizer = self._nlp.tokenizer
+        self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
+        self._shortcut = language in SHORTCUT_LANGUAGES
+        self._memo: dict[str, tuple[str, ...]] = {}
+        self._recent: dict[str, list[str]] = {}
+        self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
+
+    def _learn(self, chunks) -> None:
+        """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
+        tokenized as it would be alone (a newline token sits between two chunks)."""
+        memo = self._memo
+        missing = list(set(chunks).difference(memo))  # each chunk's tokens do not depend on the order
+        if not missing:
+            return
+        if len(memo) + len(missing) > MEMO_SIZE:
+            memo.clear()
+        if self._shortcut:
+            missing = self._shortcuts(missing)
+            if not missing:
+                return
+        out: list[list[str]] = [[] for _ in missing]
+        ends, pos = [], -1
+        for c in missing:
+            pos += len(c) + 1
+            ends.append(pos)  # offset just past the chunk
+        j = 0
+        joined = "\n".join(missing)
+        if _SURROGATE_RE.search(joined):  # spaCy cannot encode a lone surrogate: U+FFFD in its place
+            joined = _SURROGATE_RE.sub("\ufffd", joined)
+        with self._nlp.memory_zone():
+            for tok in self._tokenizer(joined):
+                idx = tok.idx
+                while idx >= ends[j]:
+                    j += 1
+                if not tok.is_space:
+                    out[j].append(tok.text)
+        for c, toks in zip(missing, out):
+            memo[c] = tuple(toks)
+
+    def _shortcuts(self, chunks: list[str]) -> list[str]:
+        """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
+        See ``plain_tokens``; ``tests/test_words.py`` checks them against spaCy for every language
+        in ``SHORTCUT_LANGUAGES``."""
+        memo, rules, rest = self._memo, self._rules, []
+        for c in chunks:
+            if c.isalpha():
+                if c not in rules:
+                    memo[c] = (c,)
+                    continue
+            else:
+                toks = plain_tokens(c, rules)
+                if toks is not None:
+                    memo[c] = toks
+                    continue
+            rest.append(c)
+        return rest
+
+    def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
+        """The tokens of each chunk (chunks hold no whitespace)."""
+        self._learn(chunks)
+        try:
+            return list(map(self._memo.__getitem__, chunks))
+        except KeyError:  # the memo was emptied while learning a large batch
+            self._memo = {}
+            return [self._tokenize_alone(c) for c in chunks]
+
+    def sentence_effects(self, chunks: list[str]) -> list[tuple[int, bool, int, bool]]:
+        """``_sentence_effect`` of each chunk's tokens, remembered per chunk."""
+        memo = self._sentence_memo
+        missing = set(chunks).difference(memo)
+        if missing:
+            if len(memo) + len(missing) > MEMO_SIZE:
+                memo.clear()
+            for c, toks in zip(missing, self.chunk_tokens(list(missing))):
+                memo[c] = _sentence_effect(toks)
+        return list(map(memo.__getitem__, chunks))
+
+    def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
+        chunk = _SURROGATE_RE.sub("\ufffd", chunk)
+        with self._nlp.memory_zone():
+            return tuple(t.text for t in self._tokenizer(chunk) if not t.is_space)
+
+    def tokens(self, text: str) -> list[str]:
+        """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
+        after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
+        modify the list)."""
+        recent = self._recent
+        toks = recent.get(text)
+        if toks is None:
+            toks = list(chain.from_iterable(self.chunk_tokens(text.split())))
+            if len(recent) >= RECENT_TEXTS:
+                recent.clear()
+            recent[text] = toks
+        return toks
+
+
+_ASCII_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_OPENERS = frozenset('"(')
+_CLOSERS = frozenset('")')
+
+
+def plain_tokens(chunk: str, rules) -> tuple[str, ...] | None:
+    """spaCy's tokens of a plain word with simple punctuation around it, or None when not sure.
+
+    Handled: an optional ``"`` or ``(`` before, letters, an optional mark (``, ; : ! ? .``), an
+    optional ``"`` or ``)`` after (not a mark and ``)``: ``:)`` is an emoticon), where neither the chunk nor any part of it left after taking
+    marks off is one of spaCy's special cases (``rules``). Then each mark is a prefix or suffix
+    rule of its own and the letters are one token (no rule matches inside letters). A ``.`` is
+    split off only after an ASCII lower-case letter or two ASCII capitals (spaCy's rules for a
+    final period; ``A.`` and ``McD.`` stay whole)."""
+    pre = chunk[0] if chunk[0] in _OPENERS else ""
+    body = chunk[len(pre):]
+    close = body[-1] if body and body[-1] in _CLOSERS else ""
+    if close:
+        body = body[:-1]
+    mark = body[-1] if body and body[-1] in _SPLIT_MARKS else ""
+    core = body[:-1] if mark else body
+    if not core or not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
+        return None
+    if mark == "." and not (core[-1] in _ASCII_LOWER or (core[-1] in _ASCII_UPPER and len(core) > 1
+                                                          and core[-2] in _ASCII_UPPER)):
+        return None
+    for p in {pre, ""}:
+        for m in {mark, ""}:
+            for q in {close, ""}:
+                if p + core + m + q in rules:
+                    return None
+    return tuple(x for x in (pre, core, mark, close) if x)
+
+
+@lru_cache(maxsize=None)
+def spacy_words(language: str) -> SpacyWords:
+    """One splitter (and one memo) per language per process."""
+    return SpacyWords(language)
+
+
+def check_splitter(words: str, language: str) -> None:
+    """Fail at start with a clear message when the configured splitter cannot be built."""
+    if words not in WORD_SPLITTERS:
+        raise ValueError(f"words = {words!r}; allowed: {', '.join(WORD_SPLITTERS)}")
+    if words == "spacy":
+        spacy_words(language)
+
+
+def tokens(text: str, words: str = "spacy", language: str = "en") -> list[str]:
+    """The tokens of ``text`` (words and punctuation) under splitter ``words``."""
+    if words == "regex":
+        return regex_tokens(text)
+    return spacy_words(language).tokens(text)
+
+
+# --- spaCy's sentencizer, over the tokens of one line --------------------------------------------
+
+# spacy.pipeline.Sentencizer.default_punct_chars
+SENTENCIZER_PUNCT = frozenset(
+    "!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？"
+    "𐩖𐩗𑁇𑁈𑂾𑂿𑃀𑃁𑅁𑅂𑅃𑇅𑇆𑇍𑇞𑇟𑈸𑈹𑈻𑈼𑊩𑑋𑑌𑗂𑗃𑗉𑗊𑗋𑗌𑗍𑗎𑗏𑗐𑗑𑗒𑗓𑗔𑗕𑗖𑗗𑙁𑙂𑜼𑜽𑜾𑩂𑩃𑪛𑪜𑱁𑱂𖩮𖩯𖫵𖬷𖬸𖭄𛲟𝪈｡。"
+)
+_WS_RUN_RE = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=65536)
+def _is_punct(tok: str) -> bool:
+    """spaCy's ``is_punct``: every character is Unicode punctuation (category P*)."""
+    return all(unicodedata.category(c).startswith("P") for c in tok)
+
+
+def count_sentences(line: str, words: str = "spacy", language: str = "en") -> int:
+    """How many sentences DataTrove's ``split_into_sentences`` finds in ``line`` (stripped, not
+    empty): spaCy's sentencizer starts a sentence at the first token that is neither punctuation
+    nor an end mark after a token that is an end mark. Whitespace runs other than one space are
+    tokens of their own there (neither punctuation nor end marks)."""
+    if words == "regex":
+        return len(regex_sentences(line))
+    chunks = line.split()
+    effects = spacy_words(language).sentence_effects(chunks)
+    n, seen_end = 1, False
+    if len(line) - sum(map(len, chunks)) == line.count(" ") == len(chunks) - 1:  # single spaces only
+        for eff in effects:
+            n += eff[2] if seen_end else eff[0]
+            seen_end = eff[3] if seen_end else eff[1]
+        return n
+    gaps = [g != " " for g in _WS_RUN_RE.findall(line)]  # a whitespace token between chunks i-1 and i
+    for i, eff in enumerate(effects):
+        if i and gaps[i - 1] and seen_end:  # a whitespace token is neither punctuation nor an end mark
+            n += 1
+            seen_end = False
+        n += eff[2] if seen_end else eff[0]
+        seen_end = eff[3] if seen_end else eff[1]
+    return n
+
+
+def _sentence_effect(toks: tuple[str, ...]) -> tuple[int, bool, int, bool]:
+    """What a chunk's tokens do to the sentencizer: (sentences started, end mark pending after it)
+    when no end mark is pending before it, then the same when one is."""
+    out = []
+    for seen_end in (False, True):
+        n = 0
+        for t in toks:
+            if t in SENTENCIZER_PUNCT:
+                seen_end = True
+            elif seen_end and not _is_punct(t):
+                n += 1
+                seen_end = False
+        out += [n, seen_end]
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _sentencizer(language: str):
+    import spacy
+
+    nlp = spacy.blank(language)
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def spacy_sentences(text: str, language: str = "en") -> list[str]:
+    """DataTrove's ``split_into_sentences``: ``text`` cut after each sentence spaCy's sentencizer
+    finds (pieces keep the whitespace between sentences; the last piece runs to the end). Slow
+    (the whole spaCy pipeline); used only by C4's ``split_paragraph = false``."""
+    nlp = _sentencizer(language)
+    nlp.max_length = max(nlp.max_length, len(text) + 10)
+    with nlp.memory_zone():
+        ends = [s.end_char for s in nlp(text).sents]
+    return [text[a:b] for a, b in zip([0] + ends[:-1], ends[:-1] + [len(text)])]
