@@ -246,3 +246,30 @@ def test_bad_new_keys_are_refused(tmp_path):
         Params(eval_files=[str(ev)], max_matches=-1)
     with pytest.raises(ValueError, match="split_output"):
         Params(eval_files=[str(ev)], split_output="glued")
+
+
+def test_same_plan_for_any_worker_count_and_after_a_kill(tmp_path):
+    rng = np.random.default_rng(12)
+    vocab = vocabulary(rng)
+    grams = [" ".join(sentence(rng, vocab, 13)) for _ in range(3)]
+    ev = tmp_path / "ev.txt"
+    ev.write_text("\n".join(grams) + "\n")
+    pad = lambda: " ".join(sentence(rng, vocab, 60))
+    docs = [(f"d{i:03d}", pad() + (" " + grams[i % 3] + " " + pad() if i % 4 == 0 else "")) for i in range(120)]
+    inputs = write_docs(tmp_path, docs, per_shard=5)
+    s1, k1, d1 = run(inputs, tmp_path / "w1", workers=1, eval_files=[str(ev)], max_matches=12)
+    s2, k2, d2 = run(inputs, tmp_path / "w2", workers=2, eval_files=[str(ev)], max_matches=12)
+    assert s1 == s2 and k1.equals(k2) and d1.equals(d2)
+    assert s1["ngrams_too_common"] == 0 and s1["documents_matched"] == 30 and s1["pieces_added"] > 0
+    files = sorted(p.relative_to(tmp_path / "w1") for p in (tmp_path / "w1").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "w2") for p in (tmp_path / "w2").rglob("*") if p.is_file())
+    for f in files:
+        assert (tmp_path / "w1" / f).read_bytes() == (tmp_path / "w2" / f).read_bytes(), f
+    plan = tmp_path / "w1"
+    for name in ("decontam_stats.json", "frequent.npy"):
+        (plan / name).unlink()
+    for sub in ("matches", "pairs", "frequent", "results"):
+        victims = sorted((plan / sub).iterdir())
+        victims[len(victims) // 2].unlink()
+    s3, k3, d3 = run(inputs, plan, workers=2, eval_files=[str(ev)], max_matches=12)
+    assert s3 == s1 and k3.equals(k1) and d3.equals(d1)

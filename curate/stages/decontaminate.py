@@ -328,7 +328,7 @@ def count_task(job: dict) -> dict:
     plan_dir = Path(job["plan_dir"])
     out = plan_dir / "frequent" / f"{job['range']:05d}.npy"
     layout = shuffle.load_layout(plan_dir)
-    if not out.exists():
+    if not (out.exists() and out.with_suffix(".json").exists()):  # the marker is written last
         t = shuffle.read_part(shuffle.numbered(plan_dir, "pairs", layout.groups), job["range"], PAIRS)
         grams, counts = np.unique(t.column("ngram").to_numpy(), return_counts=True)  # pairs are distinct
         limit = job["max_matches"]

@@ -48,7 +48,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from curate import shuffle
