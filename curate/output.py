@@ -85,6 +85,8 @@ def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[dict]
             t = totals[s["name"]]
             t["in"] += s["in"]
             t["kept"] += s["kept"]
+            if s.get("added"):
+                t["added"] = t.get("added", 0) + s["added"]
             _add(t["dropped"], s["dropped"])
             for key in ("skipped", "counters", "errors"):
                 if s.get(key):
@@ -112,8 +114,9 @@ def _add(into: dict, counts: dict) -> None:
 
 def check_conservation(stages: list[dict]) -> None:
     for prev, cur in zip([None] + stages, stages):
-        if cur["in"] != cur["kept"] + sum(cur["dropped"].values()):
-            raise RuntimeError(f"stage {cur['name']}: {cur['in']} in != {cur['kept']} kept + dropped {cur['dropped']}")
+        if cur["in"] + cur.get("added", 0) != cur["kept"] + sum(cur["dropped"].values()):
+            raise RuntimeError(f"stage {cur['name']}: {cur['in']} in + {cur.get('added', 0)} added != "
+                               f"{cur['kept']} kept + dropped {cur['dropped']}")
         if prev is not None and cur["in"] != prev["kept"]:
             raise RuntimeError(f"stage {cur['name']} saw {cur['in']} documents but {prev['name']} kept {prev['kept']}")
 

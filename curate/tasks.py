@@ -134,8 +134,11 @@ class _Writer:
             if table.num_rows == 0:
                 continue
             if i == 0 and plan is not None:
-                kept, dropped = _checked(name, table, stage.apply_with_plan(table, plan[0], plan[1]))
+                result = stage.apply_with_plan(table, plan[0], plan[1])
+                kept, dropped = _checked(name, table, result)
                 errors = {}
+                if result.added:
+                    st["added"] = st.get("added", 0) + result.added
             else:
                 kept, dropped, errors = apply_isolated(name, stage, table)
             if errors:
@@ -172,7 +175,7 @@ class _Writer:
 
 
 def _checked(name: str, table: pa.Table, result) -> tuple[pa.Table, pa.Table]:
-    if result.kept.num_rows + result.dropped.num_rows != table.num_rows:
+    if result.kept.num_rows + result.dropped.num_rows != table.num_rows + result.added:
         raise StageFailure(f"stage {name} lost documents: {table.num_rows} in, {result.kept.num_rows} kept, "
                            f"{result.dropped.num_rows} dropped")
     return result.kept, result.dropped

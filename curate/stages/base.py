@@ -28,6 +28,7 @@ from curate.schema import DUPLICATE_OF, REASON, STAGE
 class StageResult:
     kept: pa.Table
     dropped: pa.Table  # the input's columns plus ``stage``, ``reason``, ``duplicate_of``
+    added: int = 0  # documents a stage made by splitting one (kept + dropped = rows in + added)
 
 
 @dataclass

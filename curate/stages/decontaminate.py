@@ -85,14 +85,6 @@ _PARTS = ("matches", "pairs", "frequent", "results", "ngrams.npy", "index.json",
 
 
 @dataclass
-class SplitResult(StageResult):
-    """A stage result that may hold more rows than came in: ``added`` documents were made by splitting
-    (kept + dropped = rows in + added)."""
-
-    added: int = 0
-
-
-@dataclass
 class Params:
     eval_files: list[str] = field(default_factory=list)
     ngram: int = 13
@@ -182,7 +174,7 @@ class Decontaminate(GlobalStage):
         result = split(_replace_texts(table, pieces, documents), self.name,
                        [r for i, r in enumerate(reasons) for _ in range(len(pieces.get(i, [None])))])
         added = sum(len(v) - 1 for v in pieces.values())
-        return SplitResult(result.kept, result.dropped, added)
+        return StageResult(result.kept, result.dropped, added)
 
     def apply(self, table: pa.Table) -> StageResult:
         raise RuntimeError("decontaminate is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
