@@ -180,13 +180,8 @@ class GPTIndices:
     separate_final_epoch: bool
 
 
-def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int | None, seq_len: int,
-                      seed: int, extra: int = 1, drop_last_partial: bool = True,
-                      what: str = "the split") -> GPTIndices:
-    """Megatron-core's GPTDataset index construction for sequence ids ``documents`` of a dataset whose
-    sequence lengths are ``sizes``; ``num_samples`` None means one epoch."""
-    sizes = np.asarray(sizes)
-    documents = np.asarray(documents)
+def split_tokens(sizes: np.ndarray, documents: np.ndarray, seq_len: int, what: str = "the split") -> int:
+    """Tokens in one epoch of the split's ``documents``; a clear error for a split too small to sample."""
     if len(documents) == 0:
         raise EmptySplitError(f"{what} has no documents; change the split or add data "
                               "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
@@ -196,6 +191,17 @@ def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int
                               "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
     if seq_len <= 1:
         raise ValueError(f"sequence length must be > 1, got {seq_len}")
+    return tokens_per_epoch
+
+
+def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int | None, seq_len: int,
+                      seed: int, extra: int = 1, drop_last_partial: bool = True,
+                      what: str = "the split") -> GPTIndices:
+    """Megatron-core's GPTDataset index construction for sequence ids ``documents`` of a dataset whose
+    sequence lengths are ``sizes``; ``num_samples`` None means one epoch."""
+    sizes = np.asarray(sizes)
+    documents = np.asarray(documents)
+    tokens_per_epoch = split_tokens(sizes, documents, seq_len, what)
     epochs = num_epochs_needed(tokens_per_epoch, num_samples, seq_len, extra)
     separate = False
     sans_final = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pretrain.data.gpt_dataset import EmptySplitError, GPTIndices, build_sample_index, num_epochs_needed
+from pretrain.data.gpt_dataset import GPTIndices, build_sample_index, num_epochs_needed, split_tokens
 
 _DOCUMENTS, _SAMPLES = 0, 1  # random streams: (seed, stream, epoch or block)
 
@@ -55,15 +55,7 @@ def build_stable_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: 
     whose sequence lengths are ``sizes``; ``num_samples`` None means the samples of one epoch."""
     sizes = np.asarray(sizes)
     documents = np.asarray(documents)
-    if len(documents) == 0:
-        raise EmptySplitError(f"{what} has no documents; change the split or add data "
-                              "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
-    tokens_per_epoch = int(np.sum(sizes[documents], dtype=np.int64))
-    if tokens_per_epoch <= 1:
-        raise EmptySplitError(f"{what} has {tokens_per_epoch} tokens; change the split or add data "
-                              "(Megatron-LM would hang here, NVIDIA/Megatron-LM#957)")
-    if seq_len <= 1:
-        raise ValueError(f"sequence length must be > 1, got {seq_len}")
+    tokens_per_epoch = split_tokens(sizes, documents, seq_len, what)
     block = max(1, (tokens_per_epoch - extra) // seq_len)  # samples in one epoch (at least one)
     blocks = 1 if num_samples is None else max(1, -(-int(num_samples) // block))
     epochs = num_epochs_needed(tokens_per_epoch, blocks * block, seq_len, extra)
