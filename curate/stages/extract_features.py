@@ -103,11 +103,9 @@ _ROLE_WORDS = {"navigation": "nav", "banner": "header", "contentinfo": "footer",
                "dialog": "modal", "alert": "alert", "tablist": "tab", "toolbar": "toolbar"}
 
 _OG_TYPES = ["article", "product", "website", "blog", "profile", "video", "book"]
-_SENT_END = re.compile(r"[.!?。！？।۔؟]")
 _SENT_CHARS = ".!?。！？।۔؟"
 _SEP_LIST = "|»›·•/>"
 _WORD_RE = re.compile(r"\w+")
-_DIGIT_RE = re.compile(r"\d")
 
 
 @dataclass
@@ -499,24 +497,3 @@ def feature_names() -> list[str]:
 
 def n_features() -> int:
     return len(feature_names())
-
-
-def _text_stats_reference(texts: list[str], link: np.ndarray):
-    n = len(texts)
-    chars = np.fromiter((len(t) for t in texts), dtype=np.float32, count=n)
-    words = np.fromiter((len(t.split()) for t in texts), dtype=np.float32, count=n)
-    wtok = np.fromiter((len(_WORD_RE.findall(t)) for t in texts), dtype=np.float32, count=n)
-    sent = np.fromiter((sum(map(t.count, _SENT_CHARS)) for t in texts), dtype=np.float32, count=n)
-    comma = np.fromiter((t.count(",") + t.count("、") + t.count("،") + t.count("，") for t in texts),
-                        dtype=np.float32, count=n)
-    seps = np.fromiter((sum(map(t.count, _SEP_LIST)) for t in texts), dtype=np.float32, count=n)
-    digits = np.fromiter((len(_DIGIT_RE.findall(t)) for t in texts), dtype=np.float32, count=n)
-    upper0 = np.fromiter((t[0].isupper() for t in texts), dtype=np.float32, count=n)
-    endp = np.fromiter((_SENT_END.match(t[-1]) is not None for t in texts), dtype=np.float32, count=n)
-    colon = np.fromiter((t.endswith(":") for t in texts), dtype=np.float32, count=n)
-    lchars = np.log1p(chars)
-    return np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(chars, 1), np.log1p(sent),
-                     sent / np.maximum(words, 1), np.log1p(comma), np.log1p(seps), digits / np.maximum(chars, 1),
-                     upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
-
-
