@@ -13,7 +13,8 @@ a ratio is the median of per-round ratios. Every stage sees the same documents: 
 HTML pages (filters are timed on all of them, not on what earlier filters would have left).
 
 - extract: trafilatura (``extract`` with engine = "trafilatura"), plain resiliparse
-  ``extract_plain_text(main_content=True)`` (no pre-pass, no cleanup), and Quarry's default ``extract``.
+  ``extract_plain_text(main_content=True)`` (no pre-pass, no cleanup), Quarry's default ``extract`` (the
+  learned block classifier) and its rules engine (``engine = "resiliparse"``).
 - normalize: plain ``ftfy.fix_text`` on every document beside Quarry's ``normalize`` stage (which calls
   ftfy only where mojibake is possible).
 
@@ -133,16 +134,19 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
 
     traf_stage = Extract("extract", Params(engine="trafilatura"))
     quarry_stage = Extract("extract", Params())
+    rules_stage = Extract("extract", Params(engine="resiliparse"))
     logging.disable(logging.WARNING)  # trafilatura logs every page it finds little text in
     contenders = {
         "trafilatura": lambda: traf_stage.apply(html_table),
         "resiliparse": lambda: [extract_plain_text(d["text"], main_content=True) for d in html_rows],
         "quarry": lambda: quarry_stage.apply(html_table),
+        "quarry_rules": lambda: rules_stage.apply(html_table),
     }
     t = rounds_of(contenders, rounds)
     label = {"trafilatura": "trafilatura 2.3.1 extract() (engine=trafilatura)",
              "resiliparse": "resiliparse main_content=True, no cleanup",
-             "quarry": "quarry extract (default: resiliparse + pre-pass + cleanup)"}
+             "quarry": "quarry extract (default: learned blocks)",
+             "quarry_rules": "quarry extract engine=resiliparse (rules)"}
     for k in contenders:
         med = statistics.median(t[k])
         r = "1.00" if k == "trafilatura" else f"{ratio(t, 'trafilatura', k):.1f}x faster"

@@ -48,8 +48,12 @@ def _table(rows):
 # ------------------------------------------------------------------------------------ quality
 
 def test_default_engine_quality_on_real_pages(scores):
-    traf, plain, ours = scores.values()
+    traf, plain, ours, blocks = scores.values()
     table = "\n".join(s.row() for s in scores.values())
+    # the learned default engine, never trained on these pages (mostly German and English news): far
+    # cleaner than plain resiliparse, about as complete (0.907 / 0.879 when the model was shipped)
+    assert blocks.precision >= plain.precision + 0.15, table
+    assert blocks.recall >= 0.85 and blocks.empty_pages <= 2, table
     # the line cleanup and pre-pass must be worth their cost over plain resiliparse main-content extraction
     assert ours.precision >= plain.precision + 0.15, table
     assert ours.recall >= plain.recall + 0.05, table
@@ -63,7 +67,7 @@ def test_default_engine_quality_on_real_pages(scores):
 @pytest.mark.xfail(strict=True, reason="known gap: precision ~0.08 and recall ~0.035 below trafilatura on "
                                        "trafilatura's own regression pages; see curate/stages/extract.py")
 def test_default_engine_within_goal_margin_of_trafilatura(scores):
-    traf, _, ours = scores.values()
+    traf, _, ours, _ = scores.values()
     assert ours.precision >= traf.precision - GOAL_MARGIN
     assert ours.recall >= traf.recall - GOAL_MARGIN
 
@@ -120,7 +124,11 @@ def test_cleanup_normalises_invisible_characters():
 
 def test_plain_text_rows_pass_through_untouched():
     text = "Already plain text.\n\nLeave a Reply\n\nShare this:"  # boilerplate-looking but not HTML: untouched
-    t = _table([("a", text, PLAIN), ("b", "<html><body><p>" + "Real words here. " * 10 + "</p></body></html>", HTML)])
+    article = ("<html><head><title>Council approves budget</title></head><body><nav><a href='/'>Home</a> "
+               "<a href='/news'>News</a></nav><article><h1>Council approves budget</h1>"
+               + "<p>The council approved the new budget on Tuesday, raising spending on schools and roads. </p>" * 4
+               + "</article></body></html>")
+    t = _table([("a", text, PLAIN), ("b", article, HTML)])
     res = Extract("extract", Params()).apply(t)
     kept = {r["id"]: r for r in res.kept.to_pylist()}
     assert kept["a"]["text"] == text and kept["a"]["content_type"] == PLAIN
@@ -142,13 +150,13 @@ def test_empty_page_is_dropped_with_no_main_text(engine):
 def test_timeout_stops_a_slow_engine_and_the_shard_goes_on(monkeypatch):
     good = "<html><body><p>" + "Useful content sentence. " * 20 + "</p></body></html>"
 
-    def slow(html, url="", cleanup=True, comments=True):
+    def slow(html, url="", **kw):
         if "SLOW" in html:
             while True:  # CPU-bound pure Python, never returns by itself
                 pass
         return "x" * 100
 
-    monkeypatch.setattr(ex, "extract_resiliparse", slow)
+    monkeypatch.setattr(ex, "extract_blocks", slow)
     t = _table([("slow", "<html><body>SLOW</body></html>", HTML), ("ok", good, HTML)])
     start = time.perf_counter()
     res = Extract("extract", Params(timeout_s=0.2)).apply(t)
@@ -183,20 +191,20 @@ def test_deeply_nested_page_cannot_stall_the_c_extractor():
 def test_extractor_exception_and_oversized_html_are_set_aside(monkeypatch):
     calls = []
 
-    def flaky(html, url="", cleanup=True, comments=True):
+    def flaky(html, url="", **kw):
         calls.append(html)
         if "BOOM" in html:
             raise RuntimeError("parser bug")
         return "fine main text " * 10
 
-    monkeypatch.setattr(ex, "extract_resiliparse", flaky)
+    monkeypatch.setattr(ex, "extract_blocks", flaky)
     big = "<html><body>" + "ü" * 600 + "</body></html>"  # 1,226 UTF-8 bytes but only 626 characters
     t = _table([("boom", "<p>BOOM</p>", HTML), ("big", big, HTML), ("ok", "<p>ok</p>", HTML)])
     res = Extract("extract", Params(max_html_bytes=1000)).apply(t)
     assert dict(zip(res.dropped["id"].to_pylist(), res.dropped["reason"].to_pylist())) == {
         "boom": "extract_error", "big": "html_too_large"}
     assert res.kept["id"].to_pylist() == ["ok"]
-    assert big not in calls  # too large: never handed to the extractor
+    assert not any("ü" * 600 in c for c in calls)  # too large: never handed to the extractor
 
 
 def test_iso_8859_1_page_decoded_by_the_reader_gives_correct_text(warc_table):
@@ -231,3 +239,187 @@ def test_params_are_checked_and_the_stage_is_registered():
         Params(engine="justext")
     with pytest.raises(ValueError, match="max_html_bytes"):
         Params(max_html_bytes=0)
+
+
+# ------------------------------------------------------------------------------------ the learned engine
+
+import gzip
+import json
+
+from curate.stages import extract_model as em
+from curate.stages.extract import extract_blocks
+from curate.stages.extract_features import features, strip_html
+from curate.stages.extract_labels import tokens, word_f1, word_prf
+
+WCXB = DATA / "wcxb_pages.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def wcxb_pages():
+    with gzip.open(WCXB, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _has(text: str, snippet: str) -> bool:
+    """The snippet's words, in order, in the text (punctuation and case aside)."""
+    return " " + " ".join(tokens(snippet)) + " " in " " + " ".join(tokens(text)) + " "
+
+
+def test_word_f1_is_the_benchmark_definition():
+    assert word_f1("The cat sat", "the CAT sat") == 1.0
+    p, r, f = word_prf("a a b", "a b c")  # multisets: overlap {a, b} = 2
+    assert (p, r) == (2 / 3, 2 / 3) and abs(f - 2 / 3) < 1e-9
+    assert word_f1("", "gold words") == 0.0 and word_f1("", "") == 1.0
+    assert word_f1("東京 は", "東京 は 晴れ") == pytest.approx(0.8)  # \w+ is Unicode: CJK runs are tokens
+
+
+def test_shipped_model_loads_and_matches_the_features():
+    m = em.load()
+    assert m.mean.size == features("<html><body><p>Some text here.</p></body></html>").features.shape[1]
+    assert 0 < m.threshold < 1
+    assert "cv" in m.meta.get("report", {}) or m.meta  # training figures travel with the model
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_json", "wrong_format", "wrong_features", "bad_shape", "nan"])
+def test_damaged_model_file_is_refused_with_a_clear_error(tmp_path, damage):
+    text = em.DEFAULT_MODEL.read_text(encoding="utf-8")
+    d = json.loads(text)
+    if damage == "truncated":
+        bad = text[: len(text) // 2]
+    elif damage == "not_json":
+        bad = "\x80\x81 binary junk"
+    elif damage == "wrong_format":
+        bad = json.dumps({**d, "format": "something-else"})
+    elif damage == "wrong_features":
+        bad = json.dumps({**d, "features": "0123456789abcdef"})
+    elif damage == "bad_shape":
+        d["layers"][1]["w"] = d["layers"][1]["w"][:-1]
+        bad = json.dumps(d)
+    else:
+        d["mean"][0] = float("nan")
+        bad = json.dumps(d).replace("NaN", "NaN")
+    path = tmp_path / "model.json"
+    path.write_text(bad, encoding="utf-8")
+    with pytest.raises(em.ModelError, match="model"):
+        em.load(path)
+    # a pipeline naming that model fails at config time, not on the first shard
+    with pytest.raises(em.ModelError):
+        Params(model=str(path))
+    with pytest.raises(em.ModelError, match="not found"):
+        em.load(tmp_path / "missing.json")
+
+
+def test_real_pages_of_every_type_extract_well(wcxb_pages):
+    """21 WCXB development pages (3 per page type): the default engine's text against the reviewed gold."""
+    by_type = {}
+    for p in wcxb_pages:
+        out = extract_blocks(p["html"])
+        f = word_f1(out, p["gold"])
+        by_type.setdefault(p["page_type"], []).append(f)
+        found = sum(_has(out, s) for s in p["must"])
+        if f > 0:  # one forum page (4607) comes out empty: its posts sit in a layout the model does not read
+            assert found >= len(p["must"]) - 1, (p["id"], [s for s in p["must"] if not _has(out, s)])
+    means = {k: sum(v) / len(v) for k, v in by_type.items()}
+    print("word F1 by type on the test pages:", {k: round(v, 3) for k, v in sorted(means.items())})
+    assert set(means) == {"article", "collection", "documentation", "forum", "listing", "product", "service"}
+    assert sum(f < 0.5 for v in by_type.values() for f in v) <= 2, by_type
+    assert sum(means.values()) / len(means) >= 0.8, means
+    for t in ("article", "documentation", "service", "listing", "collection"):
+        assert means[t] >= 0.85, means
+
+
+def test_multi_megabyte_page_with_inline_scripts_extracts(wcxb_pages):
+    """Real pages of several MB are mostly inline scripts and JSON: cut out before the size limit."""
+    page = next(p for p in wcxb_pages if p["page_type"] == "article")
+    blob = json.dumps({"state": [{"id": i, "body": "x" * 200} for i in range(10_000)]})  # ~2.4 MB of JSON
+    script = "<script>window.__STATE__ = " + blob + ";</script><style>" + ".a{color:red}" * 20_000 + "</style>"
+    html = page["html"].replace("</head>", script + "</head>", 1) if "</head>" in page["html"] else script + page["html"]
+    assert len(html.encode()) > 2_500_000 and len(strip_html(html).encode()) < 200_000
+    res = Extract("extract", Params()).apply(_table([("big", html, HTML)]))
+    assert res.kept.num_rows == 1, res.dropped.to_pylist()
+    out = res.kept["text"][0].as_py()
+    assert word_f1(out, page["gold"]) >= 0.8 and "__STATE__" not in out and "color:red" not in out
+    # still too large once scripts are gone: set aside, never parsed
+    res = Extract("extract", Params(max_html_bytes=len(strip_html(html).encode()) - 1)).apply(_table([("big", html, HTML)]))
+    assert res.dropped["reason"].to_pylist() == ["html_too_large"]
+
+
+def test_headings_list_items_and_cells_are_lines_of_their_own():
+    nav = "".join(f"<li><a href='/{i}'>Section {i}</a></li>" for i in range(12))
+    html = ("<html><head><title>Growing tomatoes at home</title></head><body><nav><ul>" + nav + "</ul></nav>"
+            "<main><article><h1>Growing tomatoes at home</h1>"
+            "<p>Tomatoes need at least six hours of direct sun every day, and steady watering keeps the fruit from "
+            "splitting. Plant them deep: roots grow along the buried stem, which makes the plant sturdier.</p>"
+            "<h2>What you need</h2><ul><li>Seedlings from a nursery or your own seeds</li>"
+            "<li>A pot of at least twenty litres</li><li>Stakes or a cage for support</li></ul>"
+            "<table><tr><th>Variety</th><th>Days to harvest</th></tr><tr><td>Cherry</td><td>sixty five</td></tr>"
+            "</table><p>Feed the plants every two weeks once the first flowers appear, and pick the fruit when it "
+            "is fully coloured but still firm, which is when the flavour is best.</p></article></main>"
+            "<footer><p>Copyright Example Gardens. All rights reserved.</p></footer></body></html>")
+    out = extract_blocks(html)
+    lines = out.split("\n")
+    assert "Tomatoes need at least six hours" in out and "Feed the plants every two weeks" in out
+    for line in ("What you need", "A pot of at least twenty litres", "Stakes or a cage for support", "Cherry"):
+        assert line in lines, (line, lines)
+
+
+@pytest.mark.parametrize("lang", ["zh", "ja", "th", "ar"])
+def test_non_latin_pages_extract_like_english_ones(lang):
+    para = {
+        "zh": "番茄每天需要至少六个小时的直射阳光，稳定的浇水可以防止果实开裂。种植时要深埋，根会沿着埋在土里的茎生长，使植株更加结实。",
+        "ja": "トマトは毎日少なくとも六時間の直射日光を必要とし、安定した水やりで実の割れを防ぐことができます。深く植えると、埋めた茎に沿って根が伸び、株が丈夫になります。",
+        "th": "มะเขือเทศต้องการแสงแดดโดยตรงอย่างน้อยหกชั่วโมงทุกวัน และการรดน้ำอย่างสม่ำเสมอช่วยป้องกันไม่ให้ผลแตก ควรปลูกให้ลึกเพราะรากจะงอกตามลำต้นที่ถูกฝังไว้ ทำให้ต้นแข็งแรงขึ้น",
+        "ar": "تحتاج الطماطم إلى ست ساعات على الأقل من أشعة الشمس المباشرة كل يوم، والري المنتظم يمنع تشقق الثمار. ازرعها بعمق، فالجذور تنمو على طول الساق المدفونة، مما يجعل النبات أقوى.",
+    }[lang]
+    nav = "".join(f"<li><a href='/{i}'>{para[i:i + 3]}</a></li>" for i in range(0, 30, 3))
+    paras = [f"{k + 1}) {para}" for k in range(4)]  # four paragraphs, not repeats of one text
+    body = "".join(f"<p>{x}</p>" for x in paras)
+    html = (f"<html lang='{lang}'><head><meta charset='utf-8'><title>{para[:12]}</title></head><body><header><nav><ul>"
+            f"{nav}</ul></nav></header><main><article><h1>{para[:12]}</h1>{body}</article></main>"
+            f"<footer><a href='/a'>{para[:4]}</a> <a href='/b'>{para[4:8]}</a></footer></body></html>")
+    out = extract_blocks(html)
+    gold = para[:12] + "\n" + "\n".join(paras)
+    assert word_f1(out, gold) >= 0.9, out
+    # the same page in a legacy encoding, decoded by the reader from its meta charset: the same text
+    from curate.readers import _decode
+
+    legacy = {"zh": "gbk", "ja": "shift_jis", "th": "tis-620", "ar": "cp1256"}[lang]
+    decoded, ok = _decode(html.replace("utf-8", legacy).encode(legacy), b"text/html", True)
+    assert ok and extract_blocks(decoded) == out
+
+
+def _write_warc(path, pages):
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+    import io
+
+    with open(path, "wb") as f:
+        w = WARCWriter(f, gzip=True)
+        for p in pages:
+            body = p["html"].encode("utf-8")
+            head = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record(f"https://wcxb.example/{p['id']}", "response",
+                                                payload=io.BytesIO(body), http_headers=head))
+
+
+def test_training_is_one_reproducible_command(tmp_path, wcxb_pages, capsys):
+    from curate.stages import extract_train
+
+    warc, gold = tmp_path / "pages.warc.gz", tmp_path / "gold.jsonl"
+    _write_warc(warc, wcxb_pages)
+    gold.write_text("".join(json.dumps({"id": p["id"], "url": f"https://wcxb.example/{p['id']}",
+                                        "page_type": p["page_type"], "main_content": p["gold"]}) + "\n"
+                            for p in wcxb_pages), encoding="utf-8")
+    outs = []
+    for run in range(2):
+        out = tmp_path / f"model{run}.json"
+        assert extract_train.main(["--warc", str(warc), "--gold", str(gold), "--out", str(out), "--folds", "2",
+                                   "--epochs", "2", "--hidden", "16,16,8"]) == 0
+        outs.append(out.read_text(encoding="utf-8"))
+    printed = capsys.readouterr().out
+    assert "cross-validated" in printed and "in-sample" in printed
+    assert outs[0] == outs[1]  # same command, same model
+    m = em.load(tmp_path / "model0.json")
+    assert set(m.meta["report"]["cv"]) >= {"all", "article", "forum"}
+    with pytest.raises(SystemExit):
+        extract_train.main(["--help"])

@@ -99,9 +99,9 @@ def score(engine_name: str, extract: Callable[[str, str], str | None], pages: It
 
 
 def reference_engines() -> dict[str, Callable[[str, str], str]]:
-    """The engines the issue compares: trafilatura (defaults), plain resiliparse main-content extraction
-    (no pre-pass, no cleanup), and Quarry's default ``extract`` engine."""
-    from curate.stages.extract import extract_resiliparse, extract_trafilatura
+    """The engines compared: trafilatura (defaults), plain resiliparse main-content extraction (no pre-pass,
+    no cleanup), Quarry's rules engine (``engine = "resiliparse"``) and its default learned engine."""
+    from curate.stages.extract import extract_blocks, extract_resiliparse, extract_trafilatura
 
     def plain_resiliparse(html: str, url: str) -> str:
         from resiliparse.extract.html2text import extract_plain_text
@@ -112,4 +112,5 @@ def reference_engines() -> dict[str, Callable[[str, str], str]]:
         "trafilatura 2.3.1 extract()": lambda html, url: extract_trafilatura(html, url),
         "resiliparse main_content=True": plain_resiliparse,
         "quarry extract (resiliparse+cleanup)": lambda html, url: extract_resiliparse(html, url),
+        "quarry extract (blocks, default)": lambda html, url: extract_blocks(html, url),
     }

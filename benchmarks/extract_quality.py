@@ -1,0 +1,162 @@
+"""Extraction quality and speed on WCXB's development split: Quarry's ``extract`` vs trafilatura vs resiliparse.
+
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # all 1,497 pages (about 15-20 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
+
+Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
+over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
+
+- **quarry CV**: the default ``blocks`` engine, every page predicted by a model trained (by
+  ``curate.stages.extract_train``, same settings as the shipped model) on the *other* folds: the honest
+  figure for pages the model has not seen;
+- **quarry in-sample**: the shipped model (trained on all development pages) on the same pages;
+- **trafilatura** 2.3.1 ``extract()`` with its defaults (the stage's ``engine = "trafilatura"``);
+- **resiliparse**: plain ``extract_plain_text(main_content=True)``.
+
+Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
+stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
+(``--speed-pages``, default 150), in interleaved rounds (A B C, B C A, C A B); a figure is the median over
+rounds, a ratio the median of per-round ratios. Quarry is timed as the stage runs it: cutting scripts and
+styles, parsing, features, the classifier, assembling the text.
+
+Data: WCXB (Web Content eXtraction Benchmark), Murrough Foley, 2026, CC-BY-4.0; its development split only.
+"""
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+
+DATA = "/work/shared/corpora/extraction"
+
+
+def f1_table(name: str, pages, texts) -> dict[str, float]:
+    from curate.stages.extract_labels import word_f1
+
+    by: dict[str, list[float]] = defaultdict(list)
+    for p, t in zip(pages, texts):
+        f = word_f1(t or "", p.gold)
+        by[p.page_type].append(f)
+        by["all"].append(f)
+    return {k: float(np.mean(v)) for k, v in by.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--warc", default=f"{DATA}/wcxb_dev.warc.gz")
+    ap.add_argument("--gold", default=f"{DATA}/wcxb_dev_gold.jsonl")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N pages (quick runs)")
+    ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: skip the CV figure)")
+    ap.add_argument("--cv-texts", default="",
+                    help="read the cross-validated page texts that `python -m curate.stages.extract_train --oof FILE` "
+                         "wrote (same folds, same code) instead of training the folds again here")
+    ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+
+    from resiliparse.extract.html2text import extract_plain_text
+
+    from curate.stages import extract_train as T
+    from curate.stages.extract import Extract, Params, extract_blocks, extract_trafilatura
+    from curate.stages.extract_features import strip_html
+    from curate.stages.extract_model import cached
+
+    model = cached("")
+    settings = model.meta.get("report", {})
+    pages = T.load_pages(a.warc, a.gold, a.limit)
+    n = len(pages)
+    print(f"WCXB development split: {n} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
+    rows = {}
+    if a.cv_texts:
+        import json
+
+        with open(a.cv_texts, encoding="utf-8") as f:
+            cv_by_id = {d["id"]: d["text"] for d in map(json.loads, f)}
+        missing = [p.id for p in pages if p.id not in cv_by_id]
+        if missing:
+            raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
+        folds = settings.get("folds", "?")
+        rows[f"quarry blocks, {folds}-fold CV"] = f1_table("", pages, [cv_by_id[p.id] for p in pages])
+    elif a.folds > 1:
+        t0 = time.perf_counter()
+        ds = T.build(pages, log=lambda *_: None)
+        print(f"  block features for all pages: {time.perf_counter() - t0:.0f} s")
+        hidden = tuple(settings.get("hidden", (64, 64, 32)))
+        prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, hidden=hidden,
+                                epochs=settings.get("epochs", 12))
+        rows[f"quarry blocks, {a.folds}-fold CV"] = T.scores(ds, T.page_texts(ds, prob, model.threshold))
+    quarry = [extract_blocks(p.html) for p in pages]
+    rows["quarry blocks, in-sample"] = f1_table("", pages, quarry)
+    t0 = time.perf_counter()
+    traf = [extract_trafilatura(strip_html(p.html)) for p in pages]
+    print(f"  trafilatura on all pages: {time.perf_counter() - t0:.0f} s")
+    rows["trafilatura 2.3.1"] = f1_table("", pages, traf)
+    rows["resiliparse main_content"] = f1_table("", pages, [extract_plain_text(p.html, main_content=True)
+                                                           for p in pages])
+    types = ["all"] + sorted(k for k in rows["trafilatura 2.3.1"] if k != "all")
+    counts = defaultdict(int)
+    for p in pages:
+        counts[p.page_type] += 1
+    counts["all"] = n
+    print("\nword F1 (mean over pages)")
+    print(f"{'':<30}" + "".join(f"{t[:13]:>14}" for t in types))
+    print(f"{'pages':<30}" + "".join(f"{counts[t]:>14}" for t in types))
+    for name, s in rows.items():
+        print(f"{name:<30}" + "".join(f"{s.get(t, float('nan')):>14.3f}" for t in types))
+    empty = {"quarry": sum(not (t or "").strip() for t in quarry), "trafilatura": sum(not (t or "").strip() for t in traf)}
+    print(f"pages with no text: quarry {empty['quarry']}, trafilatura {empty['trafilatura']}")
+    ref = rows["trafilatura 2.3.1"]
+    cv_key = next((k for k in rows if "CV" in k), "quarry blocks, in-sample")
+    below = [t for t in types if rows[cv_key][t] < ref[t]]
+    print(f"{cv_key} below trafilatura on: {', '.join(below) if below else 'no page type'}")
+
+    # speed, side by side
+    sp = pages[:: max(1, n // a.speed_pages)][: a.speed_pages]
+    mb = sum(len(p.html.encode("utf-8", "surrogatepass")) for p in sp) / 1e6
+    stage = Extract("extract", Params())
+    traf_stage = Extract("extract", Params(engine="trafilatura"))
+    from curate.schema import HTML, documents_to_table
+
+    table = documents_to_table([{"id": str(i), "text": p.html, "source": "wcxb", "url": "", "content_type": HTML}
+                                for i, p in enumerate(sp)])
+    import logging
+
+    import trafilatura
+
+    logging.disable(logging.WARNING)
+    fns = {"quarry": lambda: stage.apply(table),
+           "trafilatura": lambda: [trafilatura.extract(p.html) for p in sp],
+           "resiliparse": lambda: [extract_plain_text(p.html, main_content=True) for p in sp],
+           "trafilatura_stage": lambda: traf_stage.apply(table)}
+    stage.apply(table.slice(0, 3))
+    times: dict[str, list[float]] = defaultdict(list)
+    names = list(fns)
+    for r in range(a.rounds):
+        for k in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.process_time()
+            fns[k]()
+            times[k].append(time.process_time() - t0)
+    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {a.rounds} interleaved rounds, CPU time of this process")
+    label = {"quarry": "quarry extract stage (blocks)", "trafilatura": "trafilatura.extract(html)",
+             "resiliparse": "resiliparse main_content", "trafilatura_stage": "extract stage, engine=trafilatura"}
+    for k in names:
+        med = statistics.median(times[k])
+        ratio = statistics.median(t / q for t, q in zip(times["trafilatura"], times[k]))
+        print(f"  {label[k]:<34} {len(sp) / med:8.1f} docs/s per core  {mb / med:6.2f} MB/s   {ratio:5.1f}x trafilatura")
+    print("  (the extract stage cuts scripts and styles out before any engine; trafilatura.extract(html) gets the "
+          "page as fetched)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The block classifier: a small multi-layer perceptron over the block features, stored as JSON.
+
+The model file (``curate/stages/models/extract_blocks.json``, written by ``curate.stages.extract_train``)
+holds plain numbers only: feature means and scales, the layers' weights and biases, the keep threshold, and
+the feature layout it was trained on (its count and a fingerprint of the feature names), so a model and a
+feature extractor that disagree are refused at load time instead of giving silently wrong text. Loading
+it executes nothing (``json.loads`` and numpy arrays).
+
+Architecture (a block sees its neighbours and its DOM containers, not only itself):
+
+1. ``h = relu(x W0 + b0)`` per block (``x`` standardised);
+2. each *context layer*: ``h = relu([h, h(-2), h(-1), h(+1), h(+2), mean_g1(h), mean_g2(h), mean_g4(h),
+   mean_g8(h), mean_page(h)] W + b)``, where ``h(k)`` is the block ``k`` places away on the page (zeros past the ends)
+   and ``mean_gk`` the mean of ``h`` over the blocks under the same element ``k`` levels above the block's
+   owner (``extract_features.GROUP_LEVELS``);
+3. ``p = sigmoid(h Wout + bout)``.
+
+Inference is numpy (a few matrix products and segment means per page).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "quarry-extract-blocks"
+VERSION = 1
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "extract_blocks.json"
+
+
+class ModelError(ValueError):
+    """The model file is missing, damaged, or was made for other features."""
+
+
+def feature_fingerprint() -> str:
+    """A fingerprint of the feature layout of ``curate.stages.extract_features``."""
+    from curate.stages import extract_features as F
+
+    layout = json.dumps([F.feature_names()], sort_keys=True)
+    return hashlib.sha256(layout.encode()).hexdigest()[:16]
+
+
+@dataclass
+class BlockModel:
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: list[np.ndarray]
+    biases: list[np.ndarray]
+    threshold: float
+    meta: dict
+
+    def predict(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Probability that each block (row of ``x``, all blocks of one page in order) is main content."""
+        if len(x) == 0:
+            return np.zeros(0, dtype=np.float32)
+        h = (x - self.mean) / self.scale
+        segs = segments(groups)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            if 0 < i < last:
+                h = context(h, segs)
+            h = h @ w + b
+            if i < last:
+                np.maximum(h, 0, out=h)
+        return 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -30, 30)))
+
+    def to_json(self) -> str:
+        d = {"format": FORMAT, "version": VERSION, "n_features": int(self.mean.size),
+             "features": feature_fingerprint(), "threshold": float(self.threshold),
+             "mean": _round(self.mean), "scale": _round(self.scale),
+             "layers": [{"w": _round(w), "b": _round(b)} for w, b in zip(self.weights, self.biases)],
+             "meta": self.meta}
+        return json.dumps(d, separators=(",", ":"))
+
+
+SHIFTS = (-2, -1, 1, 2)
+def _context_parts() -> int:
+    from curate.stages.extract_features import GROUP_LEVELS
+
+    return 1 + len(SHIFTS) + len(GROUP_LEVELS) + 1
+
+
+CONTEXT_PARTS = _context_parts()
+
+
+def segments(groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per group column: (order, segment starts, 1/size per segment, segment of each block)."""
+    out = []
+    for k in range(groups.shape[1]):
+        g = groups[:, k]
+        order = np.argsort(g, kind="stable")
+        sg = g[order]
+        new = np.empty(len(g), dtype=bool)
+        new[0] = True
+        np.not_equal(sg[1:], sg[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        seg_sorted = np.cumsum(new) - 1
+        seg = np.empty_like(seg_sorted)
+        seg[order] = seg_sorted
+        sizes = np.diff(np.append(starts, len(g)))
+        out.append((order, starts, (1.0 / sizes).astype(np.float32)[:, None], seg))
+    return out
+
+
+def context(h: np.ndarray, segs) -> np.ndarray:
+    """[h, shifted copies, container means, page mean] for one page's blocks (``segs`` from ``segments``)."""
+    n, d = h.shape
+    out = np.zeros((n, d * CONTEXT_PARTS), dtype=h.dtype)
+    out[:, :d] = h
+    c = d
+    for s in SHIFTS:
+        if s < 0 and n > -s:
+            out[-s:, c:c + d] = h[:s]
+        elif s > 0 and n > s:
+            out[:-s, c:c + d] = h[s:]
+        c += d
+    for order, starts, inv_size, seg in segs:
+        means = np.add.reduceat(h[order], starts, axis=0) * inv_size
+        out[:, c:c + d] = means[seg]
+        c += d
+    out[:, c:c + d] = h.mean(axis=0)
+    return out
+
+
+def _round(a: np.ndarray):
+    return np.round(a.astype(np.float64), 6).tolist()
+
+
+def from_json(text: str, source: str = "model") -> BlockModel:
+    try:
+        d = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{source}: not a valid JSON model file ({e}); rebuild it with "
+                         f"`python -m curate.stages.extract_train`") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ModelError(f"{source}: not a {FORMAT} model file")
+    if d.get("version") != VERSION:
+        raise ModelError(f"{source}: model version {d.get('version')}, this code reads version {VERSION}")
+    want = feature_fingerprint()
+    if d.get("features") != want:
+        raise ModelError(f"{source}: trained on another feature layout ({d.get('features')}, this code: {want}); "
+                         f"retrain with `python -m curate.stages.extract_train`")
+    try:
+        n = int(d["n_features"])
+        mean = np.asarray(d["mean"], dtype=np.float32)
+        scale = np.asarray(d["scale"], dtype=np.float32)
+        weights = [np.asarray(layer["w"], dtype=np.float32) for layer in d["layers"]]
+        biases = [np.asarray(layer["b"], dtype=np.float32) for layer in d["layers"]]
+        threshold = float(d["threshold"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{source}: damaged model file ({type(e).__name__}: {e})") from None
+    if mean.shape != (n,) or scale.shape != (n,) or not weights or np.any(scale <= 0):
+        raise ModelError(f"{source}: damaged model file (feature statistics do not match n_features={n})")
+    rows = n
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        if 0 < i < len(weights) - 1:
+            rows *= CONTEXT_PARTS
+        if w.ndim != 2 or w.shape[0] != rows or b.shape != (w.shape[1],):
+            raise ModelError(f"{source}: damaged model file (layer {i} has shape {w.shape}, bias {b.shape})")
+        rows = w.shape[1]
+    if rows != 1:
+        raise ModelError(f"{source}: damaged model file (the last layer must have one output)")
+    for a in [mean, scale, *weights, *biases]:
+        if not np.all(np.isfinite(a)):
+            raise ModelError(f"{source}: damaged model file (non-finite numbers)")
+    if not 0.0 < threshold < 1.0:
+        raise ModelError(f"{source}: damaged model file (threshold {threshold})")
+    return BlockModel(mean, scale, weights, biases, threshold, d.get("meta") or {})
+
+
+def load(path: str | Path | None = None) -> BlockModel:
+    p = Path(path) if path else DEFAULT_MODEL
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelError(f"model file {p} not found; build it with `python -m curate.stages.extract_train`") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{p}: damaged model file (not UTF-8 text)") from None
+    return from_json(text, str(p))
+
+
+@lru_cache(maxsize=4)
+def cached(path: str = "") -> BlockModel:
+    """The model at ``path`` (default: the shipped one), loaded once per process."""
+    return load(path or None)
