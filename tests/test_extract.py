@@ -381,7 +381,7 @@ def test_non_latin_pages_extract_like_english_ones(lang):
     gold = para[:12] + "\n" + "\n".join(paras)
     assert word_f1(out, gold) >= 0.9, out
     # the same page in a legacy encoding, decoded by the reader from its meta charset: the same text
-    from curate.readers import _decode
+    from curate.readers.text import decode as _decode
 
     legacy = {"zh": "gbk", "ja": "shift_jis", "th": "tis-620", "ar": "cp1256"}[lang]
     decoded, ok = _decode(html.replace("utf-8", legacy).encode(legacy), b"text/html", True)
