@@ -8,7 +8,7 @@ workers = 2                   # local process pool size
 format = "arrow"              # shard format: "arrow" (IPC + zstd) or "parquet"
 shard_rows = 5000             # documents per shard written by the reader
 max_doc_bytes = 10485760      # larger inputs are set aside as too_large
-split_bytes = 67108864        # a larger input file is read by several tasks of about this size
+split_bytes = 16777216        # a larger input file is read by several tasks of about this size
 keep_intermediate = false     # keep every step's shards under steps/ (default: removed once used)
 keep_dropped = "full"         # set-aside documents: "full" (with text), "ids" (id, url, stage,
                               #   reason, duplicate_of), "none" (counts in stats.json only)

@@ -26,7 +26,7 @@ from curate.readers.text import clean_row, row
 
 FORMATS = ("warc", "html", "jsonl", "parquet", "arrow")
 DEFAULT_MAX_DOC_BYTES = 10 * 1024 * 1024  # a 10 MB document is far beyond any real web page's text
-DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+DEFAULT_SPLIT_BYTES = 16 * 1024 * 1024  # a 36 MB .jsonl.gz of prose: 6 tasks, both cores busy from one file
 
 # What the readers' reasons mean (curate.schema.READ_REASONS holds the older subset).
 READ_REASONS = {
