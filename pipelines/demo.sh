@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Raw web data to a trained model and a report, on the sample shipped in pipelines/sample/.
 # Every step is a public command; run them one by one to see what each does.
-#   bash pipelines/demo.sh            (what `make demo` runs; about 5 minutes on 2 CPU cores)
+#   bash pipelines/demo.sh            (what `make demo` runs; about 15 minutes on 2 busy CPU cores)
 # Outputs land in out/demo/ (set OUT=... to change). A rerun resumes finished steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
