@@ -169,6 +169,14 @@ def done(path: Path, marker: Path | None = None):
     return None
 
 
+def task_output(plan_dir: Path, part: str, index: int) -> tuple[Path, Path, dict | None]:
+    """A plan task's output ``plan_dir/part/NNNNN.arrow``, its marker beside it, and the marker's content
+    when the task already ran (resume), else None."""
+    out = Path(plan_dir) / part / f"{index:05d}.arrow"
+    marker = out.with_suffix(".json")
+    return out, marker, done(out, marker)
+
+
 def numbered(plan_dir: Path, part: str, n: int, suffix: str = ".arrow") -> list[Path]:
     return [Path(plan_dir) / part / f"{i:05d}{suffix}" for i in range(n)]
 

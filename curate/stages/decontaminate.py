@@ -343,9 +343,8 @@ def frequent_task(job: dict) -> int:
 def cut_task(job: dict) -> dict:
     """One shard group: cut the documents with matches (common n-grams left out), one batch per shard."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "results" / f"{job['group']:05d}.arrow"
-    marker = out.with_suffix(".json")
-    if (info := shuffle.done(out, marker)) is not None:
+    out, marker, info = shuffle.task_output(plan_dir, "results", job["group"])
+    if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
     first = layout.bounds[job["group"]]

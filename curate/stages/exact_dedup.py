@@ -121,9 +121,8 @@ def _files(plan_dir: Path, part: str, n: int) -> list[Path]:
 def hash_task(job: dict) -> dict:
     """Hashes of one group's documents, written partitioned by hash range."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "hashes" / f"{job['group']:05d}.arrow"
-    marker = out.with_suffix(".json")
-    if (info := shuffle.done(out, marker)) is not None:
+    out, marker, info = shuffle.task_output(plan_dir, "hashes", job["group"])
+    if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
     first = layout.bounds[job["group"]]
@@ -144,9 +143,8 @@ def hash_task(job: dict) -> dict:
 def candidates_task(job: dict) -> dict:
     """One hash range: the documents that share their hash with another, sent to their group."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "cand" / f"{job['range']:05d}.arrow"
-    marker = out.with_suffix(".json")
-    if (info := shuffle.done(out, marker)) is not None:
+    out, marker, info = shuffle.task_output(plan_dir, "cand", job["range"])
+    if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
     t = _sorted(shuffle.read_part(_files(plan_dir, "hashes", layout.groups), job["range"], HASHES))
@@ -191,9 +189,8 @@ def resolve_task(job: dict) -> dict:
     """One hash range: texts compared inside each group of equal hashes; the first of each distinct
     text is kept, later ones are duplicates of it. Results go to the duplicates' groups."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "resolved" / f"{job['range']:05d}.arrow"
-    marker = out.with_suffix(".json")
-    if (info := shuffle.done(out, marker)) is not None:
+    out, marker, info = shuffle.task_output(plan_dir, "resolved", job["range"])
+    if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
     t = _sorted(shuffle.read_part(_files(plan_dir, "texts", layout.groups), job["range"], TEXTS))

@@ -48,9 +48,8 @@ def job_hasher(job: dict) -> MinHasher:
 def signature_task(job: dict) -> dict:
     """Band hashes of one shard group, partitioned by hash range. Skipped when its marker exists (resume)."""
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "sig" / f"{job['group']:05d}.arrow"
-    marker = out.with_suffix(".json")
-    if (info := shuffle.done(out, marker)) is not None:
+    out, marker, info = shuffle.task_output(plan_dir, "sig", job["group"])
+    if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
     first = layout.bounds[job["group"]]
