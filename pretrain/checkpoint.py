@@ -377,15 +377,24 @@ def _step_of(d: Path) -> int:
 
 def damage(d: Path) -> list[str]:
     """What makes step directory ``d`` unusable (empty: intact, or an older checkpoint without a manifest that
-    is at least complete)."""
-    d = Path(d)
+    is at least complete). Under torch.distributed it is collective: each rank hashes its share of the files
+    and every rank gets the union, so all ranks take the same decision (and none hashes everything)."""
+    problems = _local_damage(Path(d), _rank(), _world())
+    if not dist.is_initialized():
+        return problems
+    shares: list = [None] * _world()
+    dist.all_gather_object(shares, problems)
+    return list(dict.fromkeys(p for share in shares for p in share))  # union, in rank order, no repeats
+
+
+def _local_damage(d: Path, part: int, parts: int) -> list[str]:
     if not d.is_dir():
         return ["it does not exist"]
     if not (d / "dcp" / ".metadata").exists():
         return ["it is incomplete (no dcp/.metadata)"]
     if not manifest.has_manifest(d):
         return []  # written before manifests existed: complete, but unverifiable
-    return manifest.problems(d)
+    return manifest.problems(d, part, parts)
 
 
 def _describe(d: Path, problems: list[str]) -> str:

@@ -37,7 +37,7 @@ from pretrain.flops import flops_per_iteration
 from pretrain.mfu import device_peak
 from pretrain.model import GPT, num_params
 from pretrain.parallel import ModelParts, build_model_parts
-from pretrain.parallel.mesh import Layout, env_world, init_parallel
+from pretrain.parallel.mesh import Layout, env_world, init_parallel, start_process_group
 from pretrain.prefetch import Prefetcher
 
 
@@ -375,23 +375,26 @@ def train(cfg: Config) -> dict:
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
-    # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
-    resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
-    if resume_dir is not None:
-        _adopt_checkpoint_model(cfg, resume_dir)
-    finalize(cfg, world)
     device = _pick_device(cfg, local_rank)
-    dtype = _compute_dtype(cfg, device)
-    p, t = cfg.parallel, cfg.train
-    env = init_parallel(Layout(tp=p.tp, pp=p.pp, dp=p.dp), device)
-    random.seed(t.seed)
-    np.random.seed(t.seed)
-    torch.manual_seed(t.seed)
-    log = MetricsLog(cfg, rank)
+    start_process_group(device)  # before the checkpoint check: the ranks share its hashing
     try:
-        return _train(cfg, env, device, dtype, resume_dir, log)
+        # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
+        resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
+        if resume_dir is not None:
+            _adopt_checkpoint_model(cfg, resume_dir)
+        finalize(cfg, world)
+        dtype = _compute_dtype(cfg, device)
+        p, t = cfg.parallel, cfg.train
+        env = init_parallel(Layout(tp=p.tp, pp=p.pp, dp=p.dp), device)
+        random.seed(t.seed)
+        np.random.seed(t.seed)
+        torch.manual_seed(t.seed)
+        log = MetricsLog(cfg, rank)
+        try:
+            return _train(cfg, env, device, dtype, resume_dir, log)
+        finally:
+            log.close()
     finally:
-        log.close()
         if dist.is_initialized():
             dist.destroy_process_group()
 

@@ -234,3 +234,15 @@ def test_two_ranks_agree_on_the_fallback(tmp_path):
     for r in results:
         assert sorted(r["losses"]) == [3, 4] and r["losses"] == {s: reference[s] for s in (3, 4)}
     assert ckpt.damage(root / STEP4) == []
+
+
+def test_ranks_share_the_verification(four_steps, tmp_path):
+    """Each of N ranks hashes every N-th file (ckpt.damage gathers the union), so together they check each file
+    exactly once: damage in any one file is found by exactly one share."""
+    d = _copy(four_steps, tmp_path) / STEP4
+    names = sorted(json.loads((d / manifest.MANIFEST).read_text())["files"])
+    assert manifest.problems(d, 0, 3) == manifest.problems(d, 1, 3) == manifest.problems(d, 2, 3) == []
+    broken = flip_bit(d)
+    found = [manifest.problems(d, part, 3) for part in range(3)]
+    assert [bool(f) for f in found] == [names.index(broken) % 3 == part for part in range(3)]
+    assert sum(found, []) == manifest.problems(d) == ckpt.damage(d)

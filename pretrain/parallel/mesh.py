@@ -78,13 +78,18 @@ class ParallelEnv:
         return self.mesh[name]
 
 
+def start_process_group(device: torch.device) -> None:
+    """Join torchrun's world (NCCL on CUDA, gloo on CPU); nothing for a plain process or when already joined."""
+    if env_world()[2] > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", device_id=device
+                                if device.type == "cuda" else None)
+
+
 def init_parallel(layout: Layout, device: torch.device) -> ParallelEnv:
     rank, _, world = env_world()
     if world == 1:
         return ParallelEnv(layout, 0, device, None)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", device_id=device
-                                if device.type == "cuda" else None)
+    start_process_group(device)
     mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=("pp", "dp", "tp"))
     if layout.dp > 1 and layout.tp > 1:
         # a flattened dp x tp dimension lets DTensor reduce over both at once (e.g. the gradient norm)
