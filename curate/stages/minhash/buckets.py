@@ -74,13 +74,6 @@ def signature_task(job: dict) -> dict:
     return info
 
 
-def unique_edges(e: np.ndarray) -> np.ndarray:
-    """Sorted unique rows of a [m, 2] edge array."""
-    if len(e) == 0:
-        return e
-    return np.unique(e, axis=0)
-
-
 def bucket_task(job: dict) -> dict:
     """Candidate edges of one hash range, over all bands and shard groups."""
     plan_dir = Path(job["plan_dir"])
@@ -97,6 +90,6 @@ def bucket_task(job: dict) -> dict:
     first = np.maximum.accumulate(np.where(start, np.arange(len(hs)), 0))
     member = ~start
     buckets = int(np.count_nonzero(start[:-1] & member[1:])) if len(hs) > 1 else 0
-    e = unique_edges(np.stack([gs[first[member]], gs[member]], axis=1).astype(np.uint64))
-    save_npy(e.reshape(-1, 2).astype(np.uint64), out)
+    e = shuffle.unique_pairs(gs[first[member]], gs[member])
+    save_npy(e, out)
     return {"edges": int(len(e)), "buckets": buckets}
