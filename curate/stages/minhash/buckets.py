@@ -3,7 +3,7 @@
 Both steps are the partitioned shuffle of ``curate.shuffle``:
 
 1. ``signature_task`` (one per group of consecutive shards): the band hashes of every document with
-   at least one shingle, as (band hash, doc) records sorted by hash, then doc, written as ONE file
+   at least one shingle, as (band hash, doc) records in document order, written as ONE file
    ``sig/GGGGG.arrow`` holding one record batch per range of the 64-bit hash space. Its marker
    ``sig/GGGGG.json`` holds the group's row counts per shard.
 2. ``bucket_task`` (one per range): its batch of every group's file (nothing else), merged by a
@@ -66,8 +66,6 @@ def signature_task(job: dict) -> dict:
         shingles += int(counts.sum())
     h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     d = np.concatenate(docs) if docs else np.zeros(0, np.uint64)
-    order = np.lexsort((d, h))
-    h, d = h[order], d[order]
     shuffle.write_parts(pa.table({"hash": h, "doc": d}, schema=SIG), shuffle.key_range(h, layout.ranges), layout.ranges, out)
     info = {"rows": rows, "with_shingles": with_sh, "shingles": shingles}
     write_json(info, marker)
@@ -83,7 +81,7 @@ def bucket_task(job: dict) -> dict:
     layout = shuffle.load_layout(plan_dir)
     t = shuffle.read_part(shuffle.numbered(plan_dir, "sig", layout.groups), job["range"], SIG)
     hs, gs = t.column("hash").to_numpy(), t.column("doc").to_numpy()
-    order = np.argsort(hs, kind="stable")  # groups come in shard order, docs ascending within a hash
+    order = np.argsort(hs, kind="stable")  # records come in document order (groups in shard order): so do a bucket's
     hs, gs = hs[order], gs[order]
     start = np.ones(len(hs), bool)
     start[1:] = hs[1:] != hs[:-1]
