@@ -72,6 +72,9 @@ def signature_task(job: dict) -> dict:
     return info
 
 
+SLICE_RECORDS = 1 << 16  # a bucket task sorts its records in slices of about this many (they fit in a CPU cache)
+
+
 def bucket_task(job: dict) -> dict:
     """Candidate edges of one hash range, over all bands and shard groups."""
     plan_dir = Path(job["plan_dir"])
@@ -80,14 +83,34 @@ def bucket_task(job: dict) -> dict:
         return {"edges": int(load_npy(out).shape[0]), "buckets": None}
     layout = shuffle.load_layout(plan_dir)
     t = shuffle.read_part(shuffle.numbered(plan_dir, "sig", layout.groups), job["range"], SIG)
-    hs, gs = t.column("hash").to_numpy(), t.column("doc").to_numpy()
-    order = np.argsort(hs, kind="stable")  # records come in document order (groups in shard order): so do a bucket's
-    hs, gs = hs[order], gs[order]
-    start = np.ones(len(hs), bool)
-    start[1:] = hs[1:] != hs[:-1]
-    first = np.maximum.accumulate(np.where(start, np.arange(len(hs)), 0))
-    member = ~start
-    buckets = int(np.count_nonzero(start[:-1] & member[1:])) if len(hs) > 1 else 0
-    e = shuffle.unique_pairs(gs[first[member]], gs[member])
+    firsts, members, buckets = [], [], 0
+    for hs, gs in hash_slices(t.column("hash").to_numpy(), t.column("doc").to_numpy()):
+        order = np.argsort(hs, kind="stable")  # records come in document order (groups in shard order): so do a bucket's
+        hs, gs = hs[order], gs[order]
+        start = np.ones(len(hs), bool)
+        start[1:] = hs[1:] != hs[:-1]
+        first = np.maximum.accumulate(np.where(start, np.arange(len(hs)), 0))
+        member = ~start
+        buckets += int(np.count_nonzero(start[:-1] & member[1:])) if len(hs) > 1 else 0
+        firsts.append(gs[first[member]])
+        members.append(gs[member])
+    e = shuffle.unique_pairs(np.concatenate(firsts) if firsts else np.zeros(0, np.uint64),
+                             np.concatenate(members) if members else np.zeros(0, np.uint64))
     save_npy(e, out)
     return {"edges": int(len(e)), "buckets": buckets}
+
+
+def hash_slices(hashes: np.ndarray, docs: np.ndarray):
+    """(hashes, docs) in slices of about ``SLICE_RECORDS`` by the hashes' low bits: equal hashes share a
+    slice, records keep their order inside it (a radix sort), so that sorting a range costs the same per
+    record whatever the range's size (one large sort's memory traffic grows past the caches)."""
+    slices = 1 << min(16, max(0, int(np.ceil(np.log2(max(1.0, len(hashes) / SLICE_RECORDS))))))
+    if slices == 1:
+        yield hashes, docs
+        return
+    low = (hashes & np.uint64(slices - 1)).astype(np.uint16)
+    order = np.argsort(low, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(low, minlength=slices))])
+    hashes, docs = hashes[order], docs[order]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield hashes[a:b], docs[a:b]
