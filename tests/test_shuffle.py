@@ -70,6 +70,29 @@ def test_keys_and_ranges():
     assert shuffle.key_range(np.array([2**64 - 1], np.uint64), 3).tolist() == [2]
 
 
+def test_unique_pairs_matches_numpy_unique():
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 50, size=5000, dtype=np.uint64) | np.uint64(2**63)  # the high bit too
+    b = rng.integers(0, 50, size=5000, dtype=np.uint64)
+    got = shuffle.unique_pairs(a, b)
+    assert got.dtype == np.uint64 and np.array_equal(got, np.unique(np.stack([a, b], axis=1), axis=0))
+    assert shuffle.unique_pairs(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).shape == (0, 2)
+
+
+def test_task_output_done_only_with_marker_and_every_output(tmp_path):
+    out, marker, info = shuffle.task_output(tmp_path, "clusters", 3, also=("drops",))
+    assert out == tmp_path / "clusters" / "00003.arrow" and marker == out.with_suffix(".json") and info is None
+    out.parent.mkdir()
+    out.write_bytes(b"x")
+    assert shuffle.task_output(tmp_path, "clusters", 3)[2] is None  # no marker: the task runs again
+    marker.write_text('{"n": 1}')
+    assert shuffle.task_output(tmp_path, "clusters", 3)[2] == {"n": 1}
+    assert shuffle.task_output(tmp_path, "clusters", 3, also=("drops",))[2] is None  # its other output is missing
+    (tmp_path / "drops").mkdir()
+    (tmp_path / "drops" / "00003.arrow").write_bytes(b"x")
+    assert shuffle.task_output(tmp_path, "clusters", 3, also=("drops",))[2] == {"n": 1}
+
+
 def test_no_plan_task_reads_every_shard(tmp_path, monkeypatch):
     """200 small shards: every task of every plan reads at most one group's shards, and every range task
     one part of each group's file (never 200 files); each shard is read a bounded number of times."""

@@ -309,7 +309,7 @@ def scan_task(job: dict) -> dict:
     m = pa.table({"doc": pa.array(docs, pa.uint64()), "ngram": pa.array(grams, pa.uint64()),
                   "start": pa.array(starts, pa.int64()), "end": pa.array(ends, pa.int64())}, schema=MATCHES)
     shuffle.write_parts(m, np.zeros(m.num_rows, np.int64), 1, out)
-    key = np.unique(np.stack([np.asarray(grams, np.uint64), np.asarray(docs, np.uint64)], axis=1).reshape(-1, 2), axis=0)
+    key = shuffle.unique_pairs(np.asarray(grams, np.uint64), np.asarray(docs, np.uint64))
     pairs = pa.table({"ngram": key[:, 0], "doc": key[:, 1]}, schema=PAIRS)
     shuffle.write_parts(pairs, shuffle.key_range(key[:, 0], layout.ranges), layout.ranges, pairs_out)
     return {}

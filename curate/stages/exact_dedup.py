@@ -20,7 +20,6 @@ range's records (16 bytes a document), plus the texts of the documents whose has
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from curate.schema import ID, TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 
-_WS = re.compile(r"\s+")
 REASON = "exact_duplicate"
 STATS_FILE = "exact_stats.json"
 HASHES = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64())])
@@ -92,7 +90,9 @@ class ExactDedup(GlobalStage):
 
 
 def normalized(text: str, lowercase: bool) -> str:
-    text = _WS.sub(" ", text).strip()
+    """Whitespace runs collapsed to one space, ends stripped: ``str.split`` splits on exactly the
+    characters ``re``'s ``\\s`` matches (``str.isspace``), at a quarter of ``re.sub``'s cost."""
+    text = " ".join(text.split())
     return text.lower() if lowercase else text
 
 
@@ -105,11 +105,12 @@ def text_hashes(texts: list, lowercase: bool) -> np.ndarray:
 
 
 def _sorted(t: pa.Table) -> pa.Table:
-    """Rows by (hash, doc): equal hashes together, in input order."""
+    """Rows by (hash, doc): equal hashes together, in input order. The rows come in document order
+    for each hash (a group's records are built in document order, ``write_parts`` keeps the order
+    inside a part, and parts are read in group order), so a stable sort on the hash alone does it."""
     if t.num_rows == 0:
         return t
-    order = np.lexsort((t.column("doc").to_numpy(), t.column("hash").to_numpy()))
-    return t.take(pa.array(order, pa.int64()))
+    return t.take(pa.array(np.argsort(t.column("hash").to_numpy(), kind="stable"), pa.int64()))
 
 
 def _files(plan_dir: Path, part: str, n: int) -> list[Path]:
@@ -133,7 +134,7 @@ def hash_task(job: dict) -> dict:
         docs.append(shuffle.doc_keys(first + i, np.arange(len(texts))))
         rows.append(len(texts))
     h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-    t = _sorted(pa.table({"hash": h, "doc": np.concatenate(docs) if docs else np.zeros(0, np.uint64)}, schema=HASHES))
+    t = pa.table({"hash": h, "doc": np.concatenate(docs) if docs else np.zeros(0, np.uint64)}, schema=HASHES)  # document order
     shuffle.write_parts(t, shuffle.key_range(t.column("hash").to_numpy(), layout.ranges), layout.ranges, out)
     info = {"documents": int(len(h)), "rows": rows}
     write_json(info, marker)

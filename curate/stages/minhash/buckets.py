@@ -3,7 +3,7 @@
 Both steps are the partitioned shuffle of ``curate.shuffle``:
 
 1. ``signature_task`` (one per group of consecutive shards): the band hashes of every document with
-   at least one shingle, as (band hash, doc) records sorted by hash, then doc, written as ONE file
+   at least one shingle, as (band hash, doc) records in document order, written as ONE file
    ``sig/GGGGG.arrow`` holding one record batch per range of the 64-bit hash space. Its marker
    ``sig/GGGGG.json`` holds the group's row counts per shard.
 2. ``bucket_task`` (one per range): its batch of every group's file (nothing else), merged by a
@@ -66,19 +66,13 @@ def signature_task(job: dict) -> dict:
         shingles += int(counts.sum())
     h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     d = np.concatenate(docs) if docs else np.zeros(0, np.uint64)
-    order = np.lexsort((d, h))
-    h, d = h[order], d[order]
     shuffle.write_parts(pa.table({"hash": h, "doc": d}, schema=SIG), shuffle.key_range(h, layout.ranges), layout.ranges, out)
     info = {"rows": rows, "with_shingles": with_sh, "shingles": shingles}
     write_json(info, marker)
     return info
 
 
-def unique_edges(e: np.ndarray) -> np.ndarray:
-    """Sorted unique rows of a [m, 2] edge array."""
-    if len(e) == 0:
-        return e
-    return np.unique(e, axis=0)
+SLICE_RECORDS = 1 << 16  # a bucket task sorts its records in slices of about this many (they fit in a CPU cache)
 
 
 def bucket_task(job: dict) -> dict:
@@ -89,14 +83,34 @@ def bucket_task(job: dict) -> dict:
         return {"edges": int(load_npy(out).shape[0]), "buckets": None}
     layout = shuffle.load_layout(plan_dir)
     t = shuffle.read_part(shuffle.numbered(plan_dir, "sig", layout.groups), job["range"], SIG)
-    hs, gs = t.column("hash").to_numpy(), t.column("doc").to_numpy()
-    order = np.argsort(hs, kind="stable")  # groups come in shard order, docs ascending within a hash
-    hs, gs = hs[order], gs[order]
-    start = np.ones(len(hs), bool)
-    start[1:] = hs[1:] != hs[:-1]
-    first = np.maximum.accumulate(np.where(start, np.arange(len(hs)), 0))
-    member = ~start
-    buckets = int(np.count_nonzero(start[:-1] & member[1:])) if len(hs) > 1 else 0
-    e = unique_edges(np.stack([gs[first[member]], gs[member]], axis=1).astype(np.uint64))
-    save_npy(e.reshape(-1, 2).astype(np.uint64), out)
+    firsts, members, buckets = [], [], 0
+    for hs, gs in hash_slices(t.column("hash").to_numpy(), t.column("doc").to_numpy()):
+        order = np.argsort(hs, kind="stable")  # records come in document order (groups in shard order): so do a bucket's
+        hs, gs = hs[order], gs[order]
+        start = np.ones(len(hs), bool)
+        start[1:] = hs[1:] != hs[:-1]
+        first = np.maximum.accumulate(np.where(start, np.arange(len(hs)), 0))
+        member = ~start
+        buckets += int(np.count_nonzero(start[:-1] & member[1:])) if len(hs) > 1 else 0
+        firsts.append(gs[first[member]])
+        members.append(gs[member])
+    e = shuffle.unique_pairs(np.concatenate(firsts) if firsts else np.zeros(0, np.uint64),
+                             np.concatenate(members) if members else np.zeros(0, np.uint64))
+    save_npy(e, out)
     return {"edges": int(len(e)), "buckets": buckets}
+
+
+def hash_slices(hashes: np.ndarray, docs: np.ndarray):
+    """(hashes, docs) in slices of about ``SLICE_RECORDS`` by the hashes' low bits: equal hashes share a
+    slice, records keep their order inside it (a radix sort), so that sorting a range costs the same per
+    record whatever the range's size (one large sort's memory traffic grows past the caches)."""
+    slices = 1 << min(16, max(0, int(np.ceil(np.log2(max(1.0, len(hashes) / SLICE_RECORDS))))))
+    if slices == 1:
+        yield hashes, docs
+        return
+    low = (hashes & np.uint64(slices - 1)).astype(np.uint16)
+    order = np.argsort(low, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(low, minlength=slices))])
+    hashes, docs = hashes[order], docs[order]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield hashes[a:b], docs[a:b]

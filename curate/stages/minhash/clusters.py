@@ -210,11 +210,10 @@ def cluster_schema() -> pa.Schema:
 
 def cluster_task(job: dict) -> dict:
     plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "clusters" / f"{job['group']:05d}.arrow"
-    marker = out.with_suffix(".json")
+    out, marker, info = shuffle.task_output(plan_dir, "clusters", job["group"], also=("drops",))
+    if info is not None:
+        return info
     stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
-    if marker.exists() and out.exists() and (plan_dir / "drops" / f"{job['group']:05d}.arrow").exists():
-        return read_json(marker)
     layout = shuffle.load_layout(plan_dir)
     t = shuffle.read_part(shuffle.numbered(plan_dir, "members", layout.groups), job["group"], members_schema(job["bands"]))
     if t.num_rows == 0:
