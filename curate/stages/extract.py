@@ -237,7 +237,9 @@ def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = F
         return extract_resiliparse(html, url)
     b = F.features(html, stripped=True)
     if b is None:
-        return ""
+        # no visible block (the whole page hidden, as in some script-rendered pages that stream their
+        # content into a hidden element): the rules engine, which reads hidden elements too
+        return extract_resiliparse(html, url)
     m = cached(model)
     return assemble(b.texts, b.tags, m.predict(b.features, b.groups), m.threshold)
 
