@@ -90,3 +90,20 @@ def test_page_whose_content_is_all_hidden_still_extracts():
     out = extract_blocks(html)
     assert word_f1(out, f"Budget approved\n{para}\n{para.replace('Tuesday', 'Friday')}") >= 0.8, out
     assert extract_blocks("<html><body></body></html>") == ""
+
+
+def test_assemble_writes_repeated_content_once_and_keeps_the_best_of_a_low_scoring_page():
+    from curate.stages.extract import assemble
+
+    post = "Thanks, that fixed the build for me as well."
+    texts = ["Home", post, "Reply", "Quote", post, "Reply", "Yes", "Yes", "No", "Yes"]
+    tags = ["li", "p", "a", "a", "blockquote", "a", "td", "td", "td", "td"]
+    prob = np.array([0.1, 0.9, 0.8, 0.8, 0.9, 0.8, 0.9, 0.1, 0.9, 0.9])
+    # the quoted post (3+ words) is written once; the short "Reply" twice; table cells are never merged
+    assert assemble(texts, tags, prob, 0.5).split("\n") == [post, "Reply", "Quote", "Reply", "Yes", "No", "Yes"]
+    assert assemble(["a b", "a b", "c"], ["p"] * 3, np.array([0.9, 0.9, 0.9]), 0.5) == "a b\nc"  # adjacent repeat
+    # nothing reaches the threshold: the blocks within half of the best score, when the best is not tiny
+    low = np.array([0.05, 0.25, 0.2, 0.11])
+    assert assemble(["x", "y z w", "v u t", "s"], ["p"] * 4, low, 0.5) == "y z w\nv u t"
+    assert assemble(["x", "y"], ["p"] * 2, np.array([0.01, 0.05]), 0.5) == ""  # a page without main text
+    assert assemble([], [], np.zeros(0), 0.5) == ""
