@@ -221,14 +221,17 @@ def assemble(texts: list[str], tags: list[str], prob, threshold: float) -> str:
     When no block reaches the threshold but the best one scores at least ``_FALLBACK_MIN``, the blocks
     scoring at least half the best are kept (pages whose best block scores lower are left empty: on
     WCXB they are mostly pages without main text)."""
-    if len(prob):
-        best = float(max(prob))
+    import numpy as np
+
+    prob = np.asarray(prob, dtype=np.float32)
+    if prob.size:
+        best = float(prob.max())
         if _FALLBACK_MIN <= best < threshold:
             threshold = best / 2
     out: list[str] = []
     seen: set[str] = set()
-    for t, p, tag in zip(texts, prob, tags):
-        if p < threshold or (out and out[-1] == t):
+    for t, keep, tag in zip(texts, (prob >= threshold).tolist(), tags):
+        if not keep or (out and out[-1] == t):
             continue
         if t in seen and tag not in ("td", "th") and len(_WORDS.findall(t)) >= 3:
             continue
