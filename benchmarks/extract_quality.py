@@ -69,6 +69,7 @@ def main(argv=None) -> int:
     from curate.stages import extract_train as T
     from curate.stages.extract import Extract, Params, extract_blocks, extract_trafilatura
     from curate.stages.extract_features import strip_html
+    from curate.stages.extract_labels import tokens
     from curate.stages.extract_model import cached
 
     model = cached("")
@@ -77,6 +78,7 @@ def main(argv=None) -> int:
     n = len(pages)
     print(f"WCXB development split: {n} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
     rows = {}
+    cv_texts = None
     if a.cv_texts:
         import json
 
@@ -86,15 +88,19 @@ def main(argv=None) -> int:
         if missing:
             raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
         folds = settings.get("folds", "?")
-        rows[f"quarry blocks, {folds}-fold CV"] = f1_table("", pages, [cv_by_id[p.id] for p in pages])
+        cv_texts = [cv_by_id[p.id] for p in pages]
+        rows[f"quarry blocks, {folds}-fold CV"] = f1_table("", pages, cv_texts)
     elif a.folds > 1:
         t0 = time.perf_counter()
         ds = T.build(pages, log=lambda *_: None)
         print(f"  block features for all pages: {time.perf_counter() - t0:.0f} s")
         hidden = tuple(settings.get("hidden", (64, 64, 32)))
         prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, hidden=hidden,
-                                epochs=settings.get("epochs", 12))
-        rows[f"quarry blocks, {a.folds}-fold CV"] = T.scores(ds, T.page_texts(ds, prob, model.threshold))
+                                epochs=settings.get("epochs", 8), weight_decay=settings.get("weight_decay", 1e-4),
+                                dropout=settings.get("dropout", 0.0))
+        texts_by_page = T.page_texts(ds, prob, model.threshold)
+        cv_texts = [texts_by_page.get(i, "") for i in range(n)]
+        rows[f"quarry blocks, {a.folds}-fold CV"] = T.scores(ds, texts_by_page)
     quarry = [extract_blocks(p.html) for p in pages]
     rows["quarry blocks, in-sample"] = f1_table("", pages, quarry)
     t0 = time.perf_counter()
@@ -114,7 +120,10 @@ def main(argv=None) -> int:
     for name, s in rows.items():
         print(f"{name:<30}" + "".join(f"{s.get(t, float('nan')):>14.3f}" for t in types))
     empty = {"quarry": sum(not (t or "").strip() for t in quarry), "trafilatura": sum(not (t or "").strip() for t in traf)}
-    print(f"pages with no text: quarry {empty['quarry']}, trafilatura {empty['trafilatura']}")
+    no_gold = sum(not tokens(p.gold) for p in pages)
+    cv_empty = f" (CV: {sum(not (t or '').strip() for t in cv_texts)})" if cv_texts is not None else ""
+    print(f"pages with no text: quarry {empty['quarry']}{cv_empty}, trafilatura {empty['trafilatura']} "
+          f"({no_gold} pages have an empty gold text: there, no text scores 1)")
     ref = rows["trafilatura 2.3.1"]
     cv_key = next((k for k in rows if "CV" in k), "quarry blocks, in-sample")
     below = [t for t in types if rows[cv_key][t] < ref[t]]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -52,12 +52,16 @@ class BlockModel:
     biases: list[np.ndarray]
     threshold: float
     meta: dict
+    _inv_scale: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def predict(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Probability that each block (row of ``x``, all blocks of one page in order) is main content."""
         if len(x) == 0:
             return np.zeros(0, dtype=np.float32)
-        h = (x - self.mean) / self.scale
+        if self._inv_scale is None:
+            self._inv_scale = (1.0 / self.scale).astype(np.float32)
+        h = np.subtract(x, self.mean, dtype=np.float32)
+        h *= self._inv_scale
         segs = segments(groups)
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
@@ -109,14 +113,17 @@ def segments(groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarra
 def context(h: np.ndarray, segs) -> np.ndarray:
     """[h, shifted copies, container means, page mean] for one page's blocks (``segs`` from ``segments``)."""
     n, d = h.shape
-    out = np.zeros((n, d * CONTEXT_PARTS), dtype=h.dtype)
+    out = np.empty((n, d * CONTEXT_PARTS), dtype=h.dtype)
     out[:, :d] = h
     c = d
-    for s in SHIFTS:
-        if s < 0 and n > -s:
-            out[-s:, c:c + d] = h[:s]
-        elif s > 0 and n > s:
-            out[:-s, c:c + d] = h[s:]
+    for s in SHIFTS:  # the block s places away; zeros past the page's ends
+        k = min(abs(s), n)
+        if s < 0:
+            out[:k, c:c + d] = 0
+            out[k:, c:c + d] = h[:n - k]
+        else:
+            out[n - k:, c:c + d] = 0
+            out[:n - k, c:c + d] = h[k:]
         c += d
     for order, starts, inv_size, seg in segs:
         means = np.add.reduceat(h[order], starts, axis=0) * inv_size

@@ -17,7 +17,9 @@ into blocks with features (``extract_features``), label each block by how much o
 The network (``extract_model``: per-block layer, then context layers over neighbours and DOM containers)
 is trained with torch (CPU, seeded, one thread: the same command gives the same
 model); inference needs only numpy. Loss: binary cross-entropy on the soft block label, each block
-weighted by its share of its page's tokens, so every page counts about equally, as in the metric.
+weighted by its share of its page's tokens, so every page counts about equally, as in the metric;
+AdamW with weight decay 0.05 (``--weight-decay``; 1e-4 fitted the development pages more and scored
+0.001 lower cross-validated).
 """
 from __future__ import annotations
 
@@ -111,8 +113,11 @@ def _page_slices(page: np.ndarray) -> dict[int, slice]:
 class _Net:
     """The torch twin of ``extract_model.BlockModel`` (same layers, same context)."""
 
-    def __init__(self, n_in: int, hidden, context_layers: int):
+    def __init__(self, n_in: int, hidden, context_layers: int, dropout: float = 0.0):
         import torch
+
+        self.dropout = dropout
+        self.training = False
 
         sizes = [n_in] + list(hidden)
         self.layers = []
@@ -148,6 +153,8 @@ class _Net:
                     sums = torch.zeros((cnt.shape[0], h.shape[1])).index_add_(0, iv, h)
                     parts.append((sums / cnt)[iv])
                 h = torch.cat(parts, dim=1)
+            if self.training and self.dropout > 0:
+                h = torch.nn.functional.dropout(h, self.dropout, training=True)
             h = layer(h)
             if i < last:
                 h = torch.relu(h)
@@ -155,7 +162,8 @@ class _Net:
 
 
 def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int = 8,
-              seed: int = 0, pages_per_batch: int = 16, lr: float = 2e-3, weight_decay: float = 1e-4) -> BlockModel:
+              seed: int = 0, pages_per_batch: int = 16, lr: float = 2e-3, weight_decay: float = 0.05,
+              dropout: float = 0.0) -> BlockModel:
     """Train on the blocks of the given page indices."""
     import torch
 
@@ -174,7 +182,8 @@ def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int =
     pt = torch.from_numpy(ds.page)
     # container ids made unique across pages
     gt = torch.from_numpy(ds.groups + (ds.page[:, None] << 32))
-    net = _Net(ds.x.shape[1], hidden, len(hidden) - 1)
+    net = _Net(ds.x.shape[1], hidden, len(hidden) - 1, dropout)
+    net.training = True
     opt = torch.optim.AdamW(net.params, lr=lr, weight_decay=weight_decay)
     n_batches = (len(pages) + pages_per_batch - 1) // pages_per_batch
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * n_batches)
@@ -208,7 +217,7 @@ def predict_pages(model: BlockModel, ds: Dataset, pages) -> np.ndarray:
 
 def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str]:
     """Output text per page index from block probabilities (the stage's own assembly)."""
-    from curate.stages.extract import assemble
+    from curate.stages.extract import assemble, extract_blocks
 
     by_page: dict[int, list[int]] = defaultdict(list)
     for i, p in enumerate(ds.page):
@@ -216,6 +225,9 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     out = {}
     for p, idx in by_page.items():
         out[p] = assemble([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], prob[idx], threshold)
+    for p, page in enumerate(ds.pages):
+        if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
+            out[p] = extract_blocks(page.html)
     return out
 
 
@@ -281,6 +293,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--hidden", default="64,64,32", help="hidden layer sizes, comma-separated (all but the "
                     "first are context layers)")
+    ap.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay (regularisation)")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout on every layer's input while training")
     ap.add_argument("--threshold", type=float, default=0.0,
                     help="keep threshold; 0 (default): the best on the cross-validated predictions")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pages (quick runs)")
@@ -295,10 +309,11 @@ def main(argv=None) -> int:
     ds = build(pages)
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
-                    "hidden": list(hidden), "epochs": a.epochs}
+                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout}
+    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout)
     threshold = a.threshold or 0.5
     if a.folds > 1:
-        prob = cross_validate(ds, a.folds, a.seed, hidden=hidden, epochs=a.epochs)
+        prob = cross_validate(ds, a.folds, a.seed, **train_kw)
         if not a.threshold:
             threshold, _ = best_threshold(ds, prob)
         cv_texts = page_texts(ds, prob, threshold)
@@ -310,7 +325,7 @@ def main(argv=None) -> int:
                                               for i, p in enumerate(pages)))
         report["cv"] = cv
     all_pages = np.arange(len(pages))
-    model = train_net(ds, all_pages, hidden=hidden, epochs=a.epochs, seed=a.seed)
+    model = train_net(ds, all_pages, seed=a.seed, **train_kw)
     model.threshold = threshold
     ins = scores(ds, page_texts(ds, predict_pages(model, ds, all_pages), threshold))
     print(format_scores("in-sample", ins))

@@ -1,0 +1,109 @@
+"""The learned ``blocks`` engine's model: training twin vs numpy inference, honest cross-validation, the
+model file round trip and refusal of bad files, and the fallback for pages without visible blocks.
+
+(Quality on real pages of every type and the damaged-file cases of the shipped model: tests/test_extract.py.)
+"""
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curate.stages import extract_model as em
+from curate.stages import extract_train as T
+from curate.stages.extract import extract_blocks
+from curate.stages.extract_labels import word_f1
+
+WCXB = Path(__file__).resolve().parent / "data" / "extract" / "wcxb_pages.jsonl.gz"
+TINY = dict(hidden=(8, 8, 4), epochs=2)
+
+
+@pytest.fixture(scope="module")
+def ds():
+    """The 21 real WCXB pages of tests/data (3 per page type) as a training set."""
+    with gzip.open(WCXB, "rt", encoding="utf-8") as f:
+        pages = [T.Page(d["id"], d["page_type"], d["html"], d["gold"]) for d in map(json.loads, f)]
+    return T.build(pages, log=lambda *_: None)
+
+
+def test_numpy_inference_matches_the_torch_network_it_was_trained_as(ds):
+    import torch
+
+    model = T.train_net(ds, np.arange(len(ds.pages)), seed=0, **TINY)
+    sl = T._page_slices(ds.page)[3]
+    # the torch twin with the trained weights, on one page
+    net = T._Net(ds.x.shape[1], TINY["hidden"], len(TINY["hidden"]) - 1)
+    with torch.no_grad():
+        for layer, w, b in zip(net.layers, model.weights, model.biases):
+            layer.weight.copy_(torch.from_numpy(w.T))
+            layer.bias.copy_(torch.from_numpy(b))
+        x = torch.from_numpy(((ds.x[sl] - model.mean) / model.scale).astype(np.float32))
+        logits = net.forward(x, torch.from_numpy(ds.page[sl]), torch.from_numpy(ds.groups[sl])).numpy()
+    np.testing.assert_allclose(model.predict(ds.x[sl], ds.groups[sl]), 1 / (1 + np.exp(-logits)), atol=1e-5)
+
+
+def test_cross_validation_is_reproducible_and_really_out_of_fold(ds):
+    fold = T.folds_of(len(ds.pages), 3, seed=0)
+    assert sorted(np.bincount(fold).tolist()) == [7, 7, 7]
+    assert (T.folds_of(len(ds.pages), 3, seed=0) == fold).all()
+    prob = T.cross_validate(ds, 3, seed=0, log=lambda *_: None, **TINY)
+    again = T.cross_validate(ds, 3, seed=0, log=lambda *_: None, **TINY)
+    assert (prob == again).all()  # same command, same figures
+    assert prob.min() > 0 and prob.max() < 1
+    # scramble the labels of fold 0's pages: their predictions must not move (no model that predicts them
+    # saw them), while the other folds' predictions do (fold 0 is in their training data)
+    in0 = fold[ds.page] == 0
+    rng = np.random.default_rng(1)
+    scrambled = T.Dataset(**{**ds.__dict__, "y": np.where(in0, rng.random(len(ds.y)).astype(np.float32), ds.y)})
+    prob2 = T.cross_validate(scrambled, 3, seed=0, log=lambda *_: None, **TINY)
+    assert (prob2[in0] == prob[in0]).all()
+    assert not np.allclose(prob2[~in0], prob[~in0])
+
+
+def test_model_file_round_trip_and_refusals(ds, tmp_path):
+    model = T.train_net(ds, np.arange(len(ds.pages)), seed=0, **TINY)
+    model.threshold = 0.4
+    path = tmp_path / "m.json"
+    T.write_atomic(path, model.to_json())
+    back = em.load(path)
+    sl = T._page_slices(ds.page)[0]
+    np.testing.assert_allclose(back.predict(ds.x[sl], ds.groups[sl]), model.predict(ds.x[sl], ds.groups[sl]),
+                               atol=1e-4)
+    assert back.threshold == 0.4
+    d = json.loads(path.read_text())
+    for bad, what in [({**d, "version": 99}, "version"), ({**d, "threshold": 1.5}, "threshold"),
+                      ({**d, "scale": [0.0] * len(d["scale"])}, "damaged"), ({**d, "layers": []}, "damaged"),
+                      ([1, 2, 3], "not a")]:
+        path.write_text(json.dumps(bad))
+        with pytest.raises(em.ModelError, match=what):
+            em.load(path)
+
+
+def test_page_whose_content_is_all_hidden_still_extracts():
+    """Script-rendered pages that stream their content into a hidden element have no visible block: the
+    rules engine (which reads hidden elements) gives their text instead of an empty page."""
+    para = ("The committee met on Tuesday to review the budget for the coming year, and after a long debate it "
+            "agreed to fund the new library wing, the repairs to the bridge and two more buses for the school.")
+    html = (f"<html><head><title>Budget</title></head><body><div hidden><article><h1>Budget approved</h1>"
+            f"<p>{para}</p><p>{para.replace('Tuesday', 'Friday')}</p></article></div></body></html>")
+    out = extract_blocks(html)
+    assert word_f1(out, f"Budget approved\n{para}\n{para.replace('Tuesday', 'Friday')}") >= 0.8, out
+    assert extract_blocks("<html><body></body></html>") == ""
+
+
+def test_assemble_writes_repeated_content_once_and_keeps_the_best_of_a_low_scoring_page():
+    from curate.stages.extract import assemble
+
+    post = "Thanks, that fixed the build for me as well."
+    texts = ["Home", post, "Reply", "Quote", post, "Reply", "Yes", "Yes", "No", "Yes"]
+    tags = ["li", "p", "a", "a", "blockquote", "a", "td", "td", "td", "td"]
+    prob = np.array([0.1, 0.9, 0.8, 0.8, 0.9, 0.8, 0.9, 0.1, 0.9, 0.9])
+    # the quoted post (3+ words) is written once; the short "Reply" twice; table cells are never merged
+    assert assemble(texts, tags, prob, 0.5).split("\n") == [post, "Reply", "Quote", "Reply", "Yes", "No", "Yes"]
+    assert assemble(["a b", "a b", "c"], ["p"] * 3, np.array([0.9, 0.9, 0.9]), 0.5) == "a b\nc"  # adjacent repeat
+    # nothing reaches the threshold: the blocks within half of the best score, when the best is not tiny
+    low = np.array([0.05, 0.25, 0.2, 0.11])
+    assert assemble(["x", "y z w", "v u t", "s"], ["p"] * 4, low, 0.5) == "y z w\nv u t"
+    assert assemble(["x", "y"], ["p"] * 2, np.array([0.01, 0.05]), 0.5) == ""  # a page without main text
+    assert assemble([], [], np.zeros(0), 0.5) == ""
