@@ -33,6 +33,10 @@ Rows set aside (reason codes):
 - ``html_too_large``: the HTML, scripts and styles cut out, is larger than ``max_html_bytes`` (UTF-8
   bytes); never parsed.
 - ``extract_timeout``: extraction took longer than ``timeout_s``.
+
+  For both, the stage's ``counters`` in stats.json sum the sizes of the pages set aside:
+  ``<reason>_html_bytes`` (UTF-8 bytes as fetched) and ``<reason>_stripped_bytes`` (scripts, styles and
+  comments cut out); divided by the reason's count in ``dropped``, the mean page size.
 - ``extract_error``: the extractor raised (one bad page never stops the shard).
 - ``no_main_text``: fewer than ``min_chars`` characters of main text.
 
@@ -315,6 +319,7 @@ class Extract(MapStage):
         urls = table.column(URL).to_pylist() if URL in table.column_names else [""] * n
         ctypes = table.column(CONTENT_TYPE).to_pylist()
         reasons: list[str | None] = [None] * n
+        counters: dict[str, int] = {}
         fn = engine_function(p)
         with _Deadline(p.timeout_s) as deadline:
             for i in range(n):
@@ -324,14 +329,17 @@ class Extract(MapStage):
                     html = deadline.call(strip_html, texts[i] or "")
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
+                    _count_size(counters, "extract_timeout", texts[i] or "", None)
                     continue
                 if _utf8_len_over(html, p.max_html_bytes):
                     reasons[i] = "html_too_large"
+                    _count_size(counters, "html_too_large", texts[i] or "", html)
                     continue
                 try:
                     out = deadline.call(fn, html, urls[i] or "")
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
+                    _count_size(counters, "extract_timeout", texts[i] or "", html)
                     continue
                 except Exception:
                     reasons[i] = "extract_error"
@@ -347,4 +355,22 @@ class Extract(MapStage):
         table = table.set_column(table.column_names.index(TEXT), table.schema.field(TEXT), pa.array(texts, text_type))
         table = table.set_column(table.column_names.index(CONTENT_TYPE), table.schema.field(CONTENT_TYPE),
                                  pa.array(ctypes, ctype_type))
-        return split(table, self.name, reasons)
+        result = split(table, self.name, reasons)
+        result.counters = counters
+        return result
+
+
+def _count_size(counters: dict, reason: str, raw: str, stripped: str | None) -> None:
+    """A page a limit set aside: its size goes into the stage's counters in stats.json, summed over the pages
+    of that reason (``<reason>_html_bytes``: the page as fetched; ``<reason>_stripped_bytes``: without
+    scripts, styles and comments, what ``max_html_bytes`` is compared to; absent when stripping itself ran
+    out of time). Divided by ``dropped[reason]``: the mean size."""
+    key = reason + "_html_bytes"
+    counters[key] = counters.get(key, 0) + _utf8_len(raw)
+    if stripped is not None:
+        key = reason + "_stripped_bytes"
+        counters[key] = counters.get(key, 0) + _utf8_len(stripped)
+
+
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))

@@ -244,7 +244,9 @@ def walk(tree):
                 break
             c, owner, anc, cls_any, in_link, level, block = stack.pop()
             if block is not None and parts:
-                _flush("".join(parts), block, link, extra_anc, extra_near, blocks, el_chars, el_link)
+                raw = "".join(parts)
+                if not raw.isspace():  # blank: no block
+                    _flush(raw, block, link, extra_anc, extra_near, blocks, el_chars, el_link)
                 parts = []
                 link = extra_anc = extra_near = 0
             c = c.next
@@ -283,11 +285,31 @@ def walk(tree):
                 role = attrs.get("role")
                 if role in _ROLE_BITS:
                     cm |= _ROLE_BITS[role]
+        first = c.child
+        if first is None and level <= MAX_DEPTH:  # nothing inside: no need to go down and back up
+            if cat == 1:
+                if parts:
+                    raw = "".join(parts)
+                    if not raw.isspace():  # blank: no block
+                        _flush(raw, owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
+                    parts = []
+                    link = extra_anc = extra_near = 0
+                el_parent.append(owner[0])
+                el_chars.append(0)
+                el_link.append(0)
+            else:
+                if cm:
+                    extra_near |= cm
+                extra_anc |= bit
+            c = c.next
+            continue
         canc = anc | bit
         cany = cls_any | cm
         if cat == 1:  # block
             if parts:
-                _flush("".join(parts), owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
+                raw = "".join(parts)
+                if not raw.isspace():  # blank: no block
+                    _flush(raw, owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
                 parts = []
                 link = extra_anc = extra_near = 0
             new = (len(el_parent), _OWN_INDEX.get(tag, _SPAN_OTHER), canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
@@ -308,9 +330,11 @@ def walk(tree):
             c = None
         else:
             level += 1
-            c = c.child
+            c = first
     if parts:
-        _flush("".join(parts), body_owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
+        raw = "".join(parts)
+        if not raw.isspace():  # blank: no block
+            _flush(raw, body_owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
     for i in range(len(el_parent) - 1, 0, -1):  # children come after their parent
         p = el_parent[i]
         el_chars[p] += el_chars[i]
