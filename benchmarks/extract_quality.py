@@ -2,6 +2,7 @@
 
     PYTHONPATH=$PWD python benchmarks/extract_quality.py            # all 1,497 pages (about 15-20 min)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 3 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
 over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
@@ -62,6 +63,7 @@ def main(argv=None) -> int:
                          "wrote (same folds, same code) instead of training the folds again here")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
     a = ap.parse_args(argv)
 
     from resiliparse.extract.html2text import extract_plain_text
@@ -77,6 +79,8 @@ def main(argv=None) -> int:
     pages = T.load_pages(a.warc, a.gold, a.limit)
     n = len(pages)
     print(f"WCXB development split: {n} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
+    if a.speed_only:
+        return speed(pages, a.speed_pages, a.rounds)
     rows = {}
     cv_texts = None
     if a.cv_texts:
@@ -129,8 +133,17 @@ def main(argv=None) -> int:
     below = [t for t in types if rows[cv_key][t] < ref[t]]
     print(f"{cv_key} below trafilatura on: {', '.join(below) if below else 'no page type'}")
 
-    # speed, side by side
-    sp = pages[:: max(1, n // a.speed_pages)][: a.speed_pages]
+    return speed(pages, a.speed_pages, a.rounds)
+
+
+def speed(pages, n_pages: int, rounds: int) -> int:
+    """docs/s per core of the three engines on the same pages, side by side (see the module's doc)."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    from curate.stages.extract import Extract, Params
+
+    n = len(pages)
+    sp = pages[:: max(1, n // n_pages)][: n_pages]
     mb = sum(len(p.html.encode("utf-8", "surrogatepass")) for p in sp) / 1e6
     stage = Extract("extract", Params())
     traf_stage = Extract("extract", Params(engine="trafilatura"))
@@ -150,12 +163,12 @@ def main(argv=None) -> int:
     stage.apply(table.slice(0, 3))
     times: dict[str, list[float]] = defaultdict(list)
     names = list(fns)
-    for r in range(a.rounds):
+    for r in range(rounds):
         for k in names[r % len(names):] + names[: r % len(names)]:
             t0 = time.process_time()
             fns[k]()
             times[k].append(time.process_time() - t0)
-    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {a.rounds} interleaved rounds, CPU time of this process")
+    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {rounds} interleaved rounds, CPU time of this process")
     label = {"quarry": "quarry extract stage (blocks)", "trafilatura": "trafilatura.extract(html)",
              "resiliparse": "resiliparse main_content", "trafilatura_stage": "extract stage, engine=trafilatura"}
     for k in names:

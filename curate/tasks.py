@@ -136,11 +136,13 @@ class _Writer:
             if i == 0 and plan is not None:
                 result = stage.apply_with_plan(table, plan[0], plan[1])
                 kept, dropped = _checked(name, table, result)
-                errors = {}
+                errors, counters = {}, result.counters
                 if result.added:
                     st["added"] = st.get("added", 0) + result.added
             else:
-                kept, dropped, errors = apply_isolated(name, stage, table)
+                kept, dropped, errors, counters = apply_isolated(name, stage, table)
+            if counters:
+                _add_counts(st.setdefault("counters", {}), counters)
             if errors:
                 merged = st.setdefault("errors", {})
                 for k, n in errors.items():
@@ -181,19 +183,22 @@ def _checked(name: str, table: pa.Table, result) -> tuple[pa.Table, pa.Table]:
     return result.kept, result.dropped
 
 
-def apply_isolated(name: str, stage, table: pa.Table) -> tuple[pa.Table, pa.Table, dict]:
+def apply_isolated(name: str, stage, table: pa.Table) -> tuple[pa.Table, pa.Table, dict, dict]:
     """``stage.apply(table)``; when it raises, the documents that make it raise are found by halving the
-    batch and set aside as ``stage_error``. Returns (kept, dropped, {"Type: message": count})."""
+    batch and set aside as ``stage_error``. Returns (kept, dropped, {"Type: message": count}, the stage's
+    counters)."""
+    counters: dict[str, int] = {}
     try:
-        kept, dropped = _checked(name, table, stage.apply(table))
-        return kept, dropped, {}
+        result = stage.apply(table)
+        kept, dropped = _checked(name, table, result)
+        return kept, dropped, {}, result.counters
     except FATAL:
         raise
     except StageFailure:
         raise
     except Exception as first:  # noqa: BLE001 - isolate the document(s) behind it
         kept_parts, dropped_parts, bad = [], [], []
-        _bisect(name, stage, table, 0, kept_parts, dropped_parts, bad, first)
+        _bisect(name, stage, table, 0, kept_parts, dropped_parts, bad, first, counters)
     if len(bad) == table.num_rows and table.num_rows >= 2:
         e = bad[0][1]
         raise StageFailure(f"stage {name!r} raised on every document of a batch of {table.num_rows} "
@@ -208,15 +213,22 @@ def apply_isolated(name: str, stage, table: pa.Table) -> tuple[pa.Table, pa.Tabl
     failed = mark_dropped(rows, name, STAGE_ERROR).append_column(ERROR, pa.array(messages, pa.string()))
     kept = _concat(kept_parts, table.schema)
     dropped = _concat(dropped_parts + [failed], failed.schema)
-    return kept, dropped, errors
+    return kept, dropped, errors, counters
 
 
-def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=None) -> None:
+def _add_counts(into: dict, counts: dict) -> None:
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
+
+
+def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=None, counters=None) -> None:
     if error is None:
         try:
-            kept, dropped = _checked(name, table, stage.apply(table))
+            result = stage.apply(table)
+            kept, dropped = _checked(name, table, result)
             kept_parts.append(kept)
             dropped_parts.append(dropped)
+            _add_counts(counters, result.counters)
             return
         except FATAL:
             raise
@@ -228,8 +240,8 @@ def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=No
         bad.append((offset, error))
         return
     half = table.num_rows // 2
-    _bisect(name, stage, table.slice(0, half), offset, kept_parts, dropped_parts, bad)
-    _bisect(name, stage, table.slice(half), offset + half, kept_parts, dropped_parts, bad)
+    _bisect(name, stage, table.slice(0, half), offset, kept_parts, dropped_parts, bad, counters=counters)
+    _bisect(name, stage, table.slice(half), offset + half, kept_parts, dropped_parts, bad, counters=counters)
 
 
 def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -29,6 +29,9 @@ class StageResult:
     kept: pa.Table
     dropped: pa.Table  # the input's columns plus ``stage``, ``reason``, ``duplicate_of``
     added: int = 0  # documents a stage made by splitting one (kept + dropped = rows in + added)
+    # sums the stage reports under its ``counters`` in stats.json (added up over batches and shards), e.g.
+    # ``extract``'s bytes of the pages a size or time limit set aside
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass

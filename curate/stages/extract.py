@@ -15,10 +15,11 @@ of several MB (mostly inline JavaScript and JSON) extract. Engines (``engine = .
   density, punctuation of Latin, CJK, Arabic and Devanagari scripts, tags, class/id words), so pages in
   any script extract. The model ships as JSON in ``curate/stages/models/``; ``model = "path"`` picks another
   one; a missing or damaged file fails at config time. Figures (``benchmarks/extract_quality.py``, all
-  1,497 WCXB development pages, word F1): 5-fold CV 0.851 (in-sample 0.894), trafilatura 2.3.1 0.818,
-  plain resiliparse 0.776; per type CV / trafilatura: article 0.933 / 0.929, collection 0.668 / 0.581,
-  documentation 0.912 / 0.918, forum 0.771 / 0.696, listing 0.694 / 0.577, product 0.658 / 0.624,
-  service 0.844 / 0.768. Speed: 4.8x trafilatura per core (resiliparse alone: 17x), short of the 10x goal.
+  1,497 WCXB development pages, word F1): 5-fold CV 0.860 (in-sample 0.900), trafilatura 2.3.1 0.818,
+  plain resiliparse 0.776; per type CV / trafilatura: article 0.937 / 0.929, collection 0.676 / 0.581,
+  documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
+  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side): 95 docs/s per core, 6.3x
+  trafilatura (resiliparse alone: 18x), short of the 10x goal.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
@@ -33,6 +34,10 @@ Rows set aside (reason codes):
 - ``html_too_large``: the HTML, scripts and styles cut out, is larger than ``max_html_bytes`` (UTF-8
   bytes); never parsed.
 - ``extract_timeout``: extraction took longer than ``timeout_s``.
+
+  For both, the stage's ``counters`` in stats.json sum the sizes of the pages set aside:
+  ``<reason>_html_bytes`` (UTF-8 bytes as fetched) and ``<reason>_stripped_bytes`` (scripts, styles and
+  comments cut out); divided by the reason's count in ``dropped``, the mean page size.
 - ``extract_error``: the extractor raised (one bad page never stops the shard).
 - ``no_main_text``: fewer than ``min_chars`` characters of main text.
 
@@ -340,6 +345,7 @@ class Extract(MapStage):
         urls = table.column(URL).to_pylist() if URL in table.column_names else [""] * n
         ctypes = table.column(CONTENT_TYPE).to_pylist()
         reasons: list[str | None] = [None] * n
+        counters: dict[str, int] = {}
         fn = engine_function(p)
         with _Deadline(p.timeout_s) as deadline:
             for i in range(n):
@@ -349,14 +355,17 @@ class Extract(MapStage):
                     html = deadline.call(strip_html, texts[i] or "")
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
+                    _count_size(counters, "extract_timeout", texts[i] or "", None)
                     continue
                 if _utf8_len_over(html, p.max_html_bytes):
                     reasons[i] = "html_too_large"
+                    _count_size(counters, "html_too_large", texts[i] or "", html)
                     continue
                 try:
                     out = deadline.call(fn, html, urls[i] or "")
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
+                    _count_size(counters, "extract_timeout", texts[i] or "", html)
                     continue
                 except Exception:
                     reasons[i] = "extract_error"
@@ -372,4 +381,22 @@ class Extract(MapStage):
         table = table.set_column(table.column_names.index(TEXT), table.schema.field(TEXT), pa.array(texts, text_type))
         table = table.set_column(table.column_names.index(CONTENT_TYPE), table.schema.field(CONTENT_TYPE),
                                  pa.array(ctypes, ctype_type))
-        return split(table, self.name, reasons)
+        result = split(table, self.name, reasons)
+        result.counters = counters
+        return result
+
+
+def _count_size(counters: dict, reason: str, raw: str, stripped: str | None) -> None:
+    """A page a limit set aside: its size goes into the stage's counters in stats.json, summed over the pages
+    of that reason (``<reason>_html_bytes``: the page as fetched; ``<reason>_stripped_bytes``: without
+    scripts, styles and comments, what ``max_html_bytes`` is compared to; absent when stripping itself ran
+    out of time). Divided by ``dropped[reason]``: the mean size."""
+    key = reason + "_html_bytes"
+    counters[key] = counters.get(key, 0) + _utf8_len(raw)
+    if stripped is not None:
+        key = reason + "_stripped_bytes"
+        counters[key] = counters.get(key, 0) + _utf8_len(stripped)
+
+
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
