@@ -82,7 +82,7 @@ class FastPredictor:
         self._labels = list(labels)
         self._osz = len(labels)
         self._out = np.ascontiguousarray(output[:self._osz - 1], dtype=F32)  # rows of the inner nodes
-        self._left, self._right = _huffman_tree([int(c) for c in counts])
+        self._left, self._right = (np.array(x, dtype=np.int64) for x in _huffman_tree([int(c) for c in counts]))
         self._log_threshold = _std_log(0.0)
         self._dim = args.dim
         self._matrix = inputs
@@ -141,8 +141,6 @@ class FastPredictor:
 
     def _learn(self, words: list[str]) -> None:
         """Add the input rows of ``words`` (not seen yet, distinct) to the word tables."""
-        if self._n_words + len(words) >= MEMO_SIZE:
-            self._reset_words()
         flat, starts = self.subword_table(words)
         n = len(flat)
         w, at = self._n_words, self._n_flat
@@ -176,21 +174,41 @@ class FastPredictor:
         return words
 
     def hidden(self, text: str) -> np.ndarray:
+        return hidden_vector(self.word_ids(text), self._starts, self._lens, self._flat, self._matrix)
+
+    def word_ids(self, text: str) -> np.ndarray:
+        """The indices of the words of ``text`` (then ``</s>``) in the word tables."""
         words = self.words(text)
-        index = self._word_index
-        try:
-            ids = list(map(index.__getitem__, words))
-        except KeyError:  # words not seen yet
-            self._learn(list(dict.fromkeys(w for w in words if w not in index)))
-            index = self._word_index
-            ids = list(map(index.__getitem__, words))
+        self._ensure([words])
+        ids = list(map(self._word_index.__getitem__, words))
         ids.append(self._eos)
-        ids = np.array(ids, dtype=np.int64)
-        return hidden_vector(ids, self._starts, self._lens, self._flat, self._matrix)
+        return np.array(ids, dtype=np.int64)
 
     def predict(self, lines: list[str]) -> tuple[list[list[str]], list[list[float]]]:
         """``model.predict(lines, k=1)``'s (labels, probabilities), as lists. A line this class
         does not handle (a lone surrogate) goes to fastText, which raises as it always does."""
+        try:
+            word_lists = [self.words(line) for line in lines]
+            self._ensure(word_lists)
+        except Exception:  # noqa: BLE001 - line by line, fastText's own answer or error where needed
+            return self._predict_each(lines)
+        index, eos = self._word_index, self._eos
+        flat: list[int] = []
+        ends = np.empty(len(lines), dtype=np.int64)
+        for i, words in enumerate(word_lists):
+            flat.extend(map(index.__getitem__, words))
+            flat.append(eos)
+            ends[i] = len(flat)
+        nodes, scores = top_leaves(np.array(flat, dtype=np.int64), ends, self._starts, self._lens, self._flat,
+                                   self._matrix, self._out, self._left, self._right, self._osz,
+                                   self._log_threshold)
+        labels, probs = [], []
+        for node, score in zip(nodes.tolist(), scores.tolist()):
+            labels.append([self._labels[node]] if node >= 0 else [])
+            probs.append([float(F32(_expf(score)))] if node >= 0 else [])
+        return labels, probs
+
+    def _predict_each(self, lines: list[str]) -> tuple[list[list[str]], list[list[float]]]:
         labels, probs = [], []
         for line in lines:
             try:
@@ -201,33 +219,24 @@ class FastPredictor:
             probs.append([pr] if lab else [])
         return labels, probs
 
+    def _ensure(self, word_lists: list[list[str]]) -> None:
+        """Every word of ``word_lists`` in the word tables (emptied first when they would hold more
+        than ``MEMO_SIZE`` words)."""
+        index = self._word_index
+        new = dict.fromkeys(w for words in word_lists for w in words if w not in index)
+        if new:
+            if self._n_words + len(new) >= MEMO_SIZE:
+                self._reset_words()
+                new = dict.fromkeys(w for words in word_lists for w in words if w not in self._word_index)
+            self._learn(list(new))
+
     def predict_one(self, text: str) -> tuple[str, float]:
         """(label as the model writes it, probability) of the top label."""
-        h = self.hidden(text)
-        prod = self._out * h                     # float32 products, as DenseMatrix::dotRow
-        dots = prod[:, 0].copy()
-        for j in range(1, self._dim):            # summed column by column: in order for each row
-            dots += prod[:, j]
-        dots = dots.tolist()
-        left, right, osz = self._left, self._right, self._osz
-        best_score, best_node = None, -1
-        stack = [(2 * osz - 2, F32(0.0))]
-        while stack:  # fastText's recursive dfs, left child first
-            node, score = stack.pop()
-            if score < self._log_threshold:
-                continue
-            if best_score is not None and score < best_score:
-                continue
-            if left[node] == -1 and right[node] == -1:
-                best_score, best_node = score, node  # score >= best: the later leaf wins a tie
-                continue
-            f = F32(dots[node - osz])
-            f = F32(1.0 / float(F32(1.0) + F32(_expf(-f))))
-            stack.append((right[node], F32(score + _std_log(float(f)))))
-            stack.append((left[node], F32(score + _std_log(1.0 - float(f)))))
-        if best_node < 0:
+        node, score = top_leaf(self.word_ids(text), self._starts, self._lens, self._flat, self._matrix,
+                               self._out, self._left, self._right, self._osz, self._log_threshold)
+        if node < 0:
             return "", 0.0
-        return self._labels[best_node], float(F32(_expf(best_score)))
+        return self._labels[node], float(F32(_expf(score)))
 
 
 def _reference(model, text: str) -> tuple[str, float]:
@@ -388,3 +397,57 @@ def hidden_vector(ids, starts, lens, flat, matrix):
     for j in range(dim):
         h[j] *= scale
     return h
+
+
+@nb.njit(cache=True)
+def top_leaves(flat, ends, starts, lens, table, matrix, out, left, right, osz, log_threshold):
+    """``top_leaf`` of each text: the word ids of text i are ``flat[ends[i - 1]:ends[i]]``."""
+    nodes = np.empty(len(ends), dtype=np.int64)
+    scores = np.empty(len(ends), dtype=np.float32)
+    a = 0
+    for i in range(len(ends)):
+        nodes[i], scores[i] = top_leaf(flat[a:ends[i]], starts, lens, table, matrix, out, left, right, osz,
+                                       log_threshold)
+        a = ends[i]
+    return nodes, scores
+
+
+@nb.njit(cache=True)
+def top_leaf(ids, starts, lens, flat, matrix, out, left, right, osz, log_threshold):
+    """fastText's ``HierarchicalSoftmaxLoss::predict`` with k = 1 over the hidden vector of the
+    words ``ids``: (best leaf, its log score). Its recursive dfs, left child first, in float32 as
+    fastText computes it: ``f = 1 / (1 + expf(-dot))`` (the division in double), children scored
+    ``score + float32(log(float32(1 - f) + 1e-5))`` and ``score + float32(log(f + 1e-5))``."""
+    h = hidden_vector(ids, starts, lens, flat, matrix)
+    dim = matrix.shape[1]
+    stack_node = np.empty(4 * osz, dtype=np.int64)
+    stack_score = np.empty(4 * osz, dtype=np.float32)
+    top = 0
+    stack_node[0] = 2 * osz - 2
+    stack_score[0] = np.float32(0.0)
+    top = 1
+    best_node = -1
+    best_score = np.float32(0.0)
+    while top > 0:
+        top -= 1
+        node = stack_node[top]
+        score = stack_score[top]
+        if score < log_threshold:
+            continue
+        if best_node >= 0 and score < best_score:
+            continue
+        if left[node] == -1 and right[node] == -1:
+            best_node = node  # score >= best: a later leaf wins a tie, as with fastText's heap
+            best_score = score
+            continue
+        row = node - osz
+        d = np.float32(0.0)
+        for j in range(dim):
+            d += out[row, j] * h[j]
+        f = np.float32(1.0 / np.float64(np.float32(1.0) + np.exp(-d)))
+        stack_node[top] = right[node]
+        stack_score[top] = score + np.float32(np.log(np.float64(f) + 1e-5))
+        stack_node[top + 1] = left[node]
+        stack_score[top + 1] = score + np.float32(np.log(np.float64(np.float32(1.0 - np.float64(f))) + 1e-5))
+        top += 2
+    return best_node, best_score
