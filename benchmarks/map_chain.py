@@ -10,8 +10,8 @@ The earlier commit's ``normalize``, ``langid`` and ``heuristics`` modules are re
 into a temporary folder and imported from there, so both chains run in this process on the same
 documents. Each round takes its own slice of documents (real prose from
 ``../shared/corpora/prose/``, or ``--corpus``) and runs the two chains in alternating order; each
-stage gets what the stage before it kept, as in a pipeline. Word splitting memos (spaCy's tokens
-per chunk) are emptied at the start of every round, so figures are for a process that has seen
+stage gets what the stage before it kept, as in a pipeline. Word memos (spaCy's tokens per chunk,
+langid's n-gram rows per word) are emptied at the start of every round, so figures are for a process that has seen
 only that round's documents (``--warm`` keeps them). Printed: median MB/s per stage and for the
 whole chain (input MB / sum of the stages' CPU seconds), and new / old.
 
@@ -65,9 +65,12 @@ def build_chain(mods: dict, words: str | None = None) -> list:
 
 
 def clear_memos() -> None:
-    from curate.stages import words
+    from curate.stages import langid, words
 
     words.spacy_words.cache_clear()
+    for pred in langid._FAST.values():  # langid's fast_predict: words seen before
+        if pred is not None:
+            pred.reset_words()
 
 
 def table_mb(table) -> float:

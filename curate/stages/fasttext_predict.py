@@ -86,7 +86,7 @@ class FastPredictor:
         self._log_threshold = _std_log(0.0)
         self._dim = args.dim
         self._matrix = inputs
-        self._reset_words()
+        self.reset_words()
 
     @classmethod
     def build(cls, model, path: str) -> "FastPredictor | None":
@@ -155,7 +155,7 @@ class FastPredictor:
         self._word_index.update(zip(words, range(w, w + len(words))))
         self._n_words, self._n_flat = w + len(words), at + n
 
-    def _reset_words(self) -> None:
+    def reset_words(self) -> None:
         self._word_index: dict[str, int] = {}
         self._starts = np.zeros(4096, dtype=np.int64)
         self._lens = np.zeros(4096, dtype=np.int64)
@@ -226,7 +226,7 @@ class FastPredictor:
         new = dict.fromkeys(w for words in word_lists for w in words if w not in index)
         if new:
             if self._n_words + len(new) >= MEMO_SIZE:
-                self._reset_words()
+                self.reset_words()
                 new = dict.fromkeys(w for words in word_lists for w in words if w not in self._word_index)
             self._learn(list(new))
 

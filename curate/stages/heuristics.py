@@ -231,15 +231,20 @@ class GopherQuality(_HeuristicStage):
         p, on = self.params, self.on
         toks = self.tokens(text)
         n_tokens = len(toks)
-        words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
-        n_words = len(words)
+        if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
+            stats = spacy_words(p.language).chunk_stats(text.split())
+            _, n_words, word_chars, tok_letter, word_letter = map(sum, zip(*stats)) if stats else (0,) * 5
+        else:
+            words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
+            n_words, word_chars = len(words), sum(map(len, words))
+            tok_letter = word_letter = None
         if on("gopher_short_doc") and n_words < p.min_doc_words:
             return "gopher_short_doc"
         if on("gopher_long_doc") and n_words > p.max_doc_words:
             return "gopher_long_doc"
-        if not words:  # only reachable with min_doc_words = 0 or the rule skipped
+        if not n_words:  # only reachable with min_doc_words = 0 or the rule skipped
             return None
-        mean_len = sum(map(len, words)) / n_words
+        mean_len = word_chars / n_words
         if on("gopher_mean_word_length_low") and mean_len < p.min_avg_word_length:
             return "gopher_mean_word_length_low"
         if on("gopher_mean_word_length_high") and mean_len > p.max_avg_word_length:
@@ -260,11 +265,15 @@ class GopherQuality(_HeuristicStage):
                 if ell / len(lines) > p.max_ellipsis_lines_ratio:
                     return "gopher_ellipsis_lines"
         if on("gopher_alpha_words"):
-            pool = toks if p.alpha_words_of == "tokens" else words
-            # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
-            rest = list(filterfalse(str.isalpha, pool))
-            with_letter = len(pool) - len(rest) + sum(map(has_letter, rest))
-            if with_letter / len(pool) < p.min_alpha_words_ratio:
+            by_tokens = p.alpha_words_of == "tokens"
+            if tok_letter is not None:
+                with_letter, pool_size = (tok_letter, n_tokens) if by_tokens else (word_letter, n_words)
+            else:
+                pool = toks if by_tokens else words
+                # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
+                rest = list(filterfalse(str.isalpha, pool))
+                with_letter, pool_size = len(pool) - len(rest) + sum(map(has_letter, rest)), len(pool)
+            if with_letter / pool_size < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
         if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
             return "gopher_stop_words"
