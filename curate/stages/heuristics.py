@@ -233,8 +233,7 @@ class GopherQuality(_HeuristicStage):
         toks = self.tokens(text)
         n_tokens = len(toks)
         if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
-            stats = spacy_words(p.language).chunk_stats(text.split())
-            _, n_words, word_chars, tok_letter, word_letter = map(sum, zip(*stats)) if stats else (0,) * 5
+            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text.split())
         else:
             words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
             n_words, word_chars = len(words), sum(map(len, words))

@@ -98,7 +98,7 @@ class SpacyWords:
         self._memo: dict[str, tuple[str, ...]] = {}
         self._recent: dict[str, list[str]] = {}
         self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
-        self._stats_memo: dict[str, tuple[int, int, int, int, int]] = {}
+        self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
 
     def _learn(self, chunks) -> None:
         """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
@@ -177,19 +177,26 @@ class SpacyWords:
                 memo[c] = _sentence_effect(toks)
             return list(map(memo.__getitem__, chunks))
 
-    def chunk_stats(self, chunks: list[str]) -> list[tuple[int, int, int, int, int]]:
-        """``token_stats`` of each chunk's tokens, remembered per chunk."""
+    def text_stats(self, chunks: list[str]) -> tuple[int, int, int, int, int]:
+        """``token_stats`` of the tokens of all ``chunks``: each chunk's counts are remembered packed
+        in one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the
+        packed sums (no field comes near 2**40)."""
         memo = self._stats_memo
         try:
-            return list(map(memo.__getitem__, chunks))
+            packed = sum(map(memo.__getitem__, chunks))
         except KeyError:
             missing = [c for c in dict.fromkeys(chunks) if c not in memo]
             if len(memo) + len(missing) > MEMO_SIZE:
                 memo.clear()
                 missing = list(dict.fromkeys(chunks))
             for c, toks in zip(missing, self.chunk_tokens(missing)):
-                memo[c] = token_stats(toks)
-            return list(map(memo.__getitem__, chunks))
+                if len(toks) == 1 and toks[0].isalpha():  # one word of letters: the common case
+                    memo[c] = _ONE_WORD + (len(toks[0]) << (2 * STATS_BITS))
+                else:
+                    memo[c] = sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats(toks)))
+            packed = sum(map(memo.__getitem__, chunks))
+        mask = (1 << STATS_BITS) - 1
+        return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
 
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
         chunk = _SURROGATE_RE.sub("\ufffd", chunk)
@@ -208,6 +215,10 @@ class SpacyWords:
                 recent.clear()
             recent[text] = toks
         return toks
+
+
+STATS_BITS = 48
+_ONE_WORD = 1 | 1 << STATS_BITS | 1 << (3 * STATS_BITS) | 1 << (4 * STATS_BITS)  # 1 token, 1 word, both with a letter
 
 
 def token_stats(toks) -> tuple[int, int, int, int, int]:
