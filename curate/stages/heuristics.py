@@ -169,7 +169,10 @@ class _HeuristicStage(MapStage):
         raise NotImplementedError
 
     def apply(self, table: pa.Table) -> StageResult:
-        return split(table, self.name, [self.check(t) for t in table.column(TEXT).to_pylist()])
+        texts = table.column(TEXT).to_pylist()
+        if self.params.words == "spacy":
+            spacy_words(self.params.language).prefetch(texts)
+        return split(table, self.name, [self.check(t) for t in texts])
 
 
 def _check_words(params) -> None:

@@ -150,6 +150,14 @@ class SpacyWords:
             rest.append(c)
         return rest
 
+    def prefetch(self, texts: list[str]) -> None:
+        """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``, whose
+        exit costs about half a millisecond) for a batch instead of one per text."""
+        memo = self._memo
+        missing = list({c for t in texts for c in t.split() if c not in memo})
+        if missing and len(missing) < MEMO_SIZE // 2:
+            self._learn(missing)
+
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
         try:
