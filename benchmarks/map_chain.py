@@ -10,8 +10,8 @@ The earlier commit's ``normalize``, ``langid`` and ``heuristics`` modules are re
 into a temporary folder and imported from there, so both chains run in this process on the same
 documents. Each round takes its own slice of documents (real prose from
 ``../shared/corpora/prose/``, or ``--corpus``) and runs the two chains in alternating order; each
-stage gets what the stage before it kept, as in a pipeline. Word splitting memos (spaCy's tokens
-per chunk) are emptied at the start of every round, so figures are for a process that has seen
+stage gets what the stage before it kept, as in a pipeline. Word memos (spaCy's tokens per chunk,
+langid's n-gram rows per word) are emptied at the start of every round, so figures are for a process that has seen
 only that round's documents (``--warm`` keeps them). Printed: median MB/s per stage and for the
 whole chain (input MB / sum of the stages' CPU seconds), and new / old.
 
@@ -65,9 +65,12 @@ def build_chain(mods: dict, words: str | None = None) -> list:
 
 
 def clear_memos() -> None:
-    from curate.stages import words
+    from curate.stages import langid, words
 
     words.spacy_words.cache_clear()
+    for pred in langid._FAST.values():  # langid's fast_predict: words seen before
+        if pred is not None:
+            pred.reset_words()
 
 
 def table_mb(table) -> float:
@@ -83,9 +86,10 @@ def run_chain(chain, table) -> dict[str, float]:
     out = {}
     for stage, obj in chain:
         mb = sum(len(t.encode()) for t in table.column(TEXT).to_pylist()) / 1e6
+        docs = table.num_rows
         t0 = time.process_time()
         table = obj.apply(table).kept
-        out[stage] = (time.process_time() - t0, mb)
+        out[stage] = (time.process_time() - t0, mb, docs)
     return out
 
 
@@ -98,13 +102,14 @@ def run_datatrove(texts: list[str]) -> dict[str, float]:
     for stage, filt in [("gopher_quality", GopherQualityFilter()), ("gopher_repetition", GopherRepetitionFilter()),
                         ("c4_quality", C4QualityFilter()), ("fineweb_quality", FineWebQualityFilter())]:
         mb = sum(len(t.encode()) for t in texts) / 1e6
+        docs = len(texts)
         t0 = time.process_time()
         kept = []
         for t in texts:
             d = Document(text=t, id="x")
             if filt.filter(d) is True:
                 kept.append(d.text)
-        out[stage] = (time.process_time() - t0, mb)
+        out[stage] = (time.process_time() - t0, mb, docs)
         texts = kept
     return out
 
@@ -154,41 +159,45 @@ def main(argv=None) -> int:
             results["datatrove"].append(run_datatrove([d["text"] for d in part]))
         t0 = time.process_time()
         noskip.apply(table)
-        results["noskip"].append((time.process_time() - t0, table_mb(table)))
+        results["noskip"].append((time.process_time() - t0, table_mb(table), table.num_rows))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
 
-    def mbps(side: str, stage: str) -> float:
-        return statistics.median(mb / sec for sec, mb in (run[stage] for run in results[side]))
+    def mbps(side: str, stage: str, unit: int = 1) -> float:  # unit 1: MB/s, 2: docs/s
+        return statistics.median(run[stage][unit] / run[stage][0] for run in results[side])
 
-    def chain_mbps(side: str, stages: list[str]) -> float:
-        return statistics.median(run[stages[0]][1] / sum(run[s][0] for s in stages) for run in results[side])
+    def chain_mbps(side: str, stages: list[str], unit: int = 1) -> float:
+        return statistics.median(run[stages[0]][unit] / sum(run[s][0] for s in stages) for run in results[side])
 
     mb_in = statistics.median(run["normalize"][1] for run in results["new"])
     print(f"map chain, {args.docs} documents per round ({mb_in:.2f} MB of text), {args.rounds} rounds, "
           f"memos {'kept' if args.warm else 'emptied each round'}, words = {args.words!r}; "
           "MB/s = MB in / CPU s (one core)")
     print(f"corpus: {args.corpus}")
-    head = f"{'stage':<20}{args.baseline + ' MB/s':>14}{'now MB/s':>12}{'now/old':>9}"
+    head = f"{'stage':<20}{args.baseline + ' MB/s':>14}{'now MB/s':>12}{'now/old':>9}{'now docs/s':>12}"
     if args.datatrove:
-        head += f"{'DataTrove MB/s':>16}"
+        head += f"{'DataTrove MB/s':>16}{'now/DT':>8}"
     print(head)
     for stage in STAGES:
         o, n = mbps("old", stage), mbps("new", stage)
-        line = f"{stage:<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x"
+        line = f"{stage:<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{mbps('new', stage, 2):>12.0f}"
         if args.datatrove and stage in results["datatrove"][0]:
-            line += f"{mbps('datatrove', stage):>16.2f}"
+            d = mbps("datatrove", stage)
+            line += f"{d:>16.2f}{n / d:>7.1f}x"
         print(line)
-    skip_off = statistics.median(mb / sec for sec, mb in results["noskip"])
+    skip_off = statistics.median(r[1] / r[0] for r in results["noskip"])
     print(f"{'  normalize, skip_clean = false (ftfy on every document)':<56}{skip_off:>8.2f} MB/s")
     o, n = chain_mbps("old", STAGES), chain_mbps("new", STAGES)
-    line = f"{'whole chain':<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x"
+    line = f"{'whole chain':<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{chain_mbps('new', STAGES, 2):>12.0f}"
     print(line)
     four = STAGES[2:]
     o4, n4 = chain_mbps("old", four), chain_mbps("new", four)
-    line = f"{'the four filters':<20}{o4:>14.2f}{n4:>12.2f}{n4 / o4:>8.2f}x"
+    line = f"{'the four filters':<20}{o4:>14.2f}{n4:>12.2f}{n4 / o4:>8.2f}x{chain_mbps('new', four, 2):>12.0f}"
     if args.datatrove:
-        line += f"{chain_mbps('datatrove', four):>16.2f}"
+        d4 = chain_mbps("datatrove", four)
+        line += f"{d4:>16.2f}{n4 / d4:>7.1f}x"
     print(line)
+    slowest = max(STAGES, key=lambda st: statistics.median(run[st][0] / run[STAGES[0]][1] for run in results["new"]))
+    print(f"slowest stage now (CPU seconds per input MB): {slowest}")
     return 0
 
 

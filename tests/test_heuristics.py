@@ -14,6 +14,7 @@ from curate.schema import documents_to_table
 from curate.stages import stage_class
 from curate.stages.heuristics import (
     C4Quality, FineWebQuality, GopherQuality, GopherRepetition, dup_ngram_chars, glued_dup_chars, glued_ngram_ids, is_word,
+    top_ngrams_chars,
     ngram_stats,
     split_sentences, tokens, top_ngram_chars,
 )
@@ -394,3 +395,25 @@ def test_pipeline_keys_build_the_stage():
         parse_stage({"type": "gopher_quality", "max_symbol_word_ratio": -0.1}, "t")
     with pytest.raises(ConfigError, match="unknown key"):
         parse_stage({"type": "fineweb_quality", "line_punct_threshold": 0.1}, "t")
+
+
+def _reference_top_min(toks, n, min_count):  # Counter.most_common: on ties the first seen
+    counts = Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
+    if not counts:
+        return 0
+    gram, c = counts.most_common(1)[0]
+    return len(" ".join(gram)) * c if c >= min_count else 0
+
+
+def test_top_ngrams_kernel_matches_counter_on_real_and_tricky_text():
+    rng = np.random.default_rng(0)
+    alphabet = ["a", "b", "ab", "ba", "", "\U0001F600", "é", "e\u0301", "\ud800", "aa", "a" * 40]
+    cases = [tokens(d["text"], w) for d in PROSE[::5] + BOILER[::5] for w in ("regex", "spacy")]
+    cases += [[t for t in rng.choice(alphabet, size=rng.integers(0, 60)).tolist() if t] for _ in range(400)]
+    for toks in cases:
+        cum = np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64)
+        for min_count in (1, 2):
+            got = top_ngrams_chars(toks, (2, 3, 4), cum, min_count)
+            assert got == [_reference_top_min(toks, n, min_count) for n in (2, 3, 4)], toks[:20]
+        glued = glued_dup_chars(toks, range(5, 11), cum)
+        assert [glued[n] for n in range(5, 11)] == [_reference_dup_glued(toks, n) for n in range(5, 11)], toks[:20]

@@ -9,7 +9,8 @@ import pytest
 
 from curate.pipeline import ConfigError, parse_stage
 from curate.schema import documents_to_table
-from curate.stages.langid import LangId, default_model_path, load_fasttext_model
+from curate.stages.fasttext_predict import OTHER_SPACES
+from curate.stages.langid import LangId, default_model_path, fast_predictor, load_fasttext_model
 from curate.stages.quality_train import train_fasttext
 
 DATA = Path(__file__).parent / "data" / "filters"
@@ -117,3 +118,89 @@ def test_pipeline_keys():
         parse_stage({"type": "langid", "model_path": "/nonexistent/lid.bin"}, "t")
     with pytest.raises(ConfigError, match="threshold"):
         parse_stage({"type": "langid", "threshold": 1.5}, "t")
+
+
+# --- fast_predict: fastText's own labels and probabilities, bit for bit ---------------------------
+
+def _both(texts, **params):
+    fast = LangId("l", LangId.Params(tag_only=True, fast_predict=True, **params)).predict(texts)
+    slow = LangId("l", LangId.Params(tag_only=True, fast_predict=False, **params)).predict(texts)
+    return fast, slow
+
+
+def test_fast_predict_equals_fasttext_on_real_text():
+    assert fast_predictor(default_model_path()) is not None  # lid.176.ftz is covered
+    texts = [r["text"] for r in FORTUNES]
+    with open(DATA / "prose.jsonl", encoding="utf-8") as f:
+        texts += [json.loads(line)["text"] for line in f]
+    with open(DATA / "parity.jsonl", encoding="utf-8") as f:
+        texts += [json.loads(line)["text"] for line in f]
+    (fl, fs), (sl, ss) = _both(texts)
+    assert fl == sl
+    assert fs.tolist() == ss.tolist()  # exactly the same floats
+
+
+def test_fast_predict_subword_ids_and_separators():
+    pred = fast_predictor(default_model_path())
+    model = load_fasttext_model(default_model_path())
+    words = sorted({w for r in FORTUNES for w in pred.words(r["text"])}) + ["</s>", "é", "日本語", "x\x00y", "a" * 300]
+    assert pred.subword_ids(words) == [list(model.f.getSubwords(w, "strict")[1]) for w in words]
+    # the characters str.split() and fastText disagree on
+    derived = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() != (chr(c) in " \t\n\v\f\r\x00") or c == 0)
+    assert OTHER_SPACES == derived
+
+
+def test_fast_predict_edge_cases():
+    texts = ["", " ", "\x00", "a </s> b c", "</s>", "__label__de Hallo Welt", "__label__ wort", "x\x00y\tz\vq\fr",
+             "\u3000日本語\u3000です", "a\xa0b\u2009c", "\U0001F600 \U0001F600\u200d\U0001F466", "e\u0301 " * 50,
+             "1,000 km/h -- 3.14", "http://example.com/a?b=c&d=e", "x" * 5000]
+    (fl, fs), (sl, ss) = _both(texts)
+    assert fl == sl and fs.tolist() == ss.tolist()
+    # a lone surrogate: fastText's own error, through the per-record isolation as before
+    for fast in (True, False):
+        with pytest.raises(TypeError):
+            LangId("l", LangId.Params(fast_predict=fast)).predict(["ok", "bad \ud800 text"])
+
+
+def test_fast_predict_on_a_model_trained_here(tmp_path):
+    """A plain (not quantized) model: covered when its loss is hierarchical softmax, else fastText."""
+    rows = [r for r in FORTUNES if r["lang"] in ("en", "de", "ru")][::3]
+    path = tmp_path / "train.txt"
+    path.write_text("".join(f"__label__{r['lang']} {' '.join(r['text'].split())}\n" for r in rows), encoding="utf-8")
+    model_path = tmp_path / "hs.bin"
+    train_fasttext(path, model_path, dim=8, minn=2, maxn=4, epoch=5, lr=0.5, loss="hs", bucket=20_000, thread=1)
+    assert fast_predictor(str(model_path)) is not None
+    (fl, fs), (sl, ss) = _both([r["text"] for r in FORTUNES[::7]], model_path=str(model_path))
+    assert fl == sl and fs.tolist() == ss.tolist()
+
+
+try:
+    import hypothesis
+    from hypothesis import strategies as st
+except ImportError:
+    hypothesis = None
+
+if hypothesis is None:
+    @pytest.mark.skip(reason="pip install -e .[test] (hypothesis)")
+    def test_property_fast_predict_equals_fasttext():
+        pass
+else:
+    _PIECES = st.one_of(
+        st.sampled_from([r["text"][:60] for r in FORTUNES[::40]]),
+        st.sampled_from([" ", "\t", "\v", "\f", "\x00", "\xa0", "\u2009", "\u3000", "\x1c", "\x85", "</s>",
+                         "__label__en", "__label__", "'", "-", "...", "\u00e9", "e\u0301", "\U0001F600", "\u200d",
+                         "日本", "한국어", "العربية", "1,000", "km/h", "http://x.org/?a=1"]),
+        st.text(max_size=6),
+    )
+
+    @hypothesis.settings(max_examples=400, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.lists(_PIECES, max_size=12).map("".join))
+    def test_property_fast_predict_equals_fasttext(text):
+        text = text.replace("\n", " ").replace("\r", " ")
+        if any(0xD800 <= ord(c) < 0xE000 for c in text):
+            return  # fastText refuses lone surrogates (test_fast_predict_edge_cases)
+        pred = fast_predictor(default_model_path())
+        model = load_fasttext_model(default_model_path())
+        labels, probs = model.predict([text], k=1)
+        assert pred.predict_one(text) == (labels[0][0], float(probs[0][0]))

@@ -57,7 +57,7 @@ import ftfy  # noqa: E402
 import pytest  # noqa: E402
 from ftfy.chardata import CONTROL_CHARS, LIGATURES, WIDTH_MAP  # noqa: E402
 
-from curate.stages.normalize import clean_whitespace, ftfy_config, repair  # noqa: E402
+from curate.stages.normalize import clean_whitespace, clean_whitespace_reference, ftfy_config, repair  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "filters"
 CONFIG = ftfy_config()
@@ -87,6 +87,9 @@ def assert_same_as_fix_text(text: str) -> None:
     assert repair(text) == want, repr(text[:200])
     assert normalize_text(text) == clean_whitespace(want), repr(text[:200])
     assert normalize_text(text, Params(clean_whitespace=False)) == want, repr(text[:200])
+    # the guarded whitespace steps give what running every step gives
+    assert clean_whitespace(want) == clean_whitespace_reference(want), repr(text[:200])
+    assert clean_whitespace(text) == clean_whitespace_reference(text), repr(text[:200])
 
 
 def test_real_text_and_its_mojibake_equal_fix_text():
@@ -165,3 +168,15 @@ else:
     @hypothesis.given(st.lists(_PIECES, max_size=10).map("".join))
     def test_property_repair_equals_fix_text(text):
         assert_same_as_fix_text(text)
+
+
+if hypothesis is not None:
+    _WS = st.one_of(st.sampled_from([" ", "  ", "\t", "\n", "\n\n\n", "\r", "\r\n", "\x85", "\u2028", "\xa0",
+                                     "\u3000", "\u2009", "\x00", "\x07", "\x7f", "\u200b", "\ufeff", "\x9f"]),
+                    st.sampled_from(["a", "word", "é", "日本", "."]), st.text(max_size=4))
+
+    @hypothesis.settings(max_examples=800, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.lists(_WS, max_size=20).map("".join))
+    def test_property_clean_whitespace_equals_every_step(text):
+        assert clean_whitespace(text) == clean_whitespace_reference(text)

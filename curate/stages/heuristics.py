@@ -93,6 +93,7 @@ from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import ClassVar
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 
@@ -168,7 +169,10 @@ class _HeuristicStage(MapStage):
         raise NotImplementedError
 
     def apply(self, table: pa.Table) -> StageResult:
-        return split(table, self.name, [self.check(t) for t in table.column(TEXT).to_pylist()])
+        texts = table.column(TEXT).to_pylist()
+        if self.params.words == "spacy":
+            spacy_words(self.params.language).prefetch(texts)
+        return split(table, self.name, [self.check(t) for t in texts])
 
 
 def _check_words(params) -> None:
@@ -231,15 +235,19 @@ class GopherQuality(_HeuristicStage):
         p, on = self.params, self.on
         toks = self.tokens(text)
         n_tokens = len(toks)
-        words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
-        n_words = len(words)
+        if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
+            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text.split())
+        else:
+            words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
+            n_words, word_chars = len(words), sum(map(len, words))
+            tok_letter = word_letter = None
         if on("gopher_short_doc") and n_words < p.min_doc_words:
             return "gopher_short_doc"
         if on("gopher_long_doc") and n_words > p.max_doc_words:
             return "gopher_long_doc"
-        if not words:  # only reachable with min_doc_words = 0 or the rule skipped
+        if not n_words:  # only reachable with min_doc_words = 0 or the rule skipped
             return None
-        mean_len = sum(map(len, words)) / n_words
+        mean_len = word_chars / n_words
         if on("gopher_mean_word_length_low") and mean_len < p.min_avg_word_length:
             return "gopher_mean_word_length_low"
         if on("gopher_mean_word_length_high") and mean_len > p.max_avg_word_length:
@@ -260,11 +268,15 @@ class GopherQuality(_HeuristicStage):
                 if ell / len(lines) > p.max_ellipsis_lines_ratio:
                     return "gopher_ellipsis_lines"
         if on("gopher_alpha_words"):
-            pool = toks if p.alpha_words_of == "tokens" else words
-            # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
-            rest = list(filterfalse(str.isalpha, pool))
-            with_letter = len(pool) - len(rest) + sum(map(has_letter, rest))
-            if with_letter / len(pool) < p.min_alpha_words_ratio:
+            by_tokens = p.alpha_words_of == "tokens"
+            if tok_letter is not None:
+                with_letter, pool_size = (tok_letter, n_tokens) if by_tokens else (word_letter, n_words)
+            else:
+                pool = toks if by_tokens else words
+                # has_letter on each token; most are all letters (str.isalpha), only the rest are looked into
+                rest = list(filterfalse(str.isalpha, pool))
+                with_letter, pool_size = len(pool) - len(rest) + sum(map(has_letter, rest)), len(pool)
+            if with_letter / pool_size < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
         if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
             return "gopher_stop_words"
@@ -354,68 +366,157 @@ def glued_ngram_ids(toks: list[str], n: int, cum: np.ndarray) -> tuple[np.ndarra
 def glued_dup_chars(toks: list[str], ns, cum: np.ndarray) -> dict[int, int]:
     """``dup_ngram_chars`` for each n in ``ns`` with DataTrove's glued n-grams, all n at once.
 
-    The glued n-gram at i is the slice ``cum[i]:cum[i + n]`` of the glued text. Every slice of every
-    n gets a key, a function of (n, its length, a polynomial hash of its characters), computed with
-    numpy for all of them; one sort finds the keys that occur twice or more. Only those slices can
-    repeat (equal strings, equal keys), and only they are compared as strings, so the result is
-    exact: a hash collision only sends a few more slices to the string comparison."""
-    out = {n: 0 for n in ns}
-    glued = "".join(toks)
-    code = np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
-    size = len(code)
-    with np.errstate(over="ignore"):
-        powers = np.full(size + 1, _B, dtype=np.uint64)
-        powers[0] = 1
-        np.cumprod(powers, out=powers)                      # B**k mod 2**64
-        inv = np.full(size + 1, np.uint64(pow(int(_B), -1, 2**64)), dtype=np.uint64)
-        inv[0] = 1
-        np.cumprod(inv, out=inv)                            # B**-k mod 2**64
-        prefix = np.zeros(size + 1, dtype=np.uint64)
-        np.cumsum(code * powers[:-1], out=prefix[1:])       # sum of c_j * B**j for j < k
-        keys, spans = [], []
-        for n in ns:
-            m = len(toks) - n + 1
-            if m <= 0:
-                continue
-            a, b = cum[:m], cum[n:n + m]
-            h = (prefix[b] - prefix[a]) * inv[a]            # the slice's hash, as if it started at 0
-            keys.append(h ^ ((b - a).astype(np.uint64) * _B) ^ (np.uint64(n) * _C))
-            spans.append((n, m))
-    if not keys:
-        return out
-    allk = np.concatenate(keys)
-    order = np.argsort(allk)
-    sk = allk[order]
-    same = sk[1:] == sk[:-1]
-    company = np.zeros(len(allk), dtype=bool)
-    company[:-1] |= same
-    company[1:] |= same
-    cand = np.sort(order[company])
-    if not len(cand):
-        return out
-    c = cum.tolist()
-    offset = 0
-    for n, m in spans:
-        lo, hi = np.searchsorted(cand, [offset, offset + m])
-        pos = (cand[lo:hi] - offset).tolist()
-        offset += m
-        if len(pos) < 2:
+    The glued n-gram at i is the slice ``cum[i]:cum[i + n]`` of the glued text. Every slice gets a
+    key (a polynomial hash of its characters and its length) and goes into a hash table of distinct
+    strings, where slices with equal keys are compared character by character: equal n-grams get
+    equal class numbers and the result is exact (a hash collision only costs a comparison). Then DataTrove's left-to-right scan over the n-grams
+    that occur twice or more. One numba call (``_glued_dup``)."""
+    ns = list(ns)
+    if not ns or not toks:
+        return {n: 0 for n in ns}
+    code = np.frombuffer("".join(toks).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    out = _glued_dup(code, np.ascontiguousarray(cum, dtype=np.int64), np.array(ns, dtype=np.int64))
+    return dict(zip(ns, out.tolist()))
+
+
+def top_ngrams_chars(toks: list[str], ns, cum: np.ndarray, min_count: int = 1) -> list[int]:
+    """``top_ngram_chars`` for each n in ``ns`` (token n-grams, equal when their tokens are), in one
+    numba call: the n-grams go into a hash table keyed by their tokens' hashes, equal keys compared
+    token by token (exact)."""
+    ns = list(ns)
+    if not toks:
+        return [0] * len(ns)
+    code = np.frombuffer("".join(toks).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return _top_ngrams(code, np.ascontiguousarray(cum, dtype=np.int64), np.array(ns, dtype=np.int64),
+                       min_count).tolist()
+
+
+@nb.njit(cache=True)
+def _top_ngrams(code, cum, ns, min_count):
+    out = np.zeros(len(ns), dtype=np.int64)
+    ntok = len(cum) - 1
+    base = np.uint64(0x9E3779B97F4A7C15)
+    mix = np.uint64(0xC2B2AE3D27D4EB4F)
+    th = np.empty(ntok, dtype=np.uint64)  # each token's hash (its characters and its length)
+    for i in range(ntok):
+        h = np.uint64(len(code) + 1)
+        for k in range(cum[i], cum[i + 1]):
+            h = h * base + np.uint64(code[k])
+        th[i] = h ^ (np.uint64(cum[i + 1] - cum[i]) * mix)
+    for t in range(len(ns)):
+        n = ns[t]
+        m = ntok - n + 1
+        if m <= 0:
             continue
-        strings = [glued[c[i]:c[i + n]] for i in pos]
-        counts: dict[str, int] = {}
-        for g in strings:
-            counts[g] = counts.get(g, 0) + 1
-        seen: set[str] = set()
+        cap = 4
+        while cap < 2 * m:
+            cap *= 2
+        mask = cap - 1
+        slot_key = np.zeros(cap, dtype=np.uint64)
+        slot_first = np.full(cap, -1, dtype=np.int64)
+        count = np.zeros(m, dtype=np.int64)  # by first position
+        for i in range(m):
+            h = np.uint64(0)
+            for k in range(n):
+                h = h * mix + th[i + k]
+            j = np.int64((h >> np.uint64(17)) & np.uint64(mask))
+            while True:
+                f = slot_first[j]
+                if f < 0:
+                    slot_first[j] = i
+                    slot_key[j] = h
+                    count[i] = 1
+                    break
+                if slot_key[j] == h:
+                    same = True
+                    for k in range(n):
+                        if not _same_slice(code, cum[f + k], cum[f + k + 1], cum[i + k], cum[i + k + 1]):
+                            same = False
+                            break
+                    if same:
+                        count[f] += 1
+                        break
+                j = (j + 1) & mask
+        best, pos = 0, 0
+        for i in range(m):  # the most frequent; on ties the one that occurs first (Counter.most_common)
+            if count[i] > best:
+                best, pos = count[i], i
+        if best >= min_count:
+            out[t] = (cum[pos + n] - cum[pos] + n - 1) * best
+    return out
+
+
+@nb.njit(cache=True)
+def _same_slice(code, a, b, c, d) -> bool:
+    if b - a != d - c:
+        return False
+    for k in range(b - a):
+        if code[a + k] != code[c + k]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _glued_dup(code, cum, ns):
+    """For each n of ``ns``: characters of glued n-grams that repeat one seen before, DataTrove's
+    scan (jumping n tokens past each repeat); see ``glued_dup_chars``."""
+    out = np.zeros(len(ns), dtype=np.int64)
+    ntok = len(cum) - 1
+    size = len(code)
+    base = np.uint64(0x9E3779B97F4A7C15)
+    mix = np.uint64(0xC2B2AE3D27D4EB4F)
+    prefix = np.zeros(size + 1, dtype=np.uint64)
+    power = np.ones(size + 1, dtype=np.uint64)
+    for k in range(size):
+        prefix[k + 1] = prefix[k] * base + np.uint64(code[k])
+        power[k + 1] = power[k] * base
+    for t in range(len(ns)):
+        n = ns[t]
+        m = ntok - n + 1
+        if m <= 1:
+            continue
+        keys = np.empty(m, dtype=np.uint64)
+        for i in range(m):
+            a, b = cum[i], cum[i + n]
+            keys[i] = (prefix[b] - prefix[a] * power[b - a]) ^ (np.uint64(b - a) * mix)
+        cap = 4
+        while cap < 2 * m:
+            cap *= 2
+        mask = cap - 1
+        slot_key = np.zeros(cap, dtype=np.uint64)
+        slot_first = np.full(cap, -1, dtype=np.int64)  # first position of the string in this slot
+        cls = np.empty(m, dtype=np.int64)
+        count = np.zeros(m, dtype=np.int64)
+        ncls = 0
+        for i in range(m):  # an open-addressing table of the distinct strings
+            h = keys[i]
+            j = np.int64((h >> np.uint64(17)) & np.uint64(mask))
+            while True:
+                f = slot_first[j]
+                if f < 0:
+                    slot_first[j] = i
+                    slot_key[j] = h
+                    cls[i] = ncls
+                    count[ncls] = 1
+                    ncls += 1
+                    break
+                if slot_key[j] == h and _same_slice(code, cum[f], cum[f + n], cum[i], cum[i + n]):
+                    cls[i] = cls[f]
+                    count[cls[f]] += 1
+                    break
+                j = (j + 1) & mask
+        seen = np.zeros(ncls + 1, dtype=np.bool_)
         total, free = 0, 0
-        for p, g in zip(pos, strings):  # DataTrove's left-to-right scan over the n-grams that repeat
-            if p < free or counts[g] < 2:
+        for p in range(m):
+            c = cls[p]
+            if p < free or count[c] < 2:
                 continue
-            if g in seen:
-                total += len(g)
+            if seen[c]:
+                total += cum[p + n] - cum[p]
                 free = p + n
             else:
-                seen.add(g)
-        out[n] = total
+                seen[c] = True
+        out[t] = total
     return out
 
 
@@ -481,6 +582,12 @@ class GopherRepetition(_HeuristicStage):
         # exact n-grams stop early once none repeats (none longer can), unless a top n-gram seen
         # once still counts
         stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
+        if not p.exact_ngrams:  # the default: top n-grams and glued repeats, one numba call each
+            for n, chars in zip(TOP_NGRAMS, top_ngrams_chars(toks, TOP_NGRAMS, cum, min_count)):
+                code = f"gopher_top_{n}gram"
+                if on(code) and chars / n_chars > getattr(p, f"top_{n}gram_frac"):
+                    return code
+            last = 1  # nothing left for ngram_stats
         for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], last + 1), stop_early=stop_early):
             if n in TOP_NGRAMS:
                 code = f"gopher_top_{n}gram"

@@ -41,7 +41,9 @@ from curate.schema import TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff]")
-_SPACES = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
+_SPACES = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")  # each run -> one space
+# the runs _SPACES changes (a single " " it leaves as it is): same output, a match per change only
+_SPACES_TO_CHANGE = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]{2,}|[\t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 _TRAILING = re.compile(r" +\n")
 _LEADING = re.compile(r"\n +")
 _BLANK_LINES = re.compile(r"\n{3,}")
@@ -75,8 +77,10 @@ class Normalize(MapStage):
         self._config = ftfy_config(self.params)
 
     def apply(self, table) -> StageResult:
-        texts = [normalize_text(t, self.params, self._config) for t in table.column(TEXT).to_pylist()]
-        table = set_column(table, TEXT, texts)
+        before = table.column(TEXT).to_pylist()
+        texts = [normalize_text(t, self.params, self._config) for t in before]
+        if any(a is not b for a, b in zip(texts, before)):  # unchanged texts are the same objects
+            table = set_column(table, TEXT, texts)
         return split(table, self.name, [None if t else "empty_after_normalize" for t in texts])
 
 
@@ -173,6 +177,27 @@ _MOJIBAKE_GATE = _mojibake_gate()
 
 
 def clean_whitespace(text: str) -> str:
+    """Line breaks, controls, space runs, spaces at line ends and starts, blank-line runs (see the
+    module doc). Each step runs only where a substring test shows it could change something (in
+    ASCII text: a ``\r``, two spaces or a tab, ``" \n"``, ``"\n "``, three newlines); the output
+    is that of running every step."""
+    ascii_ = text.isascii()
+    if not ascii_ or "\r" in text:
+        text = _NEWLINES.sub("\n", text)
+    text = _CONTROL.sub("", text)
+    if not ascii_ or "  " in text or "\t" in text:
+        text = _SPACES_TO_CHANGE.sub(" ", text)
+    if " \n" in text:
+        text = _TRAILING.sub("\n", text)
+    if "\n " in text:
+        text = _LEADING.sub("\n", text)
+    if "\n\n\n" in text:
+        text = _BLANK_LINES.sub("\n\n", text)
+    return text.strip()
+
+
+def clean_whitespace_reference(text: str) -> str:
+    """``clean_whitespace`` step by step, every step on every text (for tests)."""
     text = _NEWLINES.sub("\n", text)
     text = _CONTROL.sub("", text)
     text = _SPACES.sub(" ", text)
