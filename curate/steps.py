@@ -154,7 +154,8 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
     fresh = {}
     need = [f for f in files if cache.get(f["path"], {}).get("fingerprint") != prints[f["path"]]]
     if need:
-        found = run.executor.map(_plan_file, [(f["path"], f["format"], p.split_bytes) for f in need])
+        found = run.executor.map(_plan_file, [(f["path"], f["format"], p.split_bytes, str(read_index_path(run, f["path"], prints)))
+                                              for f in need])
         for f, splits in zip(need, found):
             fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
         cache = {**cache, **fresh}
@@ -170,8 +171,23 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
 
 
 def _plan_file(args: tuple) -> list[dict]:
-    path, fmt, target = args
-    return readers.plan_splits(path, fmt, target_bytes=target)
+    path, fmt, target, index_path = args
+    return readers.plan_splits(path, fmt, target_bytes=target, index_path=index_path)
+
+
+READ_PLANS = Path("plans") / "00_read"  # seek indexes of one-stream .gz inputs, removed once the read step is done
+
+
+def read_index_path(run: Run, path: str, prints: dict) -> Path:
+    """Where the read step keeps the seek index of one input (a new name when the file changes)."""
+    return run.out / READ_PLANS / f"{_digest([path, prints[path]])}.gzidx"
+
+
+def remove_read_plans(run: Run) -> None:
+    """The read step's seek indexes, once every read task is done (a split whose index is gone still reads,
+    from the start of its file: the same records)."""
+    if not run.pipeline.keep_plans and (run.out / READ_PLANS).is_dir():
+        shutil.rmtree(run.out / READ_PLANS)
 
 
 def map_tasks(run: Run, step: Step, inputs: list[dict], common: dict) -> list[dict]:
@@ -264,6 +280,8 @@ def remove_plans(run: Run, steps: list[Step]) -> None:
     if run.pipeline.keep_plans:
         return
     for step in steps:
+        if step.reads:
+            remove_read_plans(run)
         if step.global_stage is not None:
             stage_cls = stage_class(step.global_stage.type)
             remove_plan(run.out / "plans" / step.dirname, tuple(getattr(stage_cls, "report_parts", ())))

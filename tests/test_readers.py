@@ -328,3 +328,41 @@ def test_a_reader_bug_sets_the_rest_of_the_split_aside(tmp_path, monkeypatch):
     items = list(read_file(str(p), "jsonl"))
     assert [it[0] for it in items] == ["doc", "drop"] and items[1][2] == "reader_error"
     assert "KeyError" in items[1][1]["text"]
+
+
+@pytest.mark.parametrize("target", [300, 2000, 12000])
+def test_single_stream_gzip_with_an_index_reads_only_its_range(tmp_path, target):
+    payload = b"\n".join(_jsonl_lines(600)) + b"\n"
+    p = tmp_path / "one.jsonl.gz"
+    p.write_bytes(gzip.compress(payload))
+    index = tmp_path / "plans" / "one.gzidx"
+    splits = plan_splits(str(p), "jsonl", target_bytes=target, index_path=str(index))
+    json.dumps(splits)
+    assert len(splits) >= len(payload) // target // 2 and all(s.get("index") == str(index) for s in splits)
+    assert index.exists() and not list(index.parent.glob(".*.tmp"))
+    whole = _items(read_file(str(p), "jsonl"))
+    # cut at line starts: a record on each side of every cut, each read once, with the ids of the whole read
+    starts = [s["dstart"] for s in splits]
+    assert all(payload[a - 1:a] == b"\n" for a in starts[1:])
+    assert all(s["newlines"] == payload[:s["dstart"]].count(b"\n") for s in splits)
+    per_split = [_items(read_split(s))[0] for s in splits]
+    assert all(per_split[k] for k in range(len(splits)))
+    assert _items(it for part in per_split for it in part) == whole
+    # the index gone (removed with the run's plans): the same records, read from the start of the file
+    index.unlink()
+    assert _items(it for s in splits for it in read_split(s)) == whole
+
+
+def test_a_gzip_that_is_not_one_intact_member_gets_no_index(tmp_path):
+    payload = b"\n".join(_jsonl_lines(300)) + b"\n"
+    blob = gzip.compress(payload)
+    cases = {"trunc.jsonl.gz": blob[: len(blob) // 2], "trail.jsonl.gz": blob + b"junk after the member",
+             "two.jsonl.gz": gzip.compress(payload[:100]) + gzip.compress(payload[100:]),
+             "bad.jsonl.gz": blob[:200] + bytes(40) + blob[240:]}
+    for name, data in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        index = tmp_path / f"{name}.gzidx"
+        splits = plan_splits(str(p), "jsonl", target_bytes=500, index_path=str(index))
+        assert not index.exists() and not any("index" in s for s in splits), name
+        assert _items(it for s in splits for it in read_split(s)) == _items(read_file(str(p), "jsonl")), name

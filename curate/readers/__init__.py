@@ -66,15 +66,18 @@ def infer_format(path: str) -> str | None:
     return None
 
 
-def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES) -> list[dict]:
+def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES,
+                index_path: str | None = None) -> list[dict]:
     """The read tasks of one input file: JSON-serialisable splits in file order, each ``{"path", "format", ...}``.
 
     Planning reads little: footers (Parquet/Arrow), a few KiB at each cut point (WARC, compressed JSONL);
-    plain JSONL is read once to count newlines (line numbers are ids). A file that cannot be planned is one split."""
+    plain JSONL is read once to count newlines (line numbers are ids). A one-stream ``.jsonl.gz`` is
+    decompressed once when ``index_path`` is given, to write a seek index there that its splits read
+    through (:mod:`~curate.readers.gzindex`). A file that cannot be planned is one split."""
     _check_format(fmt)
     try:
         if fmt == "jsonl":
-            return jsonl.plan(path, target_bytes)
+            return jsonl.plan(path, target_bytes, index_path)
         if fmt == "warc":
             return warc.plan(path, target_bytes)
         if fmt in ("parquet", "arrow"):
