@@ -17,7 +17,11 @@ fineweb_quality, exact_dedup, minhash_dedup) with ``--workers`` processes, watch
 - cores busy: CPU seconds of the whole process tree / wall seconds (goal from one file: >= 1.7 of 2);
 - peak RSS: the largest sum of resident memory over the tree (goal: < 4 GiB at 1M documents);
 - bytes under OUT at the peak and at the end, against the compressed input (goals: <= 2x, <= 1.3x);
-- the seconds a rerun of the finished run takes (it only reads task markers; process start included).
+- the seconds a rerun of the finished run takes (it only reads task markers; process start included);
+- cores wanted: the mean number of the run's processes that wanted a core (state R), which, unlike cores
+  busy, does not fall when other jobs share the machine; and a timeline per step (its plan, its tasks,
+  from the task markers' times) with the cores wanted in each phase, to find idle time;
+- what was under OUT at its peak, per folder.
 
 The machine is shared with other jobs: wall-clock figures (docs/s, cores busy) are noisy; run it twice
 before trusting a difference. Nothing is asserted; the figures are printed with their goals.
@@ -145,7 +149,26 @@ def run_one(inputs: str, input_bytes: int, out: Path, workers: int, shard_rows: 
     again = run_watched([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], str(out), env=env, cwd=ROOT)
     resume = time.time() - t0 if again.returncode == 0 else float("nan")
     return {"docs": n, "kept": stats["stages"][-1]["kept"], "wall": u.wall, "cpu": u.cpu, "rss": u.peak_rss,
-            "peak": u.peak_folder, "end": u.end_folder, "input": input_bytes, "resume": resume}
+            "peak": u.peak_folder, "end": u.end_folder, "input": input_bytes, "resume": resume,
+            "wanted": u.runnable, "phases": phases(out, u), "breakdown": u.peak_breakdown}
+
+
+def phases(out: Path, u) -> list[tuple[str, float, float, int, float]]:
+    """(phase, start s, end s, tasks, cores wanted) per step: its plan (read: the splits), then its tasks;
+    times from the files each phase writes last (``_splits.json``, ``_plan.json``, task markers)."""
+    rows, prev_end = [], 0.0
+    for step in sorted(p for p in (out / "steps").iterdir() if p.is_dir()):
+        plan_file = step / ("_splits.json" if step.name.startswith("00_") else "_plan.json")
+        markers = sorted(m.stat().st_mtime - u.started for m in (step / "_tasks").glob("*.json"))
+        if not markers:
+            continue
+        plan_end = plan_file.stat().st_mtime - u.started if plan_file.exists() else prev_end
+        plan_end = min(max(plan_end, prev_end), markers[0])
+        rows.append((f"{step.name} plan", prev_end, plan_end, 0, u.runnable_between(prev_end, plan_end)))
+        rows.append((f"{step.name} tasks", plan_end, markers[-1], len(markers), u.runnable_between(plan_end, markers[-1])))
+        prev_end = markers[-1]
+    rows.append(("manifest, stats, cleanup", prev_end, u.wall, 0, u.runnable_between(prev_end, u.wall)))
+    return rows
 
 
 def main(argv=None) -> int:
@@ -156,6 +179,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shard-rows", type=int, default=5000)
     ap.add_argument("--work", default="/tmp/corpus_scale", help="scratch folder (removed unless --keep)")
     ap.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
+    ap.add_argument("--layouts", nargs="+", choices=["1", "16"], default=["1", "16"],
+                    help="which layouts to run: 1 file, 16 files (default both)")
     args = ap.parse_args(argv)
     prose = next((p for p in PROSE if p.exists()), None)
     if prose is None:
@@ -172,7 +197,8 @@ def main(argv=None) -> int:
             one, many, text_bytes = build(n, work, prose)
             gz = (one / "corpus.jsonl.gz").stat().st_size
             print(f"\n{n:,} documents: {text_bytes / 1e6:,.0f} MB of text, {gz / 1e6:,.0f} MB gzipped (built in {time.time() - t0:.0f}s)")
-            for label, inputs in (("1 file", str(one / "corpus.jsonl.gz")), ("16 files", str(many / "*.jsonl.gz"))):
+            layouts = {"1": ("1 file", str(one / "corpus.jsonl.gz")), "16": ("16 files", str(many / "*.jsonl.gz"))}
+            for label, inputs in (layouts[k] for k in args.layouts):
                 r = run_one(inputs, gz, work / f"out-{n}-{label.replace(' ', '')}", args.workers, args.shard_rows)
                 r.update(label=label, n=n)
                 rows.append(r)
@@ -181,10 +207,15 @@ def main(argv=None) -> int:
                       f"OUT peak {r['peak'] / gz:.2f}x / end {r['end'] / gz:.2f}x the gzipped input "
                       f"({r['kept']:,} of {r['docs']:,} kept, {r['wall']:.0f}s, {r['docs'] / r['cpu']:,.0f} docs per CPU-second, "
                       f"load average {os.getloadavg()[0]:.1f}); a finished run rerun: {r['resume']:.1f}s")
+                print(f"{'':12}cores wanted (processes ready to run) {r['wanted']:.2f} of {args.workers}; timeline:")
+                for name, a, b, ntasks, wanted in r["phases"]:
+                    print(f"{'':14}{name:<28}{a:7.1f}s - {b:7.1f}s  {ntasks:5d} tasks  cores wanted {wanted:.2f}")
+                top = sorted(r["breakdown"].items(), key=lambda kv: -kv[1])[:6]
+                print(f"{'':12}OUT at its peak: " + ", ".join(f"{k} {v / gz:.2f}x" for k, v in top))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("\ngoals: from 1 file cores busy >= 1.7 of 2; OUT end <= 1.3x and peak <= 2x the gzipped input; "
+    print("\ngoals: from 1 file cores busy >= 1.7 of 2 (cores wanted shows it without other jobs' load); OUT end <= 1.3x and peak <= 2x the gzipped input; "
           "peak RSS < 4 GiB at 1M documents; docs/s per core within 10% across sizes")
     for label in ("1 file", "16 files"):
         mine = [r for r in rows if r["label"] == label]
