@@ -366,3 +366,31 @@ def test_a_gzip_that_is_not_one_intact_member_gets_no_index(tmp_path):
         splits = plan_splits(str(p), "jsonl", target_bytes=500, index_path=str(index))
         assert not index.exists() and not any("index" in s for s in splits), name
         assert _items(it for s in splits for it in read_split(s)) == _items(read_file(str(p), "jsonl")), name
+
+
+def test_the_read_step_splits_a_one_stream_gzip_through_its_index_and_removes_it(tmp_path, sample_dir):
+    """A run over one ``gzip file.jsonl``: several read tasks, the documents and ids of an unsplit run, and
+    the seek index gone once the read step is done (kept with ``keep_plans``)."""
+    from curate.executors.local import LocalExecutor
+    from curate.pipeline import load_pipeline
+    from curate.runner import run_pipeline
+    from curate.shards import read_shard
+
+    def run(name, extra):
+        out = tmp_path / name
+        toml = tmp_path / f"{name}.toml"
+        toml.write_text(f'[pipeline]\nname = "t"\noutput = "{out}"\nshard_rows = 100\n{extra}\n'
+                        f'[[sources]]\npath = "{sample_dir / "prose.jsonl.gz"}"\n[[stages]]\ntype = "normalize"\n')
+        run_pipeline(load_pipeline(toml), LocalExecutor(2), progress=False)
+        manifest = json.loads((out / "manifest.json").read_text())
+        ids = [i for e in manifest["shards"] for i in read_shard(out / e["path"]).column("id").to_pylist()]
+        return out, ids, json.loads((out / "steps/00_read/_splits.json").read_text())
+
+    _, whole, _ = run("whole", "split_bytes = 1073741824")
+    out, split, plan = run("split", "split_bytes = 1000000")
+    (splits,) = [v["splits"] for v in plan.values()]
+    assert len(splits) >= 4 and all(s.get("index") for s in splits)
+    assert sorted(split) == sorted(whole) and len(set(whole)) == len(whole) == 426
+    assert not (out / "plans").exists()
+    kept, ids, _ = run("kept", "split_bytes = 1000000\nkeep_plans = true")
+    assert sorted(ids) == sorted(whole) and list((kept / "plans/00_read").glob("*.gzidx"))
