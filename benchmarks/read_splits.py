@@ -11,7 +11,7 @@ second), and CPU seconds to read every split one after the other against one who
 what splitting adds in total work). A one-stream gzip is planned twice: with a seek index (``gz-1-member``,
 what the read step does: planning decompresses once, each split reads its own range) and without one
 (``gz-1-no-index``, the fallback for a damaged file: each split decompresses from the start, about
-``(n + 1) / 2`` times the work, capped at 8 splits), as is a one-frame ``.jsonl.zst``. All figures are measured
+``(n + 1) / 2`` times the work, capped at 8 splits), as is a one-frame ``.jsonl.zst`` (capped at 32). All figures are measured
 in this one run (the machine is shared).
 """
 from __future__ import annotations

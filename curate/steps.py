@@ -131,7 +131,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     # 3. the plan, then the tasks
     plan_stats = {}
     if todo and not step.reads:
-        needed = range(len(inputs)) if step.global_stage else [t["shard_index"] for t in todo]
+        plan_built = step.global_stage is None or _plan_built(run, step, inputs)
+        needed = [t["shard_index"] for t in todo] if plan_built else range(len(inputs))
         missing = sorted({producers[i] for i in needed if not (out / inputs[i]["path"]).exists()})
         if missing:
             raise MissingInputs(missing)
@@ -140,7 +141,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     if todo:
         fn = tasks.read_task if step.reads else tasks.map_task
         label = "+".join(step.stage_names)
-        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job)):
+        done = None if step.reads else (lambda m, by_id={t["task_id"]: t for t in todo}: remove_input(run, by_id[m["task_id"]]))
+        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job), on_done=done):
             markers[m["task_id"]] = m
     ordered = [markers[t["task_id"]] for t in job]
     return StepResult(step, ordered, [marker_dir / f"{t['task_id']}.json" for t in job], plan_stats)
@@ -234,8 +236,9 @@ def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: b
     return stats
 
 
-def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int) -> list[dict]:
-    """Run tasks on the executor; each finished task's marker is written (last) as it arrives."""
+def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int, on_done=None) -> list[dict]:
+    """Run tasks on the executor; each finished task's marker is written (last) as it arrives, then
+    ``on_done(marker)`` is called."""
     bar = tqdm(total=total, initial=total - len(todo), desc=f"  {label}", unit="task",
                disable=not run.progress, dynamic_ncols=True)
     t0, docs = time.time(), 0
@@ -243,6 +246,8 @@ def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, tota
     def finished(marker: dict) -> None:
         nonlocal docs
         write_json(marker, marker_dir / f"{marker['task_id']}.json")
+        if on_done is not None:
+            on_done(marker)
         docs += marker["docs"]
         bar.update()
         bar.set_postfix_str(f"{docs / max(time.time() - t0, 1e-9):,.0f} docs/s")
@@ -262,6 +267,20 @@ def forget(marker_path: Path, out: Path) -> None:
     for e in m.get("outputs", []) + m.get("dropped", []):
         (out / e["path"]).unlink(missing_ok=True)
     marker_path.unlink(missing_ok=True)
+
+
+def _plan_built(run: Run, step: Step, inputs: list[dict]) -> bool:
+    """The step's plan is complete for these inputs: its tasks need only their own input shards."""
+    done = run.out / "plans" / step.dirname / "_done.json"
+    return done.exists() and read_json(done).get("digest") == plan_digest(inputs)
+
+
+def remove_input(run: Run, task: dict) -> None:
+    """A map task's input shard once its marker is written (its plan, if any, was built before the tasks ran):
+    the steps' shards on disk shrink as the next step's grow, so OUT holds about one copy, not two."""
+    path = Path(task["input"])
+    if not run.pipeline.keep_intermediate and path.parent.parent.name == "steps":
+        path.unlink(missing_ok=True)
 
 
 def remove_intermediate(run: Run, result: StepResult) -> None:

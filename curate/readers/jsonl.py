@@ -17,10 +17,11 @@ Splits (each owns the lines that *start* in it):
   *decompressed* stream about ``target_bytes`` long, cut at line starts, each with the count of lines
   before it, and each reads only its own range (plus at most one seek-point spacing).
 - otherwise compressed as one stream (zstd; gzip without an index or whose index cannot be built: damaged,
-  truncated): ``MAX_STREAM_SPLITS`` ranges of the *decompressed* stream; every split decompresses from the
-  start and skips (counting newlines only) up to its range, so planning costs nothing but the total
-  decompression grows to about ``(n + 1) / 2`` times the file's. (zstd decompresses at about 1 GB/s per core,
-  so this stays a few percent of the map stages' work; see ``benchmarks/read_splits.py``.)
+  truncated): up to ``MAX_STREAM_SPLITS[kind]`` ranges of the *decompressed* stream; every split decompresses
+  from the start and skips (counting newlines only) up to its range, so planning costs nothing but the total
+  decompression grows to about ``(n + 1) / 2`` times the file's. zstd decompresses at over 1 GB/s per core,
+  about a thousand times the map stages' speed, so 32 splits add about 1% to a run's work; gzip is slower
+  and this path is only its fallback: 8 (``benchmarks/read_splits.py`` prints both).
 
 A split with an index that has gone missing (removed with the run's plans) is read the second way, with the
 same records and ids.
@@ -36,7 +37,7 @@ from curate.readers import gzindex, streams
 from curate.readers.lines import PREFIX, split_lines
 from curate.readers.text import check_text, row
 
-MAX_STREAM_SPLITS = 8
+MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32}
 
 
 def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[dict]:
@@ -71,7 +72,7 @@ def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[di
             return [{**base, "start": 0, "stop": None, "dstart": a, "dstop": b, "newlines": n, "index": index_path}
                     for a, b, n in ranges]
     estimate = _estimate_decompressed(path, kind, size)
-    n = max(1, min(MAX_STREAM_SPLITS, math.ceil(estimate / target_bytes)))
+    n = max(1, min(MAX_STREAM_SPLITS[kind], math.ceil(estimate / target_bytes)))
     bounds = [round(k * estimate / n) for k in range(n)] + [None]
     return [{**base, "start": 0, "stop": None, "dstart": a, "dstop": b} for a, b in zip(bounds, bounds[1:])]
 
