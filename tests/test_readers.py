@@ -394,3 +394,10 @@ def test_the_read_step_splits_a_one_stream_gzip_through_its_index_and_removes_it
     assert not (out / "plans").exists()
     kept, ids, _ = run("kept", "split_bytes = 1000000\nkeep_plans = true")
     assert sorted(ids) == sorted(whole) and list((kept / "plans/00_read").glob("*.gzidx"))
+
+
+def test_plain_latin1_jsonl_named_gz_is_read_as_lines(tmp_path):
+    p = tmp_path / "latin.jsonl.gz"
+    p.write_bytes(b'{"text": "caf\xe9"}\n{"text": "fine"}\n')
+    docs, drops, _ = collect(p, "jsonl")
+    assert [d["text"] for d in docs] == ["fine"] and [r for _, r in drops] == ["invalid_utf8"]
