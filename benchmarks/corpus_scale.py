@@ -89,15 +89,19 @@ def paragraphs(path: Path) -> list[str]:
     return out
 
 
-def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000) -> list[dict]:
+POOL = 100_000  # copies are drawn from the last POOL documents, so building 1M documents needs little memory
+
+
+def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000):
+    """Yield ``n`` documents of about ``target`` characters, 3% exact and 3% near copies of earlier ones."""
     rng = random.Random(seed)
-    docs = []
+    pool: list[str] = []
     for i in range(n):
         r = rng.random()
-        if docs and r < 0.03:  # an exact copy of an earlier document
-            text = docs[rng.randrange(len(docs))]["text"]
-        elif docs and r < 0.06:  # a near copy: one word in 50 changed
-            words = docs[rng.randrange(len(docs))]["text"].split(" ")
+        if pool and r < 0.03:  # an exact copy of an earlier document
+            text = pool[rng.randrange(len(pool))]
+        elif pool and r < 0.06:  # a near copy: one word in 50 changed
+            words = pool[rng.randrange(len(pool))].split(" ")
             for j in range(0, len(words), 50):
                 words[j] = "changed"
             text = " ".join(words)
@@ -108,28 +112,34 @@ def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000) -> list
                 parts.append(p)
                 size += len(p)
             text = "\n\n".join(parts)
-        docs.append({"id": f"d{i:08d}", "text": text})
-    return docs
-
-
-def write_jsonl_gz(docs: list[dict], path: Path) -> None:
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
-        for d in docs:
-            f.write(json.dumps(d) + "\n")
+        if len(pool) < POOL:
+            pool.append(text)
+        else:
+            pool[i % POOL] = text
+        yield {"id": f"d{i:08d}", "text": text}
 
 
 def build(n: int, work: Path, prose: Path) -> tuple[Path, Path, int]:
+    """The corpus as one .jsonl.gz and as 16, written as it is composed (memory stays small at any size)."""
     one, many = work / f"one-{n}", work / f"many-{n}"
     if not (one / "corpus.jsonl.gz").exists() or not (many / "part-15.jsonl.gz").exists():
         paras = paragraphs(prose)
-        docs = compose(paras, n)
         one.mkdir(parents=True, exist_ok=True)
         many.mkdir(parents=True, exist_ok=True)
-        write_jsonl_gz(docs, one / "corpus.jsonl.gz")
-        per = -(-n // 16)
-        for k in range(16):
-            write_jsonl_gz(docs[k * per:(k + 1) * per], many / f"part-{k:02d}.jsonl.gz")
-        text_bytes = sum(len(d["text"].encode()) for d in docs)
+        per, text_bytes, part = -(-n // 16), 0, None
+        with gzip.open(one / "corpus.jsonl.gz", "wt", encoding="utf-8", compresslevel=6) as whole:
+            for i, d in enumerate(compose(paras, n)):
+                if i % per == 0:
+                    if part is not None:
+                        part.close()
+                    part = gzip.open(many / f"part-{i // per:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=6)
+                line = json.dumps(d) + "\n"
+                whole.write(line)
+                part.write(line)
+                text_bytes += len(d["text"].encode())
+        part.close()
+        for k in range(16):  # fewer documents than 16 files' worth: the rest are empty
+            (many / f"part-{k:02d}.jsonl.gz").exists() or gzip.open(many / f"part-{k:02d}.jsonl.gz", "wt").close()
         (work / f"text-bytes-{n}").write_text(str(text_bytes))
     return one, many, int((work / f"text-bytes-{n}").read_text())
 
