@@ -17,7 +17,11 @@ fineweb_quality, exact_dedup, minhash_dedup) with ``--workers`` processes, watch
 - cores busy: CPU seconds of the whole process tree / wall seconds (goal from one file: >= 1.7 of 2);
 - peak RSS: the largest sum of resident memory over the tree (goal: < 4 GiB at 1M documents);
 - bytes under OUT at the peak and at the end, against the compressed input (goals: <= 2x, <= 1.3x);
-- the seconds a rerun of the finished run takes (it only reads task markers; process start included).
+- the seconds a rerun of the finished run takes (it only reads task markers; process start included);
+- cores wanted: the mean number of the run's processes that wanted a core (state R), which, unlike cores
+  busy, does not fall when other jobs share the machine; and a timeline per step (its plan, its tasks,
+  from the task markers' times) with the cores wanted in each phase, to find idle time;
+- what was under OUT at its peak, per folder.
 
 The machine is shared with other jobs: wall-clock figures (docs/s, cores busy) are noisy; run it twice
 before trusting a difference. Nothing is asserted; the figures are printed with their goals.
@@ -85,15 +89,19 @@ def paragraphs(path: Path) -> list[str]:
     return out
 
 
-def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000) -> list[dict]:
+POOL = 100_000  # copies are drawn from the last POOL documents, so building 1M documents needs little memory
+
+
+def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000):
+    """Yield ``n`` documents of about ``target`` characters, 3% exact and 3% near copies of earlier ones."""
     rng = random.Random(seed)
-    docs = []
+    pool: list[str] = []
     for i in range(n):
         r = rng.random()
-        if docs and r < 0.03:  # an exact copy of an earlier document
-            text = docs[rng.randrange(len(docs))]["text"]
-        elif docs and r < 0.06:  # a near copy: one word in 50 changed
-            words = docs[rng.randrange(len(docs))]["text"].split(" ")
+        if pool and r < 0.03:  # an exact copy of an earlier document
+            text = pool[rng.randrange(len(pool))]
+        elif pool and r < 0.06:  # a near copy: one word in 50 changed
+            words = pool[rng.randrange(len(pool))].split(" ")
             for j in range(0, len(words), 50):
                 words[j] = "changed"
             text = " ".join(words)
@@ -104,28 +112,34 @@ def compose(paras: list[str], n: int, seed: int = 0, target: int = 4000) -> list
                 parts.append(p)
                 size += len(p)
             text = "\n\n".join(parts)
-        docs.append({"id": f"d{i:08d}", "text": text})
-    return docs
-
-
-def write_jsonl_gz(docs: list[dict], path: Path) -> None:
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
-        for d in docs:
-            f.write(json.dumps(d) + "\n")
+        if len(pool) < POOL:
+            pool.append(text)
+        else:
+            pool[i % POOL] = text
+        yield {"id": f"d{i:08d}", "text": text}
 
 
 def build(n: int, work: Path, prose: Path) -> tuple[Path, Path, int]:
+    """The corpus as one .jsonl.gz and as 16, written as it is composed (memory stays small at any size)."""
     one, many = work / f"one-{n}", work / f"many-{n}"
     if not (one / "corpus.jsonl.gz").exists() or not (many / "part-15.jsonl.gz").exists():
         paras = paragraphs(prose)
-        docs = compose(paras, n)
         one.mkdir(parents=True, exist_ok=True)
         many.mkdir(parents=True, exist_ok=True)
-        write_jsonl_gz(docs, one / "corpus.jsonl.gz")
-        per = -(-n // 16)
-        for k in range(16):
-            write_jsonl_gz(docs[k * per:(k + 1) * per], many / f"part-{k:02d}.jsonl.gz")
-        text_bytes = sum(len(d["text"].encode()) for d in docs)
+        per, text_bytes, part = -(-n // 16), 0, None
+        with gzip.open(one / "corpus.jsonl.gz", "wt", encoding="utf-8", compresslevel=6) as whole:
+            for i, d in enumerate(compose(paras, n)):
+                if i % per == 0:
+                    if part is not None:
+                        part.close()
+                    part = gzip.open(many / f"part-{i // per:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=6)
+                line = json.dumps(d) + "\n"
+                whole.write(line)
+                part.write(line)
+                text_bytes += len(d["text"].encode())
+        part.close()
+        for k in range(16):  # fewer documents than 16 files' worth: the rest are empty
+            (many / f"part-{k:02d}.jsonl.gz").exists() or gzip.open(many / f"part-{k:02d}.jsonl.gz", "wt").close()
         (work / f"text-bytes-{n}").write_text(str(text_bytes))
     return one, many, int((work / f"text-bytes-{n}").read_text())
 
@@ -145,7 +159,26 @@ def run_one(inputs: str, input_bytes: int, out: Path, workers: int, shard_rows: 
     again = run_watched([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], str(out), env=env, cwd=ROOT)
     resume = time.time() - t0 if again.returncode == 0 else float("nan")
     return {"docs": n, "kept": stats["stages"][-1]["kept"], "wall": u.wall, "cpu": u.cpu, "rss": u.peak_rss,
-            "peak": u.peak_folder, "end": u.end_folder, "input": input_bytes, "resume": resume}
+            "peak": u.peak_folder, "end": u.end_folder, "input": input_bytes, "resume": resume,
+            "wanted": u.runnable, "phases": phases(out, u), "breakdown": u.peak_breakdown}
+
+
+def phases(out: Path, u) -> list[tuple[str, float, float, int, float]]:
+    """(phase, start s, end s, tasks, cores wanted) per step: its plan (read: the splits), then its tasks;
+    times from the files each phase writes last (``_splits.json``, ``_plan.json``, task markers)."""
+    rows, prev_end = [], 0.0
+    for step in sorted(p for p in (out / "steps").iterdir() if p.is_dir()):
+        plan_file = step / ("_splits.json" if step.name.startswith("00_") else "_plan.json")
+        markers = sorted(m.stat().st_mtime - u.started for m in (step / "_tasks").glob("*.json"))
+        if not markers:
+            continue
+        plan_end = plan_file.stat().st_mtime - u.started if plan_file.exists() else prev_end
+        plan_end = min(max(plan_end, prev_end), markers[0])
+        rows.append((f"{step.name} plan", prev_end, plan_end, 0, u.runnable_between(prev_end, plan_end)))
+        rows.append((f"{step.name} tasks", plan_end, markers[-1], len(markers), u.runnable_between(plan_end, markers[-1])))
+        prev_end = markers[-1]
+    rows.append(("manifest, stats, cleanup", prev_end, u.wall, 0, u.runnable_between(prev_end, u.wall)))
+    return rows
 
 
 def main(argv=None) -> int:
@@ -156,6 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shard-rows", type=int, default=5000)
     ap.add_argument("--work", default="/tmp/corpus_scale", help="scratch folder (removed unless --keep)")
     ap.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
+    ap.add_argument("--layouts", nargs="+", choices=["1", "16"], default=["1", "16"],
+                    help="which layouts to run: 1 file, 16 files (default both)")
     args = ap.parse_args(argv)
     prose = next((p for p in PROSE if p.exists()), None)
     if prose is None:
@@ -172,7 +207,8 @@ def main(argv=None) -> int:
             one, many, text_bytes = build(n, work, prose)
             gz = (one / "corpus.jsonl.gz").stat().st_size
             print(f"\n{n:,} documents: {text_bytes / 1e6:,.0f} MB of text, {gz / 1e6:,.0f} MB gzipped (built in {time.time() - t0:.0f}s)")
-            for label, inputs in (("1 file", str(one / "corpus.jsonl.gz")), ("16 files", str(many / "*.jsonl.gz"))):
+            layouts = {"1": ("1 file", str(one / "corpus.jsonl.gz")), "16": ("16 files", str(many / "*.jsonl.gz"))}
+            for label, inputs in (layouts[k] for k in args.layouts):
                 r = run_one(inputs, gz, work / f"out-{n}-{label.replace(' ', '')}", args.workers, args.shard_rows)
                 r.update(label=label, n=n)
                 rows.append(r)
@@ -181,10 +217,15 @@ def main(argv=None) -> int:
                       f"OUT peak {r['peak'] / gz:.2f}x / end {r['end'] / gz:.2f}x the gzipped input "
                       f"({r['kept']:,} of {r['docs']:,} kept, {r['wall']:.0f}s, {r['docs'] / r['cpu']:,.0f} docs per CPU-second, "
                       f"load average {os.getloadavg()[0]:.1f}); a finished run rerun: {r['resume']:.1f}s")
+                print(f"{'':12}cores wanted (processes ready to run) {r['wanted']:.2f} of {args.workers}; timeline:")
+                for name, a, b, ntasks, wanted in r["phases"]:
+                    print(f"{'':14}{name:<28}{a:7.1f}s - {b:7.1f}s  {ntasks:5d} tasks  cores wanted {wanted:.2f}")
+                top = sorted(r["breakdown"].items(), key=lambda kv: -kv[1])[:6]
+                print(f"{'':12}OUT at its peak: " + ", ".join(f"{k} {v / gz:.2f}x" for k, v in top))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("\ngoals: from 1 file cores busy >= 1.7 of 2; OUT end <= 1.3x and peak <= 2x the gzipped input; "
+    print("\ngoals: from 1 file cores busy >= 1.7 of 2 (cores wanted shows it without other jobs' load); OUT end <= 1.3x and peak <= 2x the gzipped input; "
           "peak RSS < 4 GiB at 1M documents; docs/s per core within 10% across sizes")
     for label in ("1 file", "16 files"):
         mine = [r for r in rows if r["label"] == label]

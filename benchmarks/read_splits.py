@@ -8,8 +8,11 @@ Builds JSONL of real prose (``../shared/corpora/prose/english_prose.jsonl`` repe
 ``.jsonl.gz`` (1 MiB members, as bgzip writes them) and ``.jsonl.zst``, plus a per-record ``.warc.gz`` made of
 the sample crawl's pages. For each it prints: the number of splits, planning seconds (and MB planned per
 second), and CPU seconds to read every split one after the other against one whole read (``split/whole``:
-what splitting adds in total work; a one-stream gzip/zst file pays for decompressing up to each split, about
-``(n + 1) / 2`` times, capped at 8 splits). All figures are measured in this one run (the machine is shared).
+what splitting adds in total work). A one-stream gzip is planned twice: with a seek index (``gz-1-member``,
+what the read step does: planning decompresses once, each split reads its own range) and without one
+(``gz-1-no-index``, the fallback for a damaged file: each split decompresses from the start, about
+``(n + 1) / 2`` times the work, capped at 8 splits), as is a one-frame ``.jsonl.zst`` (capped at 32). All figures are measured
+in this one run (the machine is shared).
 """
 from __future__ import annotations
 
@@ -90,11 +93,14 @@ def main(argv=None) -> None:
         for mb in args.mb:
             files = _build(base, mb, tmp)
             files["warc.gz"] = _warc(mb, tmp)
-            for name, path in files.items():
+            rows = list(files.items())
+            rows.insert(2, ("gz-1-no-index", files["gz-1-member"]))
+            for name, path in rows:
                 fmt = "warc" if "warc" in path else "jsonl"
                 size = os.path.getsize(path) / (1 << 20)
+                index = str(tmp / f"{name}.gzidx") if name == "gz-1-member" else None
                 t0 = time.perf_counter()
-                splits = readers.plan_splits(path, fmt, target_bytes=target)
+                splits = readers.plan_splits(path, fmt, target_bytes=target, index_path=index)
                 plan_s = time.perf_counter() - t0
                 whole_s, n_whole = _cpu_read(readers.plan_splits(path, fmt, target_bytes=1 << 62))
                 split_s, n_split = _cpu_read(splits)

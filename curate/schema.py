@@ -33,16 +33,29 @@ BASE_SCHEMA = pa.schema(
     ]
 )
 
-# Reason codes used by the reader for input that cannot become a document.
-# Stages define their own codes next to the rule that produces them.
+# Reason codes used by the readers for input that cannot become a document (the one table: readers.READ_REASONS
+# is this dict). Stages define their own codes next to the rule that produces them.
 READ_REASONS = {
-    "truncated_gzip": "the compressed stream ended early or is corrupt; records up to that point were kept",
-    "malformed_record": "a WARC/ARC/JSONL record that could not be parsed",
+    "truncated_gzip": "the file ends inside a gzip member; the records before were kept",
+    "truncated_zstd": "the file ends inside a zstd frame; the records before were kept",
+    "truncated_record": "the file ends inside a record",
+    "truncated_arrow": "an Arrow file or stream that ends early; its complete batches were kept",
+    "corrupt_gzip": "a gzip member that does not decode; reading went on at the next member",
+    "corrupt_zstd": "a zstd frame that does not decode; reading went on at the next frame",
+    "corrupt_row_group": "a Parquet row group that does not decode",
+    "corrupt_batch": "an Arrow record batch that does not decode",
+    "corrupt_file": "a Parquet/Arrow file whose footer or schema cannot be read",
+    "wrong_compression": "the name says compressed (.gz, .zst, .bz2, .xz) but the bytes are neither that, "
+                         "another compression that is read, nor text; the file is set aside whole",
+    "unsupported_compression": "bz2- or xz-compressed data (by its magic bytes): not read, set aside whole",
+    "bad_content_length": "a WARC record whose Content-Length does not match where the next record starts",
+    "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
     "invalid_utf8": "bytes that are not valid in any detected encoding",
-    "binary_content": "content that is not text (NUL bytes, non-text MIME type)",
+    "binary_content": "more than 5% control characters: not text",
     "empty_document": "no text at all after decoding",
-    "too_large": "larger than the reader's max_doc_bytes",
-    "missing_text": "a JSONL/Parquet row without a usable text field",
+    "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
+    "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
+    "reader_error": "a bug in the reader hit this file; the rest of the split is not read",
 }
 
 

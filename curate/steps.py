@@ -131,7 +131,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     # 3. the plan, then the tasks
     plan_stats = {}
     if todo and not step.reads:
-        needed = range(len(inputs)) if step.global_stage else [t["shard_index"] for t in todo]
+        plan_built = step.global_stage is None or _plan_built(run, step, inputs)
+        needed = [t["shard_index"] for t in todo] if plan_built else range(len(inputs))
         missing = sorted({producers[i] for i in needed if not (out / inputs[i]["path"]).exists()})
         if missing:
             raise MissingInputs(missing)
@@ -140,7 +141,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     if todo:
         fn = tasks.read_task if step.reads else tasks.map_task
         label = "+".join(step.stage_names)
-        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job)):
+        done = None if step.reads else (lambda m, by_id={t["task_id"]: t for t in todo}: remove_input(run, by_id[m["task_id"]]))
+        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job), on_done=done):
             markers[m["task_id"]] = m
     ordered = [markers[t["task_id"]] for t in job]
     return StepResult(step, ordered, [marker_dir / f"{t['task_id']}.json" for t in job], plan_stats)
@@ -154,7 +156,8 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
     fresh = {}
     need = [f for f in files if cache.get(f["path"], {}).get("fingerprint") != prints[f["path"]]]
     if need:
-        found = run.executor.map(_plan_file, [(f["path"], f["format"], p.split_bytes) for f in need])
+        found = run.executor.map(_plan_file, [(f["path"], f["format"], p.split_bytes, str(read_index_path(run, f["path"], prints)))
+                                              for f in need])
         for f, splits in zip(need, found):
             fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
         cache = {**cache, **fresh}
@@ -170,8 +173,23 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
 
 
 def _plan_file(args: tuple) -> list[dict]:
-    path, fmt, target = args
-    return readers.plan_splits(path, fmt, target_bytes=target)
+    path, fmt, target, index_path = args
+    return readers.plan_splits(path, fmt, target_bytes=target, index_path=index_path)
+
+
+READ_PLANS = Path("plans") / "00_read"  # seek indexes of one-stream .gz inputs, removed once the read step is done
+
+
+def read_index_path(run: Run, path: str, prints: dict) -> Path:
+    """Where the read step keeps the seek index of one input (a new name when the file changes)."""
+    return run.out / READ_PLANS / f"{_digest([path, prints[path]])}.gzidx"
+
+
+def remove_read_plans(run: Run) -> None:
+    """The read step's seek indexes, once every read task is done (a split whose index is gone still reads,
+    from the start of its file: the same records)."""
+    if not run.pipeline.keep_plans and (run.out / READ_PLANS).is_dir():
+        shutil.rmtree(run.out / READ_PLANS)
 
 
 def map_tasks(run: Run, step: Step, inputs: list[dict], common: dict) -> list[dict]:
@@ -218,8 +236,9 @@ def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: b
     return stats
 
 
-def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int) -> list[dict]:
-    """Run tasks on the executor; each finished task's marker is written (last) as it arrives."""
+def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int, on_done=None) -> list[dict]:
+    """Run tasks on the executor; each finished task's marker is written (last) as it arrives, then
+    ``on_done(marker)`` is called."""
     bar = tqdm(total=total, initial=total - len(todo), desc=f"  {label}", unit="task",
                disable=not run.progress, dynamic_ncols=True)
     t0, docs = time.time(), 0
@@ -227,6 +246,8 @@ def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, tota
     def finished(marker: dict) -> None:
         nonlocal docs
         write_json(marker, marker_dir / f"{marker['task_id']}.json")
+        if on_done is not None:
+            on_done(marker)
         docs += marker["docs"]
         bar.update()
         bar.set_postfix_str(f"{docs / max(time.time() - t0, 1e-9):,.0f} docs/s")
@@ -248,6 +269,20 @@ def forget(marker_path: Path, out: Path) -> None:
     marker_path.unlink(missing_ok=True)
 
 
+def _plan_built(run: Run, step: Step, inputs: list[dict]) -> bool:
+    """The step's plan is complete for these inputs: its tasks need only their own input shards."""
+    done = run.out / "plans" / step.dirname / "_done.json"
+    return done.exists() and read_json(done).get("digest") == plan_digest(inputs)
+
+
+def remove_input(run: Run, task: dict) -> None:
+    """A map task's input shard once its marker is written (its plan, if any, was built before the tasks ran):
+    the steps' shards on disk shrink as the next step's grow, so OUT holds about one copy, not two."""
+    path = Path(task["input"])
+    if not run.pipeline.keep_intermediate and path.parent.parent.name == "steps":
+        path.unlink(missing_ok=True)
+
+
 def remove_intermediate(run: Run, result: StepResult) -> None:
     """The shards of a step whose successor has finished: nothing reads them again (markers stay)."""
     if run.pipeline.keep_intermediate:
@@ -264,6 +299,8 @@ def remove_plans(run: Run, steps: list[Step]) -> None:
     if run.pipeline.keep_plans:
         return
     for step in steps:
+        if step.reads:
+            remove_read_plans(run)
         if step.global_stage is not None:
             stage_cls = stage_class(step.global_stage.type)
             remove_plan(run.out / "plans" / step.dirname, tuple(getattr(stage_cls, "report_parts", ())))

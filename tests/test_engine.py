@@ -312,7 +312,7 @@ def test_one_read_task_per_split_every_document_once(tmp_path, sample_dir, monke
                          LocalExecutor(1), progress=False)
     real_plan, real_read = readers.plan_splits, readers.read_split
 
-    def plan_splits(path, fmt, *, target_bytes):
+    def plan_splits(path, fmt, *, target_bytes, **kw):
         (whole,) = real_plan(path, fmt, target_bytes=1 << 40)
         return [{"whole": whole, "part": k, "parts": 3} for k in range(3)]
 

@@ -328,3 +328,76 @@ def test_a_reader_bug_sets_the_rest_of_the_split_aside(tmp_path, monkeypatch):
     items = list(read_file(str(p), "jsonl"))
     assert [it[0] for it in items] == ["doc", "drop"] and items[1][2] == "reader_error"
     assert "KeyError" in items[1][1]["text"]
+
+
+@pytest.mark.parametrize("target", [300, 2000, 12000])
+def test_single_stream_gzip_with_an_index_reads_only_its_range(tmp_path, target):
+    payload = b"\n".join(_jsonl_lines(600)) + b"\n"
+    p = tmp_path / "one.jsonl.gz"
+    p.write_bytes(gzip.compress(payload))
+    index = tmp_path / "plans" / "one.gzidx"
+    splits = plan_splits(str(p), "jsonl", target_bytes=target, index_path=str(index))
+    json.dumps(splits)
+    assert len(splits) >= len(payload) // target // 2 and all(s.get("index") == str(index) for s in splits)
+    assert index.exists() and not list(index.parent.glob(".*.tmp"))
+    whole = _items(read_file(str(p), "jsonl"))
+    # cut at line starts: a record on each side of every cut, each read once, with the ids of the whole read
+    starts = [s["dstart"] for s in splits]
+    assert all(payload[a - 1:a] == b"\n" for a in starts[1:])
+    assert all(s["newlines"] == payload[:s["dstart"]].count(b"\n") for s in splits)
+    per_split = [_items(read_split(s))[0] for s in splits]
+    assert all(per_split[k] for k in range(len(splits)))
+    assert _items(it for part in per_split for it in part) == whole
+    # the index gone (removed with the run's plans): the same records, read from the start of the file
+    index.unlink()
+    assert _items(it for s in splits for it in read_split(s)) == whole
+
+
+def test_a_gzip_that_is_not_one_intact_member_gets_no_index(tmp_path):
+    payload = b"\n".join(_jsonl_lines(300)) + b"\n"
+    blob = gzip.compress(payload)
+    cases = {"trunc.jsonl.gz": blob[: len(blob) // 2], "trail.jsonl.gz": blob + b"junk after the member",
+             "two.jsonl.gz": gzip.compress(payload[:100]) + gzip.compress(payload[100:]),
+             "bad.jsonl.gz": blob[:200] + bytes(40) + blob[240:]}
+    for name, data in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        index = tmp_path / f"{name}.gzidx"
+        splits = plan_splits(str(p), "jsonl", target_bytes=500, index_path=str(index))
+        assert not index.exists() and not any("index" in s for s in splits), name
+        assert _items(it for s in splits for it in read_split(s)) == _items(read_file(str(p), "jsonl")), name
+
+
+def test_the_read_step_splits_a_one_stream_gzip_through_its_index_and_removes_it(tmp_path, sample_dir):
+    """A run over one ``gzip file.jsonl``: several read tasks, the documents and ids of an unsplit run, and
+    the seek index gone once the read step is done (kept with ``keep_plans``)."""
+    from curate.executors.local import LocalExecutor
+    from curate.pipeline import load_pipeline
+    from curate.runner import run_pipeline
+    from curate.shards import read_shard
+
+    def run(name, extra):
+        out = tmp_path / name
+        toml = tmp_path / f"{name}.toml"
+        toml.write_text(f'[pipeline]\nname = "t"\noutput = "{out}"\nshard_rows = 100\n{extra}\n'
+                        f'[[sources]]\npath = "{sample_dir / "prose.jsonl.gz"}"\n[[stages]]\ntype = "normalize"\n')
+        run_pipeline(load_pipeline(toml), LocalExecutor(2), progress=False)
+        manifest = json.loads((out / "manifest.json").read_text())
+        ids = [i for e in manifest["shards"] for i in read_shard(out / e["path"]).column("id").to_pylist()]
+        return out, ids, json.loads((out / "steps/00_read/_splits.json").read_text())
+
+    _, whole, _ = run("whole", "split_bytes = 1073741824")
+    out, split, plan = run("split", "split_bytes = 1000000")
+    (splits,) = [v["splits"] for v in plan.values()]
+    assert len(splits) >= 4 and all(s.get("index") for s in splits)
+    assert sorted(split) == sorted(whole) and len(set(whole)) == len(whole) == 426
+    assert not (out / "plans").exists()
+    kept, ids, _ = run("kept", "split_bytes = 1000000\nkeep_plans = true")
+    assert sorted(ids) == sorted(whole) and list((kept / "plans/00_read").glob("*.gzidx"))
+
+
+def test_plain_latin1_jsonl_named_gz_is_read_as_lines(tmp_path):
+    p = tmp_path / "latin.jsonl.gz"
+    p.write_bytes(b'{"text": "caf\xe9"}\n{"text": "fine"}\n')
+    docs, drops, _ = collect(p, "jsonl")
+    assert [d["text"] for d in docs] == ["fine"] and [r for _, r in drops] == ["invalid_utf8"]

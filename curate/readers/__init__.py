@@ -22,32 +22,16 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.readers import html, jsonl, tables, warc
+from curate.readers.streams import unreadable
 from curate.readers.text import clean_row, row
+from curate.schema import READ_REASONS as _READ_REASONS
 
 FORMATS = ("warc", "html", "jsonl", "parquet", "arrow")
 DEFAULT_MAX_DOC_BYTES = 10 * 1024 * 1024  # a 10 MB document is far beyond any real web page's text
 DEFAULT_SPLIT_BYTES = 16 * 1024 * 1024  # a 36 MB .jsonl.gz of prose: 6 tasks, both cores busy from one file
 
-# What the readers' reasons mean (curate.schema.READ_REASONS holds the older subset).
-READ_REASONS = {
-    "truncated_gzip": "the file ends inside a gzip member; the records before were kept",
-    "truncated_zstd": "the file ends inside a zstd frame; the records before were kept",
-    "truncated_record": "the file ends inside a record",
-    "truncated_arrow": "an Arrow file or stream that ends early; its complete batches were kept",
-    "corrupt_gzip": "a gzip member that does not decode; reading went on at the next member",
-    "corrupt_zstd": "a zstd frame that does not decode; reading went on at the next frame",
-    "corrupt_row_group": "a Parquet row group that does not decode",
-    "corrupt_batch": "an Arrow record batch that does not decode",
-    "corrupt_file": "a Parquet/Arrow file whose footer or schema cannot be read",
-    "bad_content_length": "a WARC record whose Content-Length does not match where the next record starts",
-    "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
-    "invalid_utf8": "bytes that are not valid in any detected encoding",
-    "binary_content": "more than 5% control characters: not text",
-    "empty_document": "no text at all after decoding",
-    "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
-    "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
-    "reader_error": "a bug in the reader hit this file; the rest of the split is not read",
-}
+# What the readers' reasons mean: one table, in curate.schema (readers.READ_REASONS is the same object).
+READ_REASONS = _READ_REASONS
 
 _SUFFIXES = [
     (".warc.gz", "warc"), (".warc.zst", "warc"), (".warc", "warc"), (".arc.gz", "warc"), (".arc", "warc"),
@@ -66,15 +50,20 @@ def infer_format(path: str) -> str | None:
     return None
 
 
-def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES) -> list[dict]:
+def plan_splits(path: str, fmt: str, *, target_bytes: int = DEFAULT_SPLIT_BYTES,
+                index_path: str | None = None) -> list[dict]:
     """The read tasks of one input file: JSON-serialisable splits in file order, each ``{"path", "format", ...}``.
 
     Planning reads little: footers (Parquet/Arrow), a few KiB at each cut point (WARC, compressed JSONL);
-    plain JSONL is read once to count newlines (line numbers are ids). A file that cannot be planned is one split."""
+    plain JSONL is read once to count newlines (line numbers are ids). A one-stream ``.jsonl.gz`` is
+    decompressed once when ``index_path`` is given, to write a seek index there that its splits read
+    through (:mod:`~curate.readers.gzindex`). A file that cannot be planned is one split."""
     _check_format(fmt)
     try:
+        if fmt in ("jsonl", "warc", "html") and unreadable(path):
+            return [{"path": path, "format": fmt}]  # read_split sets it aside whole
         if fmt == "jsonl":
-            return jsonl.plan(path, target_bytes)
+            return jsonl.plan(path, target_bytes, index_path)
         if fmt == "warc":
             return warc.plan(path, target_bytes)
         if fmt in ("parquet", "arrow"):
@@ -90,6 +79,10 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
     path, fmt = split["path"], split["format"]
     _check_format(fmt)
     name = os.path.basename(path)
+    bad = unreadable(path) if fmt in ("jsonl", "warc", "html") and not split.get("start") and not split.get("dstart") else None
+    if bad:  # bytes that do not match what the name says, or a compression that is not read
+        yield ("drop", row(f"{name}:{bad[0]}", bad[1], path), bad[0])
+        return
     if fmt == "warc":
         items = warc.read(split, name, max_doc_bytes)
     elif fmt == "html":

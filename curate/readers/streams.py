@@ -35,6 +35,40 @@ def _is_skippable(buf: bytes) -> bool:
     return len(buf) >= 4 and buf[1:4] == b"\x2a\x4d\x18" and 0x50 <= buf[0] <= 0x5F
 
 
+# What a name claims, and the compressions that are recognised but not read (set aside with a reason).
+CLAIMS = ((".gz", "gzip"), (".zst", "zstd"), (".bz2", "bz2"), (".xz", "xz"))
+UNSUPPORTED = {"bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+
+
+def claimed(path: str) -> str:
+    """The compression a file's name says it has ("plain" when none)."""
+    lower = path.lower()
+    return next((kind for suffix, kind in CLAIMS if lower.endswith(suffix)), "plain")
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """Almost no control characters (any 8-bit text encoding passes; random or compressed bytes have ~11%)."""
+    controls = sum(head.count(bytes([c])) for c in range(32) if c not in (9, 10, 12, 13)) + head.count(b"\x7f")
+    return controls <= len(head) // 100
+
+
+def unreadable(path: str) -> tuple[str, str] | None:
+    """``(reason, message)`` when a file's bytes cannot be read as what they are, else None: bz2/xz data
+    (recognised, not read), or a name that says compressed over bytes that are neither gzip, zstd nor text.
+    (gzip bytes named ``.zst``, zstd bytes named ``.gz`` and plain text named ``.gz`` are read as what they are.)"""
+    with open(path, "rb") as f:
+        head = f.read(64 << 10)
+    for kind, magic in UNSUPPORTED.items():
+        if head.startswith(magic) and (kind != "bz2" or head[4:10] == b"1AY&SY" or len(head) < 64):
+            return ("unsupported_compression", f"{kind}-compressed data (first bytes {head[:8].hex()}): "
+                                               f"not read; recompress it as gzip or zstd")
+    claim = claimed(path)
+    if claim != "plain" and sniff(path) == "plain" and head and not _looks_like_text(head):
+        return ("wrong_compression", f"the name says {claim} but the bytes are not {claim}, nor gzip, zstd or "
+                                     f"text (first bytes {head[:8].hex()}); nothing was read")
+    return None
+
+
 def sniff(path: str) -> str:
     """The compression a file really has, from its first bytes (a name can lie)."""
     with open(path, "rb") as f:

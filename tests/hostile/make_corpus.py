@@ -128,6 +128,8 @@ def build_warc(d: Path) -> dict:
     (d / "zero-length.warc").write_bytes(_record(b"", i=1) + _record(b"", "resource", i=2) + recs[2])
     e["zero-length.warc"] = _expect("warc", docs=1, drops={"empty_document": 1}, skips=1)
     (d / "binary.warc").write_bytes(random.Random(5).randbytes(20000).replace(b"WARC/", b"XXXX/"))
+    (d / "random.warc.gz").write_bytes(random.Random(6).randbytes(20000))  # not gzip at all: set aside whole
+    e["random.warc.gz"] = _expect("warc", drops={"wrong_compression": 1})
     e["binary.warc"] = _expect("warc", drops={"malformed_record": 1})
     (d / "empty.warc").write_bytes(b"")
     e["empty.warc"] = _expect("warc")
@@ -254,6 +256,25 @@ def build_jsonl(d: Path) -> dict:
     e["zero-padded.jsonl.gz"] = _expect("jsonl", docs=5)
     (d / "trailing-garbage.jsonl.gz").write_bytes(gzip.compress(_lines(5, "tg"), mtime=0) + b"not gzip at all")
     e["trailing-garbage.jsonl.gz"] = _expect("jsonl", docs=5, drops={"corrupt_gzip": 1})
+
+    # bytes that do not match the name's compression: read as what they are, or set aside whole, never as lines
+    (d / "random.jsonl.zst").write_bytes(random.Random(11).randbytes(30000))
+    e["random.jsonl.zst"] = _expect("jsonl", drops={"wrong_compression": 1})
+    (d / "random.jsonl.gz").write_bytes(random.Random(12).randbytes(3000) + b"\n" + random.Random(13).randbytes(3000))
+    e["random.jsonl.gz"] = _expect("jsonl", drops={"wrong_compression": 1})
+    (d / "gzip-inside.jsonl.zst").write_bytes(gzip.compress(_lines(7, "gi"), mtime=0))
+    e["gzip-inside.jsonl.zst"] = _expect("jsonl", docs=7)
+    (d / "zstd-inside.jsonl.gz").write_bytes(zstandard.ZstdCompressor().compress(_lines(6, "zi")))
+    e["zstd-inside.jsonl.gz"] = _expect("jsonl", docs=6)
+    (d / "zstd-inside.jsonl").write_bytes(zstandard.ZstdCompressor().compress(_lines(4, "zp")))
+    e["zstd-inside.jsonl"] = _expect("jsonl", docs=4)
+    import bz2
+    import lzma
+
+    (d / "bz2-inside.jsonl.gz").write_bytes(bz2.compress(_lines(9, "bz")))
+    e["bz2-inside.jsonl.gz"] = _expect("jsonl", drops={"unsupported_compression": 1})
+    (d / "data.jsonl.xz").write_bytes(lzma.compress(_lines(9, "xz")))
+    e["data.jsonl.xz"] = _expect("jsonl", drops={"unsupported_compression": 1})
     return e
 
 
@@ -284,6 +305,10 @@ def build_html(d: Path) -> dict:
     e["truncated.html.gz"] = _expect("html", drops={"truncated_gzip": 1})
     (d / "bomb.html.gz").write_bytes(gzip.compress(b"<p>" + b"a" * (40 << 20), mtime=0))
     e["bomb.html.gz"] = _expect("html", drops={"too_large": 1})
+    (d / "plain-named.html.gz").write_bytes(_page(3))  # plain HTML named .gz: read as what it is
+    e["plain-named.html.gz"] = _expect("html", docs=1)
+    (d / "random.html.gz").write_bytes(random.Random(7).randbytes(4000))
+    e["random.html.gz"] = _expect("html", drops={"wrong_compression": 1})
     return e
 
 
