@@ -80,15 +80,20 @@ def too_deep(html: str, limit: int) -> bool:
     return int(np.cumsum(step).max()) > limit
 
 
-def _is_word(cps: np.ndarray) -> np.ndarray:
-    """``\\w`` (as ``re`` reads it) for each code point; NUL (past the end of the page) is not one."""
+def _classes(cps: np.ndarray) -> np.ndarray:
+    """``_char_class`` of each code point, through ``_CLASS_TABLE`` (filled the first time a code point is seen)."""
     cls = _CLASS_TABLE[cps]
     unknown = cls == 255
     if unknown.any():
         for cp in np.unique(cps[unknown]):
             _CLASS_TABLE[cp] = _char_class(int(cp))
         cls = _CLASS_TABLE[cps]
-    return (cls & 1).astype(bool)
+    return cls
+
+
+def _is_word(cps: np.ndarray) -> np.ndarray:
+    """``\\w`` (as ``re`` reads it) for each code point; NUL (past the end of the page) is not one."""
+    return (_classes(cps) & 1).astype(bool)
 
 
 def strip_html(html: str) -> str:
@@ -439,12 +444,7 @@ def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
     n = len(texts)
     chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     cps = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cls = _CLASS_TABLE[cps]
-    unknown = cls == 255
-    if unknown.any():
-        for c in np.unique(cps[unknown]):
-            _CLASS_TABLE[c] = _char_class(int(c))
-        cls = _CLASS_TABLE[cps]
+    cls = _classes(cps)
     # block of each code point (the \x00 separators belong to the block before them and are no word character)
     starts = np.concatenate(([0], np.cumsum(chars[:-1] + 1)))
     block = np.repeat(np.arange(n), chars + 1)[: cps.size]

@@ -177,12 +177,7 @@ class SpacyWords:
         try:
             return list(map(memo.__getitem__, chunks))
         except KeyError:
-            missing = [c for c in dict.fromkeys(chunks) if c not in memo]
-            if len(memo) + len(missing) > MEMO_SIZE:
-                memo.clear()
-                missing = list(dict.fromkeys(chunks))
-            for c, toks in zip(missing, self.chunk_tokens(missing)):
-                memo[c] = _sentence_effect(toks)
+            self._fill(memo, chunks, _sentence_effect)
             return list(map(memo.__getitem__, chunks))
 
     def text_stats(self, chunks: list[str]) -> tuple[int, int, int, int, int]:
@@ -193,18 +188,20 @@ class SpacyWords:
         try:
             packed = sum(map(memo.__getitem__, chunks))
         except KeyError:
-            missing = [c for c in dict.fromkeys(chunks) if c not in memo]
-            if len(memo) + len(missing) > MEMO_SIZE:
-                memo.clear()
-                missing = list(dict.fromkeys(chunks))
-            for c, toks in zip(missing, self.chunk_tokens(missing)):
-                if len(toks) == 1 and toks[0].isalpha():  # one word of letters: the common case
-                    memo[c] = _ONE_WORD + (len(toks[0]) << (2 * STATS_BITS))
-                else:
-                    memo[c] = sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats(toks)))
+            self._fill(memo, chunks, _packed_stats)
             packed = sum(map(memo.__getitem__, chunks))
         mask = (1 << STATS_BITS) - 1
         return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
+
+    def _fill(self, memo: dict, chunks: list[str], value) -> None:
+        """``memo[c] = value(tokens of c)`` for each chunk not in ``memo`` (emptied first when it would
+        outgrow ``MEMO_SIZE``)."""
+        missing = [c for c in dict.fromkeys(chunks) if c not in memo]
+        if len(memo) + len(missing) > MEMO_SIZE:
+            memo.clear()
+            missing = list(dict.fromkeys(chunks))
+        for c, toks in zip(missing, self.chunk_tokens(missing)):
+            memo[c] = value(toks)
 
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
         chunk = _SURROGATE_RE.sub("\ufffd", chunk)
@@ -234,6 +231,13 @@ def token_stats(toks) -> tuple[int, int, int, int, int]:
     word is a token holding a character that is not punctuation (DataTrove's ``PUNCTUATION_SET``)."""
     words = [t for t in toks if not PUNCTUATION.issuperset(t)]
     return (len(toks), len(words), sum(map(len, words)), sum(map(_has_letter, toks)), sum(map(_has_letter, words)))
+
+
+def _packed_stats(toks) -> int:
+    """``token_stats`` of ``toks`` packed in one integer, ``STATS_BITS`` bits a field."""
+    if len(toks) == 1 and toks[0].isalpha():  # one word of letters: the common case
+        return _ONE_WORD + (len(toks[0]) << (2 * STATS_BITS))
+    return sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats(toks)))
 
 
 def _has_letter(tok: str) -> bool:
