@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from curate.executors.local import LocalExecutor
@@ -78,7 +79,7 @@ def test_counts_add_up_on_real_data(tmp_path, sample_dir, data_dir):
         assert read_shard(out / e["path"]).num_rows == e["rows"]
     dropped = pa.concat_tables([read_shard(out / e["path"]) for e in manifest["dropped"]], promote_options="default")
     assert {"id", "text", "source", "url", "stage", "reason"} <= set(dropped.column_names)
-    dups = dropped.filter(pa.compute.equal(dropped["reason"], "exact_duplicate"))
+    dups = dropped.filter(pc.equal(dropped["reason"], "exact_duplicate"))
     assert all(d is not None for d in dups["duplicate_of"].to_pylist())
     kept = pa.concat_tables([read_shard(out / e["path"]) for e in manifest["shards"]])
     pairs = list(zip(kept["source"].to_pylist(), kept["id"].to_pylist()))
