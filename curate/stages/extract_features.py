@@ -291,15 +291,15 @@ def walk(tree):
                 role = attrs.get("role")
                 if role in _ROLE_BITS:
                     cm |= _ROLE_BITS[role]
+        if cat == 1 and parts:  # a block starts: the text before it is a block of its own
+            raw = "".join(parts)
+            if not raw.isspace():  # blank: no block
+                _flush(raw, owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
+            parts = []
+            link = extra_anc = extra_near = 0
         first = c.child
         if first is None and level <= MAX_DEPTH:  # nothing inside: no need to go down and back up
             if cat == 1:
-                if parts:
-                    raw = "".join(parts)
-                    if not raw.isspace():  # blank: no block
-                        _flush(raw, owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
-                    parts = []
-                    link = extra_anc = extra_near = 0
                 el_parent.append(owner[0])
                 el_chars.append(0)
                 el_link.append(0)
@@ -312,12 +312,6 @@ def walk(tree):
         canc = anc | bit
         cany = cls_any | cm
         if cat == 1:  # block
-            if parts:
-                raw = "".join(parts)
-                if not raw.isspace():  # blank: no block
-                    _flush(raw, owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
-                parts = []
-                link = extra_anc = extra_near = 0
             new = (len(el_parent), _OWN_INDEX.get(tag, _SPAN_OTHER), canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
             el_parent.append(owner[0])
             el_chars.append(0)
