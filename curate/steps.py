@@ -131,7 +131,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     # 3. the plan, then the tasks
     plan_stats = {}
     if todo and not step.reads:
-        plan_built = step.global_stage is None or _plan_built(run, step, inputs)
+        # with its plan complete, a step's tasks need only their own input shards
+        plan_built = step.global_stage is None or finished_plan(run, step, plan_digest(inputs)) is not None
         needed = [t["shard_index"] for t in todo] if plan_built else range(len(inputs))
         missing = sorted({producers[i] for i in needed if not (out / inputs[i]["path"]).exists()})
         if missing:
@@ -220,10 +221,11 @@ def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: b
     record = run.out / "steps" / step.dirname / "_plan.json"
     if not needed:  # every task of the step is done: the plan is not read again
         return read_json(record)["stats"] if record.exists() else {}
+    finished = finished_plan(run, step, digest)
+    if finished is not None:
+        return finished["stats"]
     plan_dir = run.out / "plans" / step.dirname
     done, claimed = plan_dir / "_done.json", plan_dir / "_inputs.json"
-    if done.exists() and read_json(done).get("digest") == digest:
-        return read_json(done)["stats"]
     if plan_dir.exists() and (not claimed.exists() or read_json(claimed).get("digest") != digest):
         shutil.rmtree(plan_dir)  # a plan of other inputs, or the report left by a finished run's cleanup
     write_json({"digest": digest}, claimed)
@@ -269,10 +271,11 @@ def forget(marker_path: Path, out: Path) -> None:
     marker_path.unlink(missing_ok=True)
 
 
-def _plan_built(run: Run, step: Step, inputs: list[dict]) -> bool:
-    """The step's plan is complete for these inputs: its tasks need only their own input shards."""
+def finished_plan(run: Run, step: Step, digest: str) -> dict | None:
+    """The step's ``plans/NN/_done.json`` record if its plan is complete for inputs of ``digest``, else None."""
     done = run.out / "plans" / step.dirname / "_done.json"
-    return done.exists() and read_json(done).get("digest") == plan_digest(inputs)
+    record = read_json(done) if done.exists() else None
+    return record if record is not None and record.get("digest") == digest else None
 
 
 def remove_input(run: Run, task: dict) -> None:
