@@ -1,13 +1,18 @@
 """Readers: every input record becomes a document, a counted skip, or a set-aside row with a reason."""
+import bz2
 import gzip
 import io
 import json
+import lzma
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import zstandard
 
 from curate.readers import infer_format, read_file
+
+COMPRESS = {"gz": gzip.compress, "zst": zstandard.ZstdCompressor().compress, "bz2": bz2.compress, "xz": lzma.compress}
 
 
 def collect(path, fmt, **kw):
@@ -88,7 +93,9 @@ def test_jsonl_compressed_variants(tmp_path):
     payload = "".join(json.dumps(r) + "\n" for r in rows).encode()
     (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(payload))
     (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(payload))
-    for name in ("a.jsonl.gz", "a.jsonl.zst"):
+    (tmp_path / "a.jsonl.bz2").write_bytes(bz2.compress(payload))
+    (tmp_path / "a.jsonl.xz").write_bytes(lzma.compress(payload))
+    for name in ("a.jsonl.gz", "a.jsonl.zst", "a.jsonl.bz2", "a.jsonl.xz"):
         assert infer_format(name) == "jsonl"
         docs, drops, _ = collect(tmp_path / name, "jsonl")
         assert [d["id"] for d in docs] == [r["id"] for r in rows] and not drops
@@ -101,6 +108,26 @@ def test_truncated_jsonl_gz(tmp_path):
     docs, drops, _ = collect(tmp_path / "t.jsonl.gz", "jsonl")
     assert 0 < len(docs) < 2000
     assert drops[-1][1] == "truncated_gzip"
+
+
+@pytest.mark.parametrize("ext", ["bz2", "xz"])
+def test_truncated_and_corrupt_bz2_xz_keep_what_decodes(tmp_path, ext):
+    compress = COMPRESS[ext]
+    parts = [("".join(json.dumps({"id": f"s{k}-{i}", "text": f"stream {k} line {i} " * 8}) + "\n" for i in range(300))).encode()
+             for k in range(3)]
+    streams = [compress(b) for b in parts]
+    # the file ends inside the last stream: the first two streams' lines and the complete ones before the cut
+    cut = b"".join(streams)[: len(streams[0]) + len(streams[1]) + len(streams[2]) // 2]
+    (tmp_path / f"t.jsonl.{ext}").write_bytes(cut)
+    docs, drops, _ = collect(tmp_path / f"t.jsonl.{ext}", "jsonl")
+    assert 600 <= len(docs) < 900 and [r for _, r in drops] == [f"truncated_{ext}"]
+    # a damaged middle stream: the streams on either side are read whole
+    mid = streams[1][:40] + bytes(b ^ 0x5A for b in streams[1][40:80]) + streams[1][80:]
+    (tmp_path / f"c.jsonl.{ext}").write_bytes(streams[0] + mid + streams[2])
+    docs, drops, _ = collect(tmp_path / f"c.jsonl.{ext}", "jsonl")
+    ids = {d["id"] for d in docs}
+    assert {f"s0-{i}" for i in range(300)} | {f"s2-{i}" for i in range(300)} <= ids
+    assert [r for _, r in drops] == [f"corrupt_{ext}"]
 
 
 def test_parquet_and_arrow_tables(tmp_path):
@@ -126,7 +153,6 @@ def test_binary_junk_file_is_set_aside(tmp_path):
 import random  # noqa: E402
 
 import pyarrow.feather as feather  # noqa: E402
-import pytest  # noqa: E402
 
 from curate.readers import plan_splits, read_split  # noqa: E402
 
@@ -208,10 +234,10 @@ def _members(blob: bytes, sizes, compress) -> bytes:
     return b"".join(out)
 
 
-@pytest.mark.parametrize("ext", ["gz", "zst"])
+@pytest.mark.parametrize("ext", ["gz", "zst", "bz2", "xz"])
 def test_compressed_jsonl_splits_by_member_even_when_members_cut_lines(tmp_path, ext):
     payload = b"\n".join(_jsonl_lines(200)) + b"\n"
-    compress = gzip.compress if ext == "gz" else zstandard.ZstdCompressor().compress
+    compress = COMPRESS[ext]
     p = tmp_path / f"multi.jsonl.{ext}"
     p.write_bytes(_members(payload, [700, 1, 333, 2048, 95], compress))
     whole = _assert_split_invariant(p, "jsonl", [1, 50, 600, 5000, 1 << 30], min_splits=20)
@@ -222,10 +248,10 @@ def test_compressed_jsonl_splits_by_member_even_when_members_cut_lines(tmp_path,
     assert texts == [it[1]["text"] for it in read_file(str(single), "jsonl") if it[0] == "doc"]
 
 
-@pytest.mark.parametrize("ext", ["gz", "zst"])
+@pytest.mark.parametrize("ext", ["gz", "zst", "bz2", "xz"])
 def test_single_stream_jsonl_splits_by_decompressed_ranges(tmp_path, ext):
     payload = b"\n".join(_jsonl_lines(400)) + b"\n"
-    compress = gzip.compress if ext == "gz" else zstandard.ZstdCompressor().compress
+    compress = COMPRESS[ext]
     p = tmp_path / f"one.jsonl.{ext}"
     p.write_bytes(compress(payload))
     splits = plan_splits(str(p), "jsonl", target_bytes=512)

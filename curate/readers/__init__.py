@@ -34,17 +34,24 @@ DEFAULT_SPLIT_BYTES = 16 * 1024 * 1024  # a 36 MB .jsonl.gz of prose: 6 tasks, b
 READ_REASONS = _READ_REASONS
 
 _SUFFIXES = [
-    (".warc.gz", "warc"), (".warc.zst", "warc"), (".warc", "warc"), (".arc.gz", "warc"), (".arc", "warc"),
-    (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"), (".json.gz", "jsonl"), (".json.zst", "jsonl"),
-    (".jsonl", "jsonl"), (".json", "jsonl"),
+    (".warc", "warc"), (".arc", "warc"), (".jsonl", "jsonl"), (".json", "jsonl"),
     (".parquet", "parquet"), (".arrow", "arrow"), (".feather", "arrow"), (".ipc", "arrow"),
-    (".html.gz", "html"), (".html", "html"), (".htm", "html"),
+    (".html", "html"), (".htm", "html"),
 ]
+_COMPRESSED = (".gz", ".zst", ".bz2", ".xz")  # after a text format's suffix (``.jsonl.xz``, ``.warc.gz``)
 
 
 def infer_format(path: str) -> str | None:
     lower = path.lower()
+    for c in _COMPRESSED:
+        if lower.endswith(c):
+            lower = lower[: -len(c)]
+            break
+    else:
+        c = ""
     for suffix, fmt in _SUFFIXES:
+        if c and fmt in ("parquet", "arrow"):
+            continue  # a compressed Parquet/Arrow file is not read as such (they compress inside)
         if lower.endswith(suffix):
             return fmt
     return None

@@ -1,8 +1,10 @@
-"""HTML files: one page per file (``.html``, ``.htm``, ``.html.gz``); the id is the file name."""
+"""HTML files: one page per file (``.html``, ``.htm``, also gzip, zstd, bz2 or xz compressed, known by their
+bytes); the id is the file name."""
 from __future__ import annotations
 
+import bz2
 import gzip
-import zlib
+import lzma
 
 from curate.readers.streams import sniff
 from curate.readers.text import check_text, decode, row
@@ -18,13 +20,15 @@ def read(path: str, name: str, max_doc_bytes: int):
             with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as f:
                 body = f.read(max_doc_bytes + 1)
         else:
-            with (gzip.open if kind == "gzip" else open)(path, "rb") as f:
+            opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}.get(kind, open)
+            with opener(path, "rb") as f:
                 body = f.read(max_doc_bytes + 1)
     except EOFError as e:
-        yield ("drop", row(name, f"{type(e).__name__}: {e}", path, "", HTML), "truncated_gzip")
+        reason = "truncated_" + kind if kind != "plain" else "malformed_record"
+        yield ("drop", row(name, f"{type(e).__name__}: {e}", path, "", HTML), reason)
         return
-    except Exception as e:  # noqa: BLE001 - zlib/zstd errors: a damaged page is set aside, never a crash
-        reason = {"gzip": "corrupt_gzip", "zstd": "corrupt_zstd"}.get(kind, "malformed_record")
+    except Exception as e:  # noqa: BLE001 - zlib/zstd/bz2/xz errors: a damaged page is set aside, never a crash
+        reason = "corrupt_" + kind if kind != "plain" else "malformed_record"
         yield ("drop", row(name, f"{type(e).__name__}: {e}", path, "", HTML), reason)
         return
     if len(body) > max_doc_bytes:

@@ -1,4 +1,4 @@
-"""JSONL (plain, .gz, .zst): one JSON object per line.
+"""JSONL (plain, .gz, .zst, .bz2, .xz): one JSON object per line.
 
 Ids: the record's own ``id_field`` when it has one, else ``<file name>:<line>`` (line numbers from 1) for a
 plain file and for the first gzip member / zstd frame of a compressed file, and ``<file name>@<offset>:<line>``
@@ -9,19 +9,20 @@ Splits (each owns the lines that *start* in it):
 - plain: byte ranges ``[start, stop)`` cut at line starts. Planning reads the file once to count newlines
   (for the line numbers), at disk speed, without parsing. (A split may also start mid-line: it then
   skips to the next line start, which the split before reads to.)
-- compressed with many members (``cat a.gz b.gz``, bgzip, pzstd): ranges of members ``[start, stop)``. The
+- compressed with many members (``cat a.gz b.gz``, bgzip, pzstd, pbzip2, ``cat a.xz b.xz``): ranges of members ``[start, stop)``. The
   boundary between two splits is the first newline at or after the start of the cut member, so a line that
   runs across members is read once. Planning seeks to each cut point and test-decodes a few KiB there.
 - one gzip stream (``gzip file.jsonl``), when the plan is given an ``index_dir``: planning decompresses the
   file once and writes a seek index there (:mod:`curate.readers.gzindex`); the splits are ranges of the
   *decompressed* stream about ``target_bytes`` long, cut at line starts, each with the count of lines
   before it, and each reads only its own range (plus at most one seek-point spacing).
-- otherwise compressed as one stream (zstd; gzip without an index or whose index cannot be built: damaged,
+- otherwise compressed as one stream (zstd, bz2, xz; gzip without an index or whose index cannot be built: damaged,
   truncated): up to ``MAX_STREAM_SPLITS[kind]`` ranges of the *decompressed* stream; every split decompresses
   from the start and skips (counting newlines only) up to its range, so planning costs nothing but the total
   decompression grows to about ``(n + 1) / 2`` times the file's. zstd decompresses at over 1 GB/s per core,
   about a thousand times the map stages' speed, so 32 splits add about 1% to a run's work; gzip is slower
-  and this path is only its fallback: 8 (``benchmarks/read_splits.py`` prints both).
+  and this path is only its fallback: 8 (``benchmarks/read_splits.py`` prints both); bz2 and xz (tens of
+  MB/s, still tens of times the map stages): 8.
 
 A split with an index that has gone missing (removed with the run's plans) is read the second way, with the
 same records and ids.
@@ -37,7 +38,7 @@ from curate.readers import gzindex, streams
 from curate.readers.lines import PREFIX, split_lines
 from curate.readers.text import check_text, row
 
-MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32}
+MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32, "bz2": 8, "xz": 8}
 
 
 def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[dict]:

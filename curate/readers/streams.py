@@ -2,8 +2,8 @@
 
 ``events(path, kind, start)`` reads the file from compressed offset ``start`` and yields:
 
-- ``("data", member, bytes)``: decompressed bytes of the gzip member / zstd frame that starts at compressed
-  offset ``member`` (for a plain file: ``member`` is 0 and the bytes are the file's own);
+- ``("data", member, bytes)``: decompressed bytes of the member (a gzip member, zstd frame, bz2 or xz
+  stream) that starts at compressed offset ``member`` (for a plain file: ``member`` is 0 and the bytes are the file's own);
 - ``("damage", offset, end, message)``: the compressed bytes ``[offset, end)`` could not be decoded (a
   corrupt member); reading resumes at ``end``, the next valid member header;
 - ``("truncated", member, message)``: the file ends inside the member that starts at ``member``.
@@ -18,6 +18,8 @@ to cut a file at member boundaries; the reader uses it to resync.
 """
 from __future__ import annotations
 
+import bz2
+import lzma
 import os
 import zlib
 
@@ -28,6 +30,11 @@ _PROBE_OUT = 64 << 10
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BZ2_MAGIC = b"BZh"  # then the block size digit 1-9, then a block's or the end's magic (see _is_bz2)
+XZ_MAGIC = b"\xfd7zXZ\x00"
+MAGIC = {"gzip": GZIP_MAGIC, "zstd": ZSTD_MAGIC, "bz2": BZ2_MAGIC, "xz": XZ_MAGIC}
+# compressed bytes a probe reads: a bz2 stream's first output comes only after its first block (<= ~900 KB)
+_PROBE_IN = {"bz2": (1 << 20) + (64 << 10)}
 
 
 def _is_skippable(buf: bytes) -> bool:
@@ -35,9 +42,15 @@ def _is_skippable(buf: bytes) -> bool:
     return len(buf) >= 4 and buf[1:4] == b"\x2a\x4d\x18" and 0x50 <= buf[0] <= 0x5F
 
 
+def _is_bz2(buf: bytes) -> bool:
+    """A bz2 stream header: ``BZh``, a block size digit, then a block's magic (pi) or the end's (sqrt pi)."""
+    return (buf[:3] == BZ2_MAGIC and len(buf) >= 10 and 0x31 <= buf[3] <= 0x39
+            and buf[4:10] in (b"1AY&SY", b"\x17rE8P\x90"))
+
+
 # What a name claims, and the compressions that are recognised but not read (set aside with a reason).
 CLAIMS = ((".gz", "gzip"), (".zst", "zstd"), (".bz2", "bz2"), (".xz", "xz"))
-UNSUPPORTED = {"bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+UNSUPPORTED = {"zip": b"PK\x03\x04", "7z": b"7z\xbc\xaf\x27\x1c", "lz4": b"\x04\x22\x4d\x18"}
 
 
 def claimed(path: str) -> str:
@@ -53,54 +66,87 @@ def _looks_like_text(head: bytes) -> bool:
 
 
 def unreadable(path: str) -> tuple[str, str] | None:
-    """``(reason, message)`` when a file's bytes cannot be read as what they are, else None: bz2/xz data
-    (recognised, not read), or a name that says compressed over bytes that are neither gzip, zstd nor text.
-    (gzip bytes named ``.zst``, zstd bytes named ``.gz`` and plain text named ``.gz`` are read as what they are.)"""
+    """``(reason, message)`` when a file's bytes cannot be read as what they are, else None: zip, 7z or lz4
+    data (recognised, not read), or a name that says compressed over bytes that are neither a compression
+    that is read (gzip, zstd, bz2, xz) nor text. (Bytes of one compression under another's name, and plain
+    text named ``.gz``, are read as what they are.)"""
     with open(path, "rb") as f:
         head = f.read(64 << 10)
-    for kind, magic in UNSUPPORTED.items():
-        if head.startswith(magic) and (kind != "bz2" or head[4:10] == b"1AY&SY" or len(head) < 64):
-            return ("unsupported_compression", f"{kind}-compressed data (first bytes {head[:8].hex()}): "
-                                               f"not read; recompress it as gzip or zstd")
     claim = claimed(path)
-    if claim != "plain" and sniff(path) == "plain" and head and not _looks_like_text(head):
-        return ("wrong_compression", f"the name says {claim} but the bytes are not {claim}, nor gzip, zstd or "
-                                     f"text (first bytes {head[:8].hex()}); nothing was read")
+    kind = sniff(path)
+    if kind == "plain":
+        for other, magic in UNSUPPORTED.items():
+            if head.startswith(magic):
+                return ("unsupported_compression", f"{other} data (first bytes {head[:8].hex()}): not read; "
+                                                   f"unpack it, or recompress it as gzip, zstd, bz2 or xz")
+    if claim != "plain" and kind == "plain" and head and not _looks_like_text(head):
+        return ("wrong_compression", f"the name says {claim} but the bytes are not {claim}, nor gzip, zstd, bz2, "
+                                     f"xz or text (first bytes {head[:8].hex()}); nothing was read")
     return None
 
 
 def sniff(path: str) -> str:
     """The compression a file really has, from its first bytes (a name can lie)."""
     with open(path, "rb") as f:
-        head = f.read(4)
+        head = f.read(10)
     if head[:3] == GZIP_MAGIC:
         return "gzip"
-    if head == ZSTD_MAGIC or _is_skippable(head):
+    if head[:4] == ZSTD_MAGIC or _is_skippable(head):
         return "zstd"
+    if _is_bz2(head):
+        return "bz2"
+    if head[:6] == XZ_MAGIC:
+        return "xz"
     return "plain"
 
 
 class _Decoder:
-    """One member's decoder with the same face for gzip and zstd."""
+    """One member's decoder with the same face for gzip, zstd, bz2 and xz."""
 
     def __init__(self, kind: str):
         if kind == "gzip":
             self._d = zlib.decompressobj(31)
             self.errors = (zlib.error,)
-        else:
+        elif kind == "zstd":
             import zstandard
 
             self._d = zstandard.ZstdDecompressor().decompressobj()
             self.errors = (zstandard.ZstdError,)
+        elif kind == "bz2":
+            self._d = bz2.BZ2Decompressor()
+            self.errors = (OSError, ValueError)  # "Invalid data stream"
+        elif kind == "xz":
+            self._d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
+            self.errors = (lzma.LZMAError,)
+        else:
+            raise ValueError(f"no decoder for {kind!r}")
         self.kind = kind
 
     def feed(self, data: bytes) -> tuple[bytes, bytes]:
-        """Decode ``data``; returns (output, input left over after the member ended or was not consumed)."""
+        """Decode ``data``; returns (output, input left over after the member ended or was not consumed).
+        At most ``OUT_CHUNK`` bytes come out of one gzip, bz2 or xz call; while ``wants_input`` is False the
+        decoder holds more output, and the next call should pass ``b""``."""
+        d = self._d
         if self.kind == "gzip":
-            out = self._d.decompress(data, OUT_CHUNK)
-            return out, (self._d.unused_data if self._d.eof else self._d.unconsumed_tail)
-        out = self._d.decompress(data)
-        return out, (self._d.unused_data if self._d.eof else b"")
+            out = d.decompress(data, OUT_CHUNK)
+            return out, (d.unused_data if d.eof else d.unconsumed_tail)
+        if self.kind == "zstd":
+            out = d.decompress(data)
+            return out, (d.unused_data if d.eof else b"")
+        out = d.decompress(data, OUT_CHUNK)  # bz2 / xz keep unconsumed input inside
+        return out, (d.unused_data if d.eof else b"")
+
+    @property
+    def wants_input(self) -> bool:
+        return self.kind in ("gzip", "zstd") or self._d.needs_input
+
+    def piece(self, data: bytes) -> tuple[bytes, bytes]:
+        """(what to feed now, what to keep for later) out of the pending input ``data``."""
+        if self.kind == "gzip":
+            return data, b""
+        if not self.wants_input:
+            return b"", data
+        return data[:65536], data[65536:]
 
     @property
     def eof(self) -> bool:
@@ -110,8 +156,8 @@ class _Decoder:
 def _decode_prefix(buf: bytes, kind: str, n_out: int) -> tuple[bytes, bool]:
     """Decode the member at ``buf[0]`` until ``n_out`` bytes of output; raises the decoder's errors."""
     dec, out, produced, data = _Decoder(kind), [], 0, buf
-    while data and not dec.eof and produced < n_out:
-        piece, tail = (data, b"") if kind == "gzip" else (data[:65536], data[65536:])
+    while (data or not dec.wants_input) and not dec.eof and produced < n_out:
+        piece, tail = dec.piece(data)
         o, left = dec.feed(piece)
         data = left + tail
         out.append(o)
@@ -132,19 +178,22 @@ def next_member(f, offset: int, kind: str, limit: int | None = None, accept=None
     """The offset of the first valid member header in ``[offset, limit)``, or None.
 
     ``accept(first_bytes)`` can reject a member by its decompressed start (a WARC cut must start a record)."""
-    magic = GZIP_MAGIC if kind == "gzip" else ZSTD_MAGIC
+    magic = MAGIC[kind]
     size = os.fstat(f.fileno()).st_size
     limit = size if limit is None else min(limit, size)
     pos = offset
     while pos < limit:
         f.seek(pos)
-        window = f.read(CHUNK + len(magic))
+        window = f.read(CHUNK + 10)
         if not window:
             return None
         i = window.find(magic)
         while i != -1 and pos + i < limit:
+            if kind == "bz2" and not _is_bz2(window[i:i + 10]) and i + 10 <= len(window):
+                i = window.find(magic, i + 1)
+                continue
             f.seek(pos + i)
-            probe = f.read(256 << 10)
+            probe = f.read(_PROBE_IN.get(kind, 256 << 10))
             first = _probe(probe, kind)
             if first is not None and (accept is None or accept(first)):
                 return pos + i
@@ -172,7 +221,7 @@ def events(path: str, kind: str, start: int = 0):
                 pending += f.read(CHUNK)
                 if not pending:
                     return
-            if kind == "gzip" and pending.strip(b"\x00") == b"" and len(pending) < CHUNK:
+            if kind in ("gzip", "xz") and pending.strip(b"\x00") == b"" and len(pending) < CHUNK:
                 return  # zero padding after the last member
             if kind == "zstd" and _is_skippable(pending):  # pzstd's index frames: no data, skipped
                 if len(pending) < 8:
@@ -185,11 +234,11 @@ def events(path: str, kind: str, start: int = 0):
             member, dec, held, held_len, streaming = off, _Decoder(kind), [], 0, False
             try:
                 while not dec.eof:
-                    if not pending:
+                    if not pending and dec.wants_input:
                         pending = f.read(CHUNK)
                         if not pending:
                             break
-                    piece, tail = (pending, b"") if kind == "gzip" else (pending[:65536], pending[65536:])
+                    piece, tail = dec.piece(pending)
                     out, left = dec.feed(piece)
                     pending = left + tail
                     off += len(piece) - len(left)
@@ -217,9 +266,21 @@ def events(path: str, kind: str, start: int = 0):
                 yield ("truncated", member, f"the file ends inside the {kind} member at byte {member}")
                 return
             # The member ended; ``pending`` holds what followed it. Resync if it is not a member header.
-            if len(pending) < 4:
+            if len(pending) < 10:
                 pending += f.read(CHUNK)
-            magic = GZIP_MAGIC if kind == "gzip" else ZSTD_MAGIC
+            if kind == "xz" and pending[:4] == b"\x00\x00\x00\x00":  # stream padding (a multiple of 4 zeros)
+                body = pending.lstrip(b"\x00")
+                while not body and len(pending) < (64 << 20):
+                    more = f.read(CHUNK)
+                    if not more:
+                        break
+                    pending += more
+                    body = pending.lstrip(b"\x00")
+                off += len(pending) - len(body)
+                pending = body
+                if not pending:
+                    pending = f.read(CHUNK)
+            magic = MAGIC[kind]
             ok_next = pending.startswith(magic[: len(pending)]) or (kind == "zstd" and _is_skippable(pending))
             if pending and not ok_next and pending.strip(b"\x00"):
                 nxt = next_member(f, off, kind)

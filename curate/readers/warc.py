@@ -1,4 +1,4 @@
-"""WARC (plain, per-record .gz, .zst) read by a small resynchronising parser; ARC through warcio.
+"""WARC (plain, per-record .gz, .zst, also .bz2 and .xz) read by a small resynchronising parser; ARC through warcio.
 
 Each ``response`` record with an HTML or plain-text payload becomes a document; other records are counted
 skips. Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` where ``offset`` is the record's
@@ -7,8 +7,8 @@ record of that member).
 
 Damage never ends a file: the parser resyncs at the next ``WARC/1.`` header (or the next gzip member) and
 sets aside what it skipped as one row with its offset and reason:
-- ``corrupt_gzip`` / ``corrupt_zstd``: a member that does not decode; the records of later members are read;
-- ``truncated_gzip`` / ``truncated_zstd`` / ``truncated_record``: the file ends inside a record;
+- ``corrupt_gzip`` / ``corrupt_zstd`` (``_bz2``, ``_xz``): a member that does not decode; the records of later members are read;
+- ``truncated_gzip`` / ``truncated_zstd`` (``_bz2``, ``_xz``) / ``truncated_record``: the file ends inside a record;
 - ``bad_content_length``: a record whose Content-Length runs into the next record's header (it is cut
   there and the next record is read), or stops short of its real end;
 - ``malformed_record``: an unparseable header, or bytes between records that are not a record.
@@ -317,7 +317,7 @@ def read(split: dict, name: str, max_doc_bytes: int):
         s.consume(end)
         if owned(rec_at):
             yield from _record(fields, block, label(rec_at), path, max_doc_bytes)
-    if multi_record_members:
+    if multi_record_members and kind == "gzip":  # (bz2 and xz WARCs are one stream by nature)
         yield ("count", "warc_single_gzip_members", len(multi_record_members))
 
 

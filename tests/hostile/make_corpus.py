@@ -272,9 +272,23 @@ def build_jsonl(d: Path) -> dict:
     import lzma
 
     (d / "bz2-inside.jsonl.gz").write_bytes(bz2.compress(_lines(9, "bz")))
-    e["bz2-inside.jsonl.gz"] = _expect("jsonl", drops={"unsupported_compression": 1})
+    e["bz2-inside.jsonl.gz"] = _expect("jsonl", docs=9)
     (d / "data.jsonl.xz").write_bytes(lzma.compress(_lines(9, "xz")))
-    e["data.jsonl.xz"] = _expect("jsonl", drops={"unsupported_compression": 1})
+    e["data.jsonl.xz"] = _expect("jsonl", docs=9)
+    blob = bz2.compress(big)
+    cut = blob[: int(len(blob) * 0.6)]
+    (d / "truncated.jsonl.bz2").write_bytes(cut)
+    e["truncated.jsonl.bz2"] = _expect("jsonl", docs=bz2.BZ2Decompressor().decompress(cut).count(b"\n"),
+                                       drops={"truncated_bz2": 1})
+    (d / "xz-padded.jsonl.xz").write_bytes(lzma.compress(_lines(4, "xa")) + b"\x00" * 8 + lzma.compress(_lines(3, "xb")))
+    e["xz-padded.jsonl.xz"] = _expect("jsonl", docs=7)
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("inner.jsonl", _lines(5, "zz"))
+    (d / "archive.jsonl.gz").write_bytes(buf.getvalue())
+    e["archive.jsonl.gz"] = _expect("jsonl", drops={"unsupported_compression": 1})
     return e
 
 
