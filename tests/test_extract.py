@@ -449,7 +449,7 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
     import random
     import re
 
-    from curate.stages.extract_features import too_deep
+    from curate.stages.extract_features import too_deep, too_deep_utf8
 
     tag = re.compile(r"</?(?:div|span)\b", re.I)
 
@@ -465,8 +465,11 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
         html = "<div>" * rng.randint(0, 30) + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 120)))
         for limit in (3, 10, 25):
             assert too_deep(html, limit) == by_regex(html, limit), (html, limit)
-    assert too_deep("<div>" * 300 + "x" + "</div>" * 300, 200)
-    assert not too_deep("<div>x</div>" * 300, 200)
+            assert too_deep_utf8(html.encode("utf-8"), limit) == by_regex(html, limit), (html, limit)
+    for f in (too_deep, lambda h, n: too_deep_utf8(h.encode("utf-8"), n)):
+        assert f("<div>" * 300 + "x" + "</div>" * 300, 200)
+        assert not f("<div>x</div>" * 300, 200)
+        assert f("<div>é\U0001F600<dİv>" * 201, 200) and not f("<divé>" * 300, 200)
 
 
 def test_pages_a_limit_sets_aside_have_their_size_in_the_stats(monkeypatch, tmp_path):

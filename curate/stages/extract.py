@@ -260,10 +260,11 @@ def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = F
 
     if not stripped:
         html = F.strip_html(html)
-    if F.too_deep(html, F.MAX_DEPTH):
+    data = F.utf8(html)
+    if F.too_deep(html, F.MAX_DEPTH) if data is None else F.too_deep_utf8(data, F.MAX_DEPTH):
         # the parser would take O(elements x depth): the rules engine's linear whole-page path instead
         return extract_resiliparse(html, url)
-    b = F.features(html, stripped=True)
+    b = F.features(html, stripped=True, data=data)
     if b is None:
         # no visible block (the whole page hidden, as in some script-rendered pages that stream their
         # content into a hidden element): the rules engine, which reads hidden elements too

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 # ----------------------------------------------------------------------------------------- stripping
@@ -78,6 +79,91 @@ def too_deep(html: str, limit: int) -> bool:
         return False
     step = np.where(closing[tags], -1, 1).astype(np.int64)
     return int(np.cumsum(step).max()) > limit
+
+
+def too_deep_utf8(data: bytes, limit: int) -> bool:
+    """``too_deep`` of the page given as its UTF-8 bytes: the same tag matches, found by one compiled scan
+    over the bytes (``_tag_scan``); only the character after each ``div`` / ``span`` goes through
+    ``_is_word``."""
+    n_lt, n_exact, m, closing, after = _tag_scan(np.frombuffer(data, dtype=np.uint8))
+    if n_lt <= limit or n_exact <= limit or m <= limit:
+        return False
+    keep = ~_is_word(after[:m])
+    if int(keep.sum()) <= limit:
+        return False
+    step = np.where(closing[:m][keep], -1, 1).astype(np.int64)
+    return int(np.cumsum(step).max()) > limit
+
+
+@nb.njit(cache=True, inline="always")
+def _cp_at(buf, i):
+    """(code point starting at byte i of valid UTF-8, next byte); past the end: (0, i), as the NUL padding
+    of ``too_deep``."""
+    n = buf.size
+    if i >= n:
+        return 0, i
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        return b0, i + 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), i + 2
+    if b0 < 0xF0:
+        return ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), i + 3
+    return (((b0 & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12) | ((np.int64(buf[i + 2]) & 0x3F) << 6)
+            | (np.int64(buf[i + 3]) & 0x3F)), i + 4
+
+
+@nb.njit(cache=True, inline="always")
+def _fold1(cp):
+    if 65 <= cp <= 90:
+        return cp + 32
+    if cp == 0x130 or cp == 0x131:
+        return 105  # "i"
+    if cp == 0x17F:
+        return 115  # "s"
+    return cp
+
+
+@nb.njit(cache=True)
+def _tag_scan(buf):
+    """One pass over UTF-8 bytes for ``too_deep``: the number of "<", of exact "<div" / "<DIV" / "<span",
+    and the candidate tags ``</?(?:div|span)`` (letters folded as ``_folded`` does): how many, whether each
+    closes, and the code point after its name (whether that one is a word character is decided outside)."""
+    cap = buf.size // 4 + 1
+    closing = np.zeros(cap, dtype=np.bool_)
+    after = np.zeros(cap, dtype=np.uint32)
+    n_lt = 0
+    n_exact = 0
+    m = 0
+    for i in range(buf.size):
+        if buf[i] != 60:
+            continue
+        n_lt += 1
+        c0, j = _cp_at(buf, i + 1)
+        c1, j = _cp_at(buf, j)
+        c2, j = _cp_at(buf, j)
+        c3, j = _cp_at(buf, j)
+        c4, j = _cp_at(buf, j)
+        if (c0 == 100 and c1 == 105 and c2 == 118) or (c0 == 68 and c1 == 73 and c2 == 86) \
+                or (c0 == 115 and c1 == 112 and c2 == 97 and c3 == 110):
+            n_exact += 1
+        close = c0 == 47
+        if close:
+            c5, j = _cp_at(buf, j)
+            f0, f1, f2, f3 = _fold1(c1), _fold1(c2), _fold1(c3), _fold1(c4)
+            a_div, a_span = c4, c5
+        else:
+            f0, f1, f2, f3 = _fold1(c0), _fold1(c1), _fold1(c2), _fold1(c3)
+            a_div, a_span = c3, c4
+        if f0 == 100 and f1 == 105 and f2 == 118:
+            closing[m] = close
+            after[m] = a_div
+            m += 1
+        elif f0 == 115 and f1 == 112 and f2 == 97 and f3 == 110:
+            closing[m] = close
+            after[m] = a_span
+            m += 1
+    return n_lt, n_exact, m, closing, after
 
 
 def _classes(cps: np.ndarray) -> np.ndarray:
@@ -189,14 +275,24 @@ def _is_hidden(attrs: dict) -> bool:
     return False
 
 
-def parse(html: str):
-    """lexbor (selectolax) tree of the (already stripped) HTML, or None."""
+def utf8(html: str) -> bytes | None:
+    """The page as UTF-8 bytes (what lexbor parses), or None when it holds lone surrogates (selectolax
+    drops those when it encodes a ``str`` itself)."""
+    try:
+        return html.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def parse(html: str, data: bytes | None = None):
+    """lexbor (selectolax) tree of the (already stripped) HTML, or None. ``data``: ``utf8(html)`` when the
+    caller has it (lexbor then parses those bytes instead of encoding the text again)."""
     from selectolax.lexbor import LexborHTMLParser
 
     if not html or html.isspace():
         return None
     try:
-        tree = LexborHTMLParser(html)
+        tree = LexborHTMLParser(html if data is None else data)
     except Exception:  # selectolax raises on a few unparsable inputs; that page has no text then
         return None
     return tree if tree.body is not None else None
@@ -241,7 +337,7 @@ def walk(tree):
     in_link = False
     level = 1
     stack: list[tuple] = []
-    info_of = _TAG_INFO.get
+    info_of = _id_info().copy()  # per page: lexbor gives tags it does not know ids of that page's own
     class_of = _class_cache.get
     c = tree.body.child
     while True:
@@ -257,8 +353,8 @@ def walk(tree):
                 link = extra_anc = extra_near = 0
             c = c.next
             continue
-        tag = c.tag
-        if tag == "-text":
+        tid = c.tag_id
+        if tid == _TEXT_ID:
             t = c.text_content
             if t:
                 parts.append(t)
@@ -266,7 +362,10 @@ def walk(tree):
                     link += len(t)
             c = c.next
             continue
-        cat, bit, is_a = info_of(tag, _INLINE)
+        info = info_of.get(tid)
+        if info is None:
+            info = info_of[tid] = _info(c.tag)
+        cat, bit, is_a, tag, own_index = info
         if cat >= 3:
             if cat == 4:  # br
                 parts.append("\n")
@@ -312,7 +411,7 @@ def walk(tree):
         canc = anc | bit
         cany = cls_any | cm
         if cat == 1:  # block
-            new = (len(el_parent), _OWN_INDEX.get(tag, _SPAN_OTHER), canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
+            new = (len(el_parent), own_index, canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
             el_parent.append(owner[0])
             el_chars.append(0)
             el_link.append(0)
@@ -350,6 +449,34 @@ _CATEGORY["br"] = 4
 _TAG_INFO = {t: (_CATEGORY.get(t, 0), _ANC_BIT.get(t, 0), t == "a") for t in set(_CATEGORY) | set(_ANC_BIT)}
 _INLINE = (0, 0, False)
 _SPAN_OTHER = _OWN_INDEX["span_other"]
+_TEXT_ID = 2  # lexbor's tag id of text nodes (LXB_TAG__TEXT)
+_ID_INFO: dict[int, tuple] = {}
+
+
+def _info(tag: str | None) -> tuple:
+    """What ``walk`` needs of a tag: (category, ancestor bit, is it a link, tag, own tag index)."""
+    cat, bit, is_a = _TAG_INFO.get(tag, _INLINE)
+    return cat, bit, is_a, tag, _OWN_INDEX.get(tag, _SPAN_OTHER)
+
+
+def _id_info() -> dict[int, tuple]:
+    """``_info`` by lexbor tag id, for the tags of ``_TAG_INFO`` that lexbor knows (their ids are the same in
+    every document; a tag it does not know gets an id of its own per document, looked up by name)."""
+    if not _ID_INFO:
+        from selectolax.lexbor import LexborHTMLParser
+
+        a, b = LexborHTMLParser("<p>x<!--c--></p>"), LexborHTMLParser("")
+        p = a.css_first("p")
+        assert p.child.tag_id == _TEXT_ID and p.child.tag == "-text", "lexbor's text node id changed"
+        out = {p.child.next.tag_id: _info("-comment")}
+        names = sorted(t for t in _TAG_INFO if not t.startswith("-"))
+        ids_b = {t: b.create_node(t).tag_id for t in reversed(names)}
+        for t in names:
+            i = a.create_node(t).tag_id
+            if i == ids_b[t]:  # the same id in two documents, made in another order: lexbor's own id
+                out[i] = _info(t)
+        _ID_INFO.update(out)
+    return _ID_INFO
 _ROLE_BITS = {r: 1 << CLASS_WORDS.index(w) for r, w in _ROLE_WORDS.items()}
 
 
@@ -471,13 +598,15 @@ MAX_DEPTH = 200  # elements below this depth are read as plain text (real pages 
 GROUP_LEVELS = (1, 2, 4, 8)
 
 
-def features(html: str, stripped: bool = False) -> Blocks | None:
-    """The blocks of a page and their feature matrix; None when the page has no text."""
+def features(html: str, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
+    """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
+    stripped page's ``utf8`` bytes, when the caller has them."""
     if not stripped:
         html = strip_html(html)
+        data = None
     m = _OG_TYPE_RE.search(html, 0, 20000)
     og = m.group(1).lower() if m else ""
-    tree = parse(html)
+    tree = parse(html, data)
     if tree is None:
         return None
     blocks, el_parent, el_chars, el_link = walk(tree)
