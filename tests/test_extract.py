@@ -520,3 +520,27 @@ def test_stats_json_names_the_size_of_pages_set_aside_as_too_large(tmp_path):
     stripped = [len(strip_html(r["text"]).encode()) for r in rows]
     assert st["counters"]["html_too_large_stripped_bytes"] == sum(stripped) and min(stripped) > 60000
     assert json.loads((out / "stats.json").read_text())["stages"] == stats["stages"]
+
+
+def test_title_overlap_counts_words_like_python_sets():
+    import random
+    import re
+
+    from curate.stages.extract_features import _title_overlap
+
+    def by_sets(texts, title):
+        tw = set(re.findall(r"\w+", title.lower()))
+        out = np.zeros((len(texts), 2), dtype=np.float32)
+        for i, t in enumerate(texts):
+            bw = set(re.findall(r"\w+", t.lower()))
+            if tw and bw and len(t) <= 300:
+                out[i] = len(bw & tw) / len(bw), len(bw & tw) / len(tw)
+        return out
+
+    rng = random.Random(0)
+    words = ["Hello", "hello", "WORLD", "wörld", "İstanbul", "ΣΑΣ", "σας", "东京", "_", "a_b", "12", "x" * 301, "",
+             "\U0001F600", "-", "  ", "ﬁne", "Straße", "STRASSE"]
+    for _ in range(300):
+        texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(1, 12))]
+        title = " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))
+        assert (_title_overlap(texts, title) == by_sets(texts, title)).all(), (texts, title)

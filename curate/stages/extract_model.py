@@ -61,8 +61,7 @@ class BlockModel:
             return np.zeros(0, dtype=np.float32)
         if self._inv_scale is None:
             self._inv_scale = (1.0 / self.scale).astype(np.float32)
-        h = np.subtract(x, self.mean, dtype=np.float32)
-        h *= self._inv_scale
+        h = _standardise(np.ascontiguousarray(x, dtype=np.float32), self.mean, self._inv_scale)
         seg, order, starts, inv_size = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
         last = len(self.weights) - 1
         buf = None
@@ -145,6 +144,17 @@ def context(h: np.ndarray, segs) -> np.ndarray:
 # the tests compare against), in compiled loops without the temporaries. The container means add up the
 # blocks of a container in page order the way ``np.add.reduceat`` does (the first row, then numpy's pairwise
 # sum of the others), so the numbers are the same to the bit.
+@nb.njit(cache=True)
+def _standardise(x, mean, inv_scale):
+    """``(x - mean) * inv_scale`` in float32, one pass."""
+    n, m = x.shape
+    out = np.empty((n, m), dtype=np.float32)
+    for i in range(n):
+        for j in range(m):
+            out[i, j] = (x[i, j] - mean[j]) * inv_scale[j]
+    return out
+
+
 @nb.njit(cache=True)
 def _segment_ids(groups):
     """Per group column k: ``seg[k, i]``, the segment (0, 1, ... in order of first appearance) of block i;
@@ -249,17 +259,25 @@ def _context_into(h, seg, order, starts, inv_size, out):
                     out[i, c + j] = 0.0
         c += d
     mean = np.empty((n, d), dtype=np.float32)
+    rest = np.empty(d, dtype=np.float32)
     for k in range(seg.shape[0]):
         s = 0
         while starts[k, s] < n:
             a = starts[k, s]
             size = starts[k, s + 1] - a
             f = inv_size[k, s]
+            first = order[k, a]
+            if size - 1 < 8:  # the pairwise sum of under 8 numbers: 0 + each in turn
+                rest[:] = 0.0
+                for i in range(a + 1, a + size):
+                    r = order[k, i]
+                    for j in range(d):
+                        rest[j] += h[r, j]
+            else:
+                for j in range(d):
+                    rest[j] = _pairwise(h, order[k], a + 1, size - 1, j)
             for j in range(d):
-                acc = h[order[k, a], j]
-                if size > 1:
-                    acc += _pairwise(h, order[k], a + 1, size - 1, j)
-                mean[s, j] = acc * f
+                mean[s, j] = (h[first, j] + rest[j]) * f
             s += 1
         for i in range(n):
             s = seg[k, i]
