@@ -544,3 +544,14 @@ def test_title_overlap_counts_words_like_python_sets():
         texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(1, 12))]
         title = " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))
         assert (_title_overlap(texts, title) == by_sets(texts, title)).all(), (texts, title)
+
+
+def test_lone_surrogates_parse_as_without_them():
+    from curate.stages.extract import extract_blocks
+    from curate.stages.extract_features import utf8
+
+    body = "<p>" + "A paragraph of main text that is long enough to be kept by the model. " * 4 + "</p>"
+    html = f"<html><head><title>t</title></head><body><h1>Heading</h1>{body}{body}</body></html>"
+    bad = html.replace("Heading", "Head\ud800ing")
+    assert utf8(bad) is None and utf8(html) == html.encode()
+    assert extract_blocks(bad) == extract_blocks(html) != ""
