@@ -18,9 +18,10 @@ Scripts, styles, comments, SVG and templates are cut out of the HTML with one re
 parsing (:func:`strip_html`): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON)
 cheap, and what the stage's size limit is applied to.
 
-Parsing is lexbor (an HTML5 parser in C, through selectolax), walked once in Python (:func:`walk`, a loop
-with an explicit stack); all per-block arithmetic is numpy over the finished block table, the text
-statistics over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
+Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes that the depth check
+:func:`too_deep_utf8` already scanned), walked once in Python (:func:`walk`, a loop with an explicit stack,
+tags read by lexbor's tag id); all per-block arithmetic is numpy over the finished block table, the text
+statistics and title overlap over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
 a change here leaves the features of WCXB's development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations

@@ -15,7 +15,9 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
    owner (``extract_features.GROUP_LEVELS``);
 3. ``p = sigmoid(h Wout + bout)``.
 
-Inference is numpy (a few matrix products and segment means per page).
+Inference is numpy matrix products; the standardisation and the context layers' shifted copies and
+container means run as numba-compiled loops (``_standardise``, ``_context_into``) that give the same
+numbers, to the bit, as the plain-numpy statement of the context in ``segments`` / ``context``.
 """
 from __future__ import annotations
 
