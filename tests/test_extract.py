@@ -555,3 +555,28 @@ def test_lone_surrogates_parse_as_without_them():
     bad = html.replace("Heading", "Head\ud800ing")
     assert utf8(bad) is None and utf8(html) == html.encode()
     assert extract_blocks(bad) == extract_blocks(html) != ""
+
+
+@pytest.mark.slow
+def test_first_page_of_a_fresh_process_is_not_lost_to_numba_compiling(tmp_path):
+    """An empty numba cache (a clean clone, a new machine): compiling the blocks engine's kernels takes
+    seconds; the stage does it before arming the per-document timer, so the first page is kept."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import gzip, json
+from curate.schema import HTML, documents_to_table
+from curate.stages.extract import Extract, Params
+with gzip.open({str(WCXB)!r}, "rt", encoding="utf-8") as f:
+    page = json.loads(f.readline())
+t = documents_to_table([{{"id": "a", "text": page["html"], "source": "s", "url": "", "content_type": HTML}}])
+res = Extract("extract", Params(timeout_s=1.0)).apply(t)
+print(res.kept.num_rows, res.dropped["reason"].to_pylist())
+"""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "[]"], out.stdout

@@ -273,6 +273,20 @@ def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = F
     return assemble(b.texts, b.tags, m.predict(b.features, b.groups), m.threshold)
 
 
+_WARM: set[str] = set()
+_WARM_PAGE = ("<html><head><title>Warm up</title></head><body><nav><a href='/'>Home</a></nav><div class='content'>"
+              "<h1>Warm up</h1><p>One paragraph of text, long enough to be a block.</p></div></body></html>")
+
+
+def warm_blocks(model: str = "") -> None:
+    """Load the model and compile the blocks engine's numba kernels (or load them from numba's cache), once
+    per process, before any per-document time limit is armed: a first compile takes seconds (about 10 s on
+    a loaded 2-core machine), which would otherwise set the first page aside as ``extract_timeout``."""
+    if model not in _WARM:
+        extract_blocks(_WARM_PAGE, model=model)
+        _WARM.add(model)
+
+
 def engine_function(params: Params) -> Callable[[str, str], str]:
     if params.engine == "blocks":
         return lambda html, url: extract_blocks(html, url, model=params.model, stripped=True)
@@ -348,6 +362,8 @@ class Extract(MapStage):
         reasons: list[str | None] = [None] * n
         counters: dict[str, int] = {}
         fn = engine_function(p)
+        if p.engine == "blocks":
+            warm_blocks(p.model)
         with _Deadline(p.timeout_s) as deadline:
             for i in range(n):
                 if not is_html[i]:
