@@ -449,7 +449,7 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
     import random
     import re
 
-    from curate.stages.extract_features import too_deep
+    from curate.stages.extract_features import too_deep, too_deep_utf8
 
     tag = re.compile(r"</?(?:div|span)\b", re.I)
 
@@ -465,8 +465,11 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
         html = "<div>" * rng.randint(0, 30) + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 120)))
         for limit in (3, 10, 25):
             assert too_deep(html, limit) == by_regex(html, limit), (html, limit)
-    assert too_deep("<div>" * 300 + "x" + "</div>" * 300, 200)
-    assert not too_deep("<div>x</div>" * 300, 200)
+            assert too_deep_utf8(html.encode("utf-8"), limit) == by_regex(html, limit), (html, limit)
+    for f in (too_deep, lambda h, n: too_deep_utf8(h.encode("utf-8"), n)):
+        assert f("<div>" * 300 + "x" + "</div>" * 300, 200)
+        assert not f("<div>x</div>" * 300, 200)
+        assert f("<div>é\U0001F600<dİv>" * 201, 200) and not f("<divé>" * 300, 200)
 
 
 def test_pages_a_limit_sets_aside_have_their_size_in_the_stats(monkeypatch, tmp_path):
@@ -517,3 +520,63 @@ def test_stats_json_names_the_size_of_pages_set_aside_as_too_large(tmp_path):
     stripped = [len(strip_html(r["text"]).encode()) for r in rows]
     assert st["counters"]["html_too_large_stripped_bytes"] == sum(stripped) and min(stripped) > 60000
     assert json.loads((out / "stats.json").read_text())["stages"] == stats["stages"]
+
+
+def test_title_overlap_counts_words_like_python_sets():
+    import random
+    import re
+
+    from curate.stages.extract_features import _title_overlap
+
+    def by_sets(texts, title):
+        tw = set(re.findall(r"\w+", title.lower()))
+        out = np.zeros((len(texts), 2), dtype=np.float32)
+        for i, t in enumerate(texts):
+            bw = set(re.findall(r"\w+", t.lower()))
+            if tw and bw and len(t) <= 300:
+                out[i] = len(bw & tw) / len(bw), len(bw & tw) / len(tw)
+        return out
+
+    rng = random.Random(0)
+    words = ["Hello", "hello", "WORLD", "wörld", "İstanbul", "ΣΑΣ", "σας", "东京", "_", "a_b", "12", "x" * 301, "",
+             "\U0001F600", "-", "  ", "ﬁne", "Straße", "STRASSE"]
+    for _ in range(300):
+        texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(1, 12))]
+        title = " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))
+        assert (_title_overlap(texts, title) == by_sets(texts, title)).all(), (texts, title)
+
+
+def test_lone_surrogates_parse_as_without_them():
+    from curate.stages.extract import extract_blocks
+    from curate.stages.extract_features import utf8
+
+    body = "<p>" + "A paragraph of main text that is long enough to be kept by the model. " * 4 + "</p>"
+    html = f"<html><head><title>t</title></head><body><h1>Heading</h1>{body}{body}</body></html>"
+    bad = html.replace("Heading", "Head\ud800ing")
+    assert utf8(bad) is None and utf8(html) == html.encode()
+    assert extract_blocks(bad) == extract_blocks(html) != ""
+
+
+@pytest.mark.slow
+def test_first_page_of_a_fresh_process_is_not_lost_to_numba_compiling(tmp_path):
+    """An empty numba cache (a clean clone, a new machine): compiling the blocks engine's kernels takes
+    seconds; the stage does it before arming the per-document timer, so the first page is kept."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import gzip, json
+from curate.schema import HTML, documents_to_table
+from curate.stages.extract import Extract, Params
+with gzip.open({str(WCXB)!r}, "rt", encoding="utf-8") as f:
+    page = json.loads(f.readline())
+t = documents_to_table([{{"id": "a", "text": page["html"], "source": "s", "url": "", "content_type": HTML}}])
+res = Extract("extract", Params(timeout_s=1.0)).apply(t)
+print(res.kept.num_rows, res.dropped["reason"].to_pylist())
+"""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "[]"], out.stdout

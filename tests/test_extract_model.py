@@ -43,6 +43,26 @@ def test_numpy_inference_matches_the_torch_network_it_was_trained_as(ds):
     np.testing.assert_allclose(model.predict(ds.x[sl], ds.groups[sl]), 1 / (1 + np.exp(-logits)), atol=1e-5)
 
 
+def test_compiled_context_is_the_numpy_context_to_the_bit(ds):
+    rng = np.random.default_rng(0)
+    for sl in T._page_slices(ds.page).values():
+        groups = ds.groups[sl]
+        for d in (1, 5, 64):
+            # sizes past numpy's pairwise-sum block (128) and unroll (8): container means summed the same way
+            h = rng.random((len(groups), d), dtype=np.float32) * 10
+            want = em.context(h, em.segments(groups))
+            got = np.empty_like(want)
+            em._context_into(h, *em._segment_ids(np.ascontiguousarray(groups, dtype=np.int64)), got)
+            got[:, -d:] = h.mean(axis=0)
+            assert (got == want).all()
+    one = np.zeros((300, 4), dtype=np.int64)  # one container of 300 blocks
+    h = rng.random((300, 3), dtype=np.float32)
+    got = np.empty((300, 3 * em.CONTEXT_PARTS), dtype=np.float32)
+    em._context_into(h, *em._segment_ids(one), got)
+    got[:, -3:] = h.mean(axis=0)
+    assert (got == em.context(h, em.segments(one))).all()
+
+
 def test_cross_validation_is_reproducible_and_really_out_of_fold(ds):
     fold = T.folds_of(len(ds.pages), 3, seed=0)
     assert sorted(np.bincount(fold).tolist()) == [7, 7, 7]

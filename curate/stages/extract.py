@@ -18,8 +18,8 @@ of several MB (mostly inline JavaScript and JSON) extract. Engines (``engine = .
   1,497 WCXB development pages, word F1): 5-fold CV 0.860 (in-sample 0.900), trafilatura 2.3.1 0.818,
   plain resiliparse 0.776; per type CV / trafilatura: article 0.937 / 0.929, collection 0.676 / 0.581,
   documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
-  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side): 95 docs/s per core, 6.3x
-  trafilatura (resiliparse alone: 18x), short of the 10x goal.
+  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine): 88-107
+  docs/s per core, 7.6-7.7x trafilatura (resiliparse alone: 19x), short of the 10x goal.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
@@ -260,16 +260,31 @@ def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = F
 
     if not stripped:
         html = F.strip_html(html)
-    if F.too_deep(html, F.MAX_DEPTH):
+    data = F.utf8(html)
+    if F.too_deep(html, F.MAX_DEPTH) if data is None else F.too_deep_utf8(data, F.MAX_DEPTH):
         # the parser would take O(elements x depth): the rules engine's linear whole-page path instead
         return extract_resiliparse(html, url)
-    b = F.features(html, stripped=True)
+    b = F.features(html, stripped=True, data=data)
     if b is None:
         # no visible block (the whole page hidden, as in some script-rendered pages that stream their
         # content into a hidden element): the rules engine, which reads hidden elements too
         return extract_resiliparse(html, url)
     m = cached(model)
     return assemble(b.texts, b.tags, m.predict(b.features, b.groups), m.threshold)
+
+
+_WARM: set[str] = set()
+_WARM_PAGE = ("<html><head><title>Warm up</title></head><body><nav><a href='/'>Home</a></nav><div class='content'>"
+              "<h1>Warm up</h1><p>One paragraph of text, long enough to be a block.</p></div></body></html>")
+
+
+def warm_blocks(model: str = "") -> None:
+    """Load the model and compile the blocks engine's numba kernels (or load them from numba's cache), once
+    per process, before any per-document time limit is armed: a first compile takes seconds (about 10 s on
+    a loaded 2-core machine), which would otherwise set the first page aside as ``extract_timeout``."""
+    if model not in _WARM:
+        extract_blocks(_WARM_PAGE, model=model)
+        _WARM.add(model)
 
 
 def engine_function(params: Params) -> Callable[[str, str], str]:
@@ -347,6 +362,8 @@ class Extract(MapStage):
         reasons: list[str | None] = [None] * n
         counters: dict[str, int] = {}
         fn = engine_function(p)
+        if p.engine == "blocks":
+            warm_blocks(p.model)
         with _Deadline(p.timeout_s) as deadline:
             for i in range(n):
                 if not is_html[i]:

@@ -18,9 +18,10 @@ Scripts, styles, comments, SVG and templates are cut out of the HTML with one re
 parsing (:func:`strip_html`): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON)
 cheap, and what the stage's size limit is applied to.
 
-Parsing is lexbor (an HTML5 parser in C, through selectolax), walked once in Python (:func:`walk`, a loop
-with an explicit stack); all per-block arithmetic is numpy over the finished block table, the text
-statistics over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
+Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes that the depth check
+:func:`too_deep_utf8` already scanned), walked once in Python (:func:`walk`, a loop with an explicit stack,
+tags read by lexbor's tag id); all per-block arithmetic is numpy over the finished block table, the text
+statistics and title overlap over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
 a change here leaves the features of WCXB's development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 # ----------------------------------------------------------------------------------------- stripping
@@ -78,6 +80,91 @@ def too_deep(html: str, limit: int) -> bool:
         return False
     step = np.where(closing[tags], -1, 1).astype(np.int64)
     return int(np.cumsum(step).max()) > limit
+
+
+def too_deep_utf8(data: bytes, limit: int) -> bool:
+    """``too_deep`` of the page given as its UTF-8 bytes: the same tag matches, found by one compiled scan
+    over the bytes (``_tag_scan``); only the character after each ``div`` / ``span`` goes through
+    ``_is_word``."""
+    n_lt, n_exact, m, closing, after = _tag_scan(np.frombuffer(data, dtype=np.uint8))
+    if n_lt <= limit or n_exact <= limit or m <= limit:
+        return False
+    keep = ~_is_word(after[:m])
+    if int(keep.sum()) <= limit:
+        return False
+    step = np.where(closing[:m][keep], -1, 1).astype(np.int64)
+    return int(np.cumsum(step).max()) > limit
+
+
+@nb.njit(cache=True, inline="always")
+def _cp_at(buf, i):
+    """(code point starting at byte i of valid UTF-8, next byte); past the end: (0, i), as the NUL padding
+    of ``too_deep``."""
+    n = buf.size
+    if i >= n:
+        return 0, i
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        return b0, i + 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), i + 2
+    if b0 < 0xF0:
+        return ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), i + 3
+    return (((b0 & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12) | ((np.int64(buf[i + 2]) & 0x3F) << 6)
+            | (np.int64(buf[i + 3]) & 0x3F)), i + 4
+
+
+@nb.njit(cache=True, inline="always")
+def _fold1(cp):
+    if 65 <= cp <= 90:
+        return cp + 32
+    if cp == 0x130 or cp == 0x131:
+        return 105  # "i"
+    if cp == 0x17F:
+        return 115  # "s"
+    return cp
+
+
+@nb.njit(cache=True)
+def _tag_scan(buf):
+    """One pass over UTF-8 bytes for ``too_deep``: the number of "<", of exact "<div" / "<DIV" / "<span",
+    and the candidate tags ``</?(?:div|span)`` (letters folded as ``_folded`` does): how many, whether each
+    closes, and the code point after its name (whether that one is a word character is decided outside)."""
+    cap = buf.size // 4 + 1
+    closing = np.zeros(cap, dtype=np.bool_)
+    after = np.zeros(cap, dtype=np.uint32)
+    n_lt = 0
+    n_exact = 0
+    m = 0
+    for i in range(buf.size):
+        if buf[i] != 60:
+            continue
+        n_lt += 1
+        c0, j = _cp_at(buf, i + 1)
+        c1, j = _cp_at(buf, j)
+        c2, j = _cp_at(buf, j)
+        c3, j = _cp_at(buf, j)
+        c4, j = _cp_at(buf, j)
+        if (c0 == 100 and c1 == 105 and c2 == 118) or (c0 == 68 and c1 == 73 and c2 == 86) \
+                or (c0 == 115 and c1 == 112 and c2 == 97 and c3 == 110):
+            n_exact += 1
+        close = c0 == 47
+        if close:
+            c5, j = _cp_at(buf, j)
+            f0, f1, f2, f3 = _fold1(c1), _fold1(c2), _fold1(c3), _fold1(c4)
+            a_div, a_span = c4, c5
+        else:
+            f0, f1, f2, f3 = _fold1(c0), _fold1(c1), _fold1(c2), _fold1(c3)
+            a_div, a_span = c3, c4
+        if f0 == 100 and f1 == 105 and f2 == 118:
+            closing[m] = close
+            after[m] = a_div
+            m += 1
+        elif f0 == 115 and f1 == 112 and f2 == 97 and f3 == 110:
+            closing[m] = close
+            after[m] = a_span
+            m += 1
+    return n_lt, n_exact, m, closing, after
 
 
 def _classes(cps: np.ndarray) -> np.ndarray:
@@ -189,14 +276,24 @@ def _is_hidden(attrs: dict) -> bool:
     return False
 
 
-def parse(html: str):
-    """lexbor (selectolax) tree of the (already stripped) HTML, or None."""
+def utf8(html: str) -> bytes | None:
+    """The page as UTF-8 bytes (what lexbor parses), or None when it holds lone surrogates (selectolax
+    drops those when it encodes a ``str`` itself)."""
+    try:
+        return html.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def parse(html: str, data: bytes | None = None):
+    """lexbor (selectolax) tree of the (already stripped) HTML, or None. ``data``: ``utf8(html)`` when the
+    caller has it (lexbor then parses those bytes instead of encoding the text again)."""
     from selectolax.lexbor import LexborHTMLParser
 
     if not html or html.isspace():
         return None
     try:
-        tree = LexborHTMLParser(html)
+        tree = LexborHTMLParser(html if data is None else data)
     except Exception:  # selectolax raises on a few unparsable inputs; that page has no text then
         return None
     return tree if tree.body is not None else None
@@ -241,7 +338,7 @@ def walk(tree):
     in_link = False
     level = 1
     stack: list[tuple] = []
-    info_of = _TAG_INFO.get
+    info_of = _id_info().copy()  # per page: lexbor gives tags it does not know ids of that page's own
     class_of = _class_cache.get
     c = tree.body.child
     while True:
@@ -257,8 +354,8 @@ def walk(tree):
                 link = extra_anc = extra_near = 0
             c = c.next
             continue
-        tag = c.tag
-        if tag == "-text":
+        tid = c.tag_id
+        if tid == _TEXT_ID:
             t = c.text_content
             if t:
                 parts.append(t)
@@ -266,7 +363,10 @@ def walk(tree):
                     link += len(t)
             c = c.next
             continue
-        cat, bit, is_a = info_of(tag, _INLINE)
+        info = info_of.get(tid)
+        if info is None:
+            info = info_of[tid] = _info(c.tag)
+        cat, bit, is_a, tag, own_index = info
         if cat >= 3:
             if cat == 4:  # br
                 parts.append("\n")
@@ -312,7 +412,7 @@ def walk(tree):
         canc = anc | bit
         cany = cls_any | cm
         if cat == 1:  # block
-            new = (len(el_parent), _OWN_INDEX.get(tag, _SPAN_OTHER), canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
+            new = (len(el_parent), own_index, canc, cm | owner[7], cany, owner[5] + 1, tag, cm)
             el_parent.append(owner[0])
             el_chars.append(0)
             el_link.append(0)
@@ -350,6 +450,34 @@ _CATEGORY["br"] = 4
 _TAG_INFO = {t: (_CATEGORY.get(t, 0), _ANC_BIT.get(t, 0), t == "a") for t in set(_CATEGORY) | set(_ANC_BIT)}
 _INLINE = (0, 0, False)
 _SPAN_OTHER = _OWN_INDEX["span_other"]
+_TEXT_ID = 2  # lexbor's tag id of text nodes (LXB_TAG__TEXT)
+_ID_INFO: dict[int, tuple] = {}
+
+
+def _info(tag: str | None) -> tuple:
+    """What ``walk`` needs of a tag: (category, ancestor bit, is it a link, tag, own tag index)."""
+    cat, bit, is_a = _TAG_INFO.get(tag, _INLINE)
+    return cat, bit, is_a, tag, _OWN_INDEX.get(tag, _SPAN_OTHER)
+
+
+def _id_info() -> dict[int, tuple]:
+    """``_info`` by lexbor tag id, for the tags of ``_TAG_INFO`` that lexbor knows (their ids are the same in
+    every document; a tag it does not know gets an id of its own per document, looked up by name)."""
+    if not _ID_INFO:
+        from selectolax.lexbor import LexborHTMLParser
+
+        a, b = LexborHTMLParser("<p>x<!--c--></p>"), LexborHTMLParser("")
+        p = a.css_first("p")
+        assert p.child.tag_id == _TEXT_ID and p.child.tag == "-text", "lexbor's text node id changed"
+        out = {p.child.next.tag_id: _info("-comment")}
+        names = sorted(t for t in _TAG_INFO if not t.startswith("-"))
+        ids_b = {t: b.create_node(t).tag_id for t in reversed(names)}
+        for t in names:
+            i = a.create_node(t).tag_id
+            if i == ids_b[t]:  # the same id in two documents, made in another order: lexbor's own id
+                out[i] = _info(t)
+        _ID_INFO.update(out)
+    return _ID_INFO
 _ROLE_BITS = {r: 1 << CLASS_WORDS.index(w) for r, w in _ROLE_WORDS.items()}
 
 
@@ -371,13 +499,15 @@ def _bits(values: list[int], n_bits: int) -> np.ndarray:
 
 def _title_overlap(texts: list[str], title: str) -> np.ndarray:
     """Per block: share of its words in the page title, share of the title's words in it (blocks of up to
-    300 characters; words: lower-cased ``\\w+``, each counted once). All short blocks are lower-cased and
-    tokenised in one pass."""
+    300 characters; words: lower-cased ``\\w+``, each counted once). All short blocks are lower-cased in one
+    pass and their words counted with numpy: each word is a run of word characters (``_classes``, the same
+    ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its code points (two different words
+    of one page sharing a hash: odds about 1e-13 per page)."""
     tw = set(_WORD_RE.findall(title.lower()))
     out = np.zeros((len(texts), 2), dtype=np.float32)
     if not tw:
         return out
-    short = [i for i, t in enumerate(texts) if len(t) <= 300]
+    short = [i for i, n in enumerate(map(len, texts)) if n <= 300]
     if not short:
         return out
     # "\x00" ends a block: neither a word character nor cased, so lower() and \w+ act per block as before
@@ -390,24 +520,66 @@ def _title_overlap(texts: list[str], title: str) -> np.ndarray:
                 out[i, 0] = common / len(bw)
                 out[i, 1] = common / len(tw)
         return out
-    toks = _WORD_OR_END_RE.findall(joined)
-    toks.append("\x00")
-    rows, shares, commons = [], [], []
-    a = 0
-    index = toks.index
-    for i in short:
-        b = index("\x00", a)
-        if b > a:
-            bw = set(toks[a:b])
-            common = len(tw.intersection(bw))
-            rows.append(i)
-            shares.append(common / len(bw))
-            commons.append(common)
-        a = b + 1
-    if rows:
-        out[rows, 0] = shares
-        out[rows, 1] = np.array(commons, dtype=np.float64) / len(tw)
+    block, key = _word_hashes(joined)
+    if block.size == 0:
+        return out
+    title_key = np.array([_word_hash(w) for w in tw], dtype=np.uint64)
+    # one entry per (block, word): the word's hash mixed with its block's number
+    pair = key + block.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    _, first = np.unique(pair, return_index=True)
+    ub = block[first]
+    in_title = np.isin(key[first], title_key)
+    n_words = np.bincount(ub, minlength=len(short))
+    common = np.bincount(ub, weights=in_title, minlength=len(short))
+    has = np.flatnonzero(n_words)
+    rows = np.asarray(short, dtype=np.int64)[has]
+    out[rows, 0] = common[has] / n_words[has]
+    out[rows, 1] = common[has] / len(tw)
     return out
+
+
+_HASH_BASE = 0x100000001B3
+_POWERS = np.ones(1, dtype=np.uint64)      # B**k modulo 2**64
+_INV_POWERS = np.ones(1, dtype=np.uint64)  # B**-k modulo 2**64 (B is odd: it has an inverse)
+
+
+def _word_hash(word: str) -> int:
+    """``sum cp[k] * B**k`` modulo 2**64 over the code points of ``word`` (what ``_word_hashes`` gives)."""
+    return sum(ord(ch) * pow(_HASH_BASE, k, 2**64) for k, ch in enumerate(word)) % 2**64
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_POWERS`` and ``_INV_POWERS`` with at least ``n`` entries (grown as pages need)."""
+    global _POWERS, _INV_POWERS
+    if _POWERS.size < n:
+        size = max(n, 2 * _POWERS.size, 4096)
+        for base in (_HASH_BASE, pow(_HASH_BASE, -1, 2**64)):
+            p = np.empty(size, dtype=np.uint64)
+            p[0] = 1
+            np.cumprod(np.full(size - 1, base, dtype=np.uint64), out=p[1:])
+            if base == _HASH_BASE:
+                _POWERS = p
+            else:
+                _INV_POWERS = p
+    return _POWERS, _INV_POWERS
+
+
+def _word_hashes(s: str) -> tuple[np.ndarray, np.ndarray]:
+    """The words (maximal runs of ``\\w``) of ``s``: for each, the number of "\\x00" before it (its block) and
+    ``_word_hash`` of it."""
+    cps = np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    n = cps.size
+    isw = np.zeros(n + 2, dtype=bool)
+    isw[1:-1] = (_classes(cps) & 1).view(bool)
+    starts = np.flatnonzero(isw[1:-1] & ~isw[:-2])
+    ends = np.flatnonzero(isw[1:-1] & ~isw[2:]) + 1
+    powers, inv = _power_tables(n + 1)
+    prefix = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum(cps * powers[:n], out=prefix[1:])
+    # (prefix[end] - prefix[start]) / B**start, all modulo 2**64
+    key = (prefix[ends] - prefix[starts]) * inv[starts]
+    block = np.cumsum(cps == 0)[starts]
+    return block, key
 
 
 _CLASS_CACHE: dict[int, int] = {}
@@ -471,13 +643,15 @@ MAX_DEPTH = 200  # elements below this depth are read as plain text (real pages 
 GROUP_LEVELS = (1, 2, 4, 8)
 
 
-def features(html: str, stripped: bool = False) -> Blocks | None:
-    """The blocks of a page and their feature matrix; None when the page has no text."""
+def features(html: str, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
+    """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
+    stripped page's ``utf8`` bytes, when the caller has them."""
     if not stripped:
         html = strip_html(html)
+        data = None
     m = _OG_TYPE_RE.search(html, 0, 20000)
     og = m.group(1).lower() if m else ""
-    tree = parse(html)
+    tree = parse(html, data)
     if tree is None:
         return None
     blocks, el_parent, el_chars, el_link = walk(tree)

@@ -15,7 +15,9 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
    owner (``extract_features.GROUP_LEVELS``);
 3. ``p = sigmoid(h Wout + bout)``.
 
-Inference is numpy (a few matrix products and segment means per page).
+Inference is numpy matrix products; the standardisation and the context layers' shifted copies and
+container means run as numba-compiled loops (``_standardise``, ``_context_into``) that give the same
+numbers, to the bit, as the plain-numpy statement of the context in ``segments`` / ``context``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 FORMAT = "quarry-extract-blocks"
@@ -60,14 +63,20 @@ class BlockModel:
             return np.zeros(0, dtype=np.float32)
         if self._inv_scale is None:
             self._inv_scale = (1.0 / self.scale).astype(np.float32)
-        h = np.subtract(x, self.mean, dtype=np.float32)
-        h *= self._inv_scale
-        segs = segments(groups)
+        h = _standardise(np.ascontiguousarray(x, dtype=np.float32), self.mean, self._inv_scale)
+        seg, order, starts, inv_size = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
         last = len(self.weights) - 1
+        buf = None
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
             if 0 < i < last:
-                h = context(h, segs)
-            h = h @ w + b
+                n, d = h.shape
+                if buf is None or buf.shape[1] != d * CONTEXT_PARTS:
+                    buf = np.empty((n, d * CONTEXT_PARTS), dtype=np.float32)
+                _context_into(h, seg, order, starts, inv_size, buf)
+                buf[:, -d:] = h.mean(axis=0)
+                h = buf
+            h = h @ w
+            h += b
             if i < last:
                 np.maximum(h, 0, out=h)
         return 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -30, 30)))
@@ -131,6 +140,154 @@ def context(h: np.ndarray, segs) -> np.ndarray:
         c += d
     out[:, c:c + d] = h.mean(axis=0)
     return out
+
+
+# The same context as ``segments`` + ``context`` above (those stay as the plain-numpy statement of it, which
+# the tests compare against), in compiled loops without the temporaries. The container means add up the
+# blocks of a container in page order the way ``np.add.reduceat`` does (the first row, then numpy's pairwise
+# sum of the others), so the numbers are the same to the bit.
+@nb.njit(cache=True)
+def _standardise(x, mean, inv_scale):
+    """``(x - mean) * inv_scale`` in float32, one pass."""
+    n, m = x.shape
+    out = np.empty((n, m), dtype=np.float32)
+    for i in range(n):
+        for j in range(m):
+            out[i, j] = (x[i, j] - mean[j]) * inv_scale[j]
+    return out
+
+
+@nb.njit(cache=True)
+def _segment_ids(groups):
+    """Per group column k: ``seg[k, i]``, the segment (0, 1, ... in order of first appearance) of block i;
+    ``order[k]``, the blocks sorted by segment (page order inside one); ``starts[k, s]``, where segment s
+    begins in ``order[k]`` (``starts[k, m] = n`` after the last one); ``inv_size[k, s]``, 1/size (float32)."""
+    n, k_cols = groups.shape
+    seg = np.empty((k_cols, n), dtype=np.int64)
+    order = np.empty((k_cols, n), dtype=np.int64)
+    starts = np.zeros((k_cols, n + 1), dtype=np.int64)
+    inv_size = np.zeros((k_cols, n), dtype=np.float32)
+    top = 1
+    for k in range(k_cols):
+        for i in range(n):
+            top = max(top, groups[i, k] + 1)
+    first = np.full(top, -1, dtype=np.int64)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    fill = np.zeros(n + 1, dtype=np.int64)
+    for k in range(k_cols):
+        m = 0
+        for i in range(n):
+            g = groups[i, k]
+            s = first[g]
+            if s < 0:
+                s = m
+                first[g] = m
+                sizes[m] = 0
+                m += 1
+            seg[k, i] = s
+            sizes[s] += 1
+        pos = 0
+        for s in range(m):
+            starts[k, s] = pos
+            fill[s] = pos
+            pos += sizes[s]
+            inv_size[k, s] = np.float32(1.0 / sizes[s])
+        for s in range(m, n + 1):
+            starts[k, s] = n
+        for i in range(n):
+            s = seg[k, i]
+            order[k, fill[s]] = i
+            fill[s] += 1
+        for i in range(n):
+            first[groups[i, k]] = -1
+    return seg, order, starts, inv_size
+
+
+@nb.njit(cache=True)
+def _pairwise(h, order, a, n, j):
+    """numpy's pairwise float32 sum of ``h[order[a:a+n], j]`` (``FLOAT_pairwise_sum``)."""
+    if n < 8:
+        res = np.float32(0.0)
+        for i in range(n):
+            res += h[order[a + i], j]
+        return res
+    if n <= 128:
+        r0 = h[order[a], j]
+        r1 = h[order[a + 1], j]
+        r2 = h[order[a + 2], j]
+        r3 = h[order[a + 3], j]
+        r4 = h[order[a + 4], j]
+        r5 = h[order[a + 5], j]
+        r6 = h[order[a + 6], j]
+        r7 = h[order[a + 7], j]
+        i = 8
+        while i < n - (n % 8):
+            r0 += h[order[a + i], j]
+            r1 += h[order[a + i + 1], j]
+            r2 += h[order[a + i + 2], j]
+            r3 += h[order[a + i + 3], j]
+            r4 += h[order[a + i + 4], j]
+            r5 += h[order[a + i + 5], j]
+            r6 += h[order[a + i + 6], j]
+            r7 += h[order[a + i + 7], j]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += h[order[a + i], j]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(h, order, a, n2, j) + _pairwise(h, order, a + n2, n - n2, j)
+
+
+@nb.njit(cache=True)
+def _context_into(h, seg, order, starts, inv_size, out):
+    """``context(h, segments(groups))`` written into ``out`` ([n, d * CONTEXT_PARTS], float32), all but its
+    last ``d`` columns (the page mean)."""
+    n, d = h.shape
+    for i in range(n):
+        for j in range(d):
+            out[i, j] = h[i, j]
+    c = d
+    for s in (-2, -1, 1, 2):
+        for i in range(n):
+            src = i + s
+            if 0 <= src < n:
+                for j in range(d):
+                    out[i, c + j] = h[src, j]
+            else:
+                for j in range(d):
+                    out[i, c + j] = 0.0
+        c += d
+    mean = np.empty((n, d), dtype=np.float32)
+    rest = np.empty(d, dtype=np.float32)
+    for k in range(seg.shape[0]):
+        s = 0
+        while starts[k, s] < n:
+            a = starts[k, s]
+            size = starts[k, s + 1] - a
+            f = inv_size[k, s]
+            first = order[k, a]
+            if size - 1 < 8:  # the pairwise sum of under 8 numbers: 0 + each in turn
+                rest[:] = 0.0
+                for i in range(a + 1, a + size):
+                    r = order[k, i]
+                    for j in range(d):
+                        rest[j] += h[r, j]
+            else:
+                for j in range(d):
+                    rest[j] = _pairwise(h, order[k], a + 1, size - 1, j)
+            for j in range(d):
+                mean[s, j] = (h[first, j] + rest[j]) * f
+            s += 1
+        for i in range(n):
+            s = seg[k, i]
+            for j in range(d):
+                out[i, c + j] = mean[s, j]
+        c += d
+    # the last d columns, the page mean, are left to the caller (``h.mean(axis=0)``: numpy's own summation
+    # order, which depends on d)
 
 
 def _round(a: np.ndarray):
