@@ -236,7 +236,7 @@ class GopherQuality(_HeuristicStage):
         toks = self.tokens(text)
         n_tokens = len(toks)
         if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
-            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text.split())
+            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
         else:
             words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
             n_words, word_chars = len(words), sum(map(len, words))
@@ -671,8 +671,11 @@ class C4Quality(_HeuristicStage):
             words = line.split()
             if p.max_word_length != -1 and len(line) > p.max_word_length and max(map(len, words)) > p.max_word_length:
                 continue
-            if p.remove_citations:
-                line = CITATION_RE.sub("", line)
+            chunks = words  # the line's chunks, while citations leave it as it is
+            if p.remove_citations and "[" in line:
+                cited, line = line, CITATION_RE.sub("", line)
+                if line != cited:
+                    chunks = None
             if p.filter_no_terminal_punct and (not line.endswith(self._end) or line.endswith("...")):
                 continue
             if len(words) < p.min_words_per_line:
@@ -687,7 +690,7 @@ class C4Quality(_HeuristicStage):
             if p.filter_policy and any(s in lower for s in C4_POLICY_SUBSTRINGS):
                 continue
             if p.min_num_sentences != -1:
-                n_sentences += count_sentences(line, p.words, p.language) if p.split_paragraph else 1
+                n_sentences += count_sentences(line, p.words, p.language, chunks) if p.split_paragraph else 1
             kept.append(line)
         if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text

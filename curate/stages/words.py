@@ -92,71 +92,101 @@ class SpacyWords:
             self._nlp = spacy.blank(language)
         except Exception as e:
             raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e})") from e
+        # Tokenizing reads no lexical attribute (spaCy's Tokenizer uses a lexeme's orth and length
+        # only), so this private pipeline's vocab computes none: a new token string costs a string
+        # store entry instead of ~20 attribute getters (shape, like_num, ...).
+        self._nlp.vocab.lex_attr_getters = {}
         self._tokenizer = self._nlp.tokenizer
+        from spacy.attrs import IDX, LENGTH
+        self._idx_length = [IDX, LENGTH]
         self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, list[str]] = {}
+        self._recent: dict[str, tuple[list[str], list[str]]] = {}  # text -> (chunks, tokens)
         self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
 
+    def reset(self) -> None:
+        """Forget every remembered chunk and text (the pipeline stays loaded)."""
+        for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo):
+            memo.clear()
+
     def _learn(self, chunks) -> None:
         """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
-        tokenized as it would be alone (a newline token sits between two chunks)."""
-        memo = self._memo
-        missing = list(set(chunks).difference(memo))  # each chunk's tokens do not depend on the order
+        tokenized as it would be alone (a newline token sits between two chunks). Their packed
+        ``token_stats`` are remembered with them."""
+        memo, stats = self._memo, self._stats_memo
+        missing = set(chunks).difference(memo)  # each chunk's tokens do not depend on the order
         if not missing:
             return
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
+            stats.clear()
         if self._shortcut:
             missing = self._shortcuts(missing)
             if not missing:
                 return
-        out: list[list[str]] = [[] for _ in missing]
-        ends, pos = [], -1
-        for c in missing:
-            pos += len(c) + 1
-            ends.append(pos)  # offset just past the chunk
-        j = 0
+        missing = list(missing)
         joined = "\n".join(missing)
         if _SURROGATE_RE.search(joined):  # spaCy cannot encode a lone surrogate: U+FFFD in its place
             joined = _SURROGATE_RE.sub("\ufffd", joined)
         with self._nlp.memory_zone():
-            for tok in self._tokenizer(joined):
-                idx = tok.idx
-                while idx >= ends[j]:
-                    j += 1
-                if not tok.is_space:
-                    out[j].append(tok.text)
-        for c, toks in zip(missing, out):
-            memo[c] = tuple(toks)
+            # token offsets and lengths straight from the Doc's C array: no Python Token objects
+            spans = self._tokenizer(joined).to_array(self._idx_length).tolist()
+        # the tokens between two newline tokens are one chunk's (chunks hold no whitespace, so the
+        # only whitespace tokens are the newlines joining them)
+        toks: list[str] = []
+        i = 0
+        for idx, n in spans:
+            if joined[idx] == "\n":
+                memo[missing[i]] = toks = tuple(toks)
+                stats[missing[i]] = _packed_stats(toks)
+                toks = []
+                i += 1
+            else:
+                toks.append(joined[idx:idx + n])
+        memo[missing[i]] = toks = tuple(toks)
+        stats[missing[i]] = _packed_stats(toks)
 
-    def _shortcuts(self, chunks: list[str]) -> list[str]:
+    def _shortcuts(self, chunks) -> list[str]:
         """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
         See ``plain_tokens``; ``tests/test_words.py`` checks them against spaCy for every language
         in ``SHORTCUT_LANGUAGES``."""
-        memo, rules, rest = self._memo, self._rules, []
-        for c in chunks:
-            if c.isalpha():
-                if c not in rules:
-                    memo[c] = (c,)
-                    continue
-            else:
-                toks = plain_tokens(c, rules)
-                if toks is not None:
-                    memo[c] = toks
-                    continue
-            rest.append(c)
+        memo, stats, rules = self._memo, self._stats_memo, self._rules
+        alpha = set(filter(str.isalpha, chunks))  # a word of letters is one token (unless a rule)
+        alpha.difference_update(rules)
+        memo.update(zip(alpha, zip(alpha)))
+        stats.update(zip(alpha, map(_ONE_WORD.__add__, map(_WORD_CHAR.__mul__, map(len, alpha)))))
+        rest = []
+        for c in set(chunks).difference(alpha):
+            toks = plain_tokens(c, rules)
+            if toks is None:
+                rest.append(c)
+            else:  # one word of letters, the rest punctuation marks of one character
+                memo[c] = toks
+                stats[c] = _ONE_WORD + (len(toks) - 1) + (len(c) - len(toks) + 1) * _WORD_CHAR
         return rest
 
     def prefetch(self, texts: list[str]) -> None:
         """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``, whose
-        exit costs about half a millisecond) for a batch instead of one per text."""
-        memo = self._memo
-        missing = list({c for t in texts for c in t.split() if c not in memo})
-        if missing and len(missing) < MEMO_SIZE // 2:
+        exit costs about half a millisecond) for a batch instead of one per text. The texts'
+        chunks and tokens are remembered as recent texts."""
+        memo, recent = self._memo, self._recent
+        texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
+        split = list(map(str.split, texts))
+        missing = set(chain.from_iterable(split)).difference(memo)
+        if len(missing) >= MEMO_SIZE // 2:
+            return
+        if missing:
             self._learn(missing)
+        if len(recent) + len(texts) > RECENT_TEXTS:
+            recent.clear()
+        get = memo.__getitem__
+        try:
+            for t, chunks in zip(texts, split):
+                recent[t] = (chunks, list(chain.from_iterable(map(get, chunks))))
+        except KeyError:  # the memo was emptied while learning
+            recent.clear()
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
@@ -177,31 +207,51 @@ class SpacyWords:
         try:
             return list(map(memo.__getitem__, chunks))
         except KeyError:
-            self._fill(memo, chunks, _sentence_effect)
-            return list(map(memo.__getitem__, chunks))
-
-    def text_stats(self, chunks: list[str]) -> tuple[int, int, int, int, int]:
-        """``token_stats`` of the tokens of all ``chunks``: each chunk's counts are remembered packed
-        in one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the
-        packed sums (no field comes near 2**40)."""
-        memo = self._stats_memo
-        try:
-            packed = sum(map(memo.__getitem__, chunks))
-        except KeyError:
-            self._fill(memo, chunks, _packed_stats)
-            packed = sum(map(memo.__getitem__, chunks))
-        mask = (1 << STATS_BITS) - 1
-        return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
-
-    def _fill(self, memo: dict, chunks: list[str], value) -> None:
-        """``memo[c] = value(tokens of c)`` for each chunk not in ``memo`` (emptied first when it would
-        outgrow ``MEMO_SIZE``)."""
+            pass
         missing = [c for c in dict.fromkeys(chunks) if c not in memo]
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
             missing = list(dict.fromkeys(chunks))
-        for c, toks in zip(missing, self.chunk_tokens(missing)):
-            memo[c] = value(toks)
+        rest = []
+        for c in missing:
+            if SENTENCIZER_PUNCT.isdisjoint(c):
+                # no token is an end mark: the chunk only ends a pending end mark, when one of its
+                # tokens is not punctuation, i.e. when one of its characters is not
+                memo[c] = _NO_END_WORD if c.isalpha() or not _is_punct(c) else _NO_END_PUNCT
+            else:
+                rest.append(c)
+        for c, toks in zip(rest, self.chunk_tokens(rest)):
+            memo[c] = _sentence_effect(toks)
+        return list(map(memo.__getitem__, chunks))
+
+    def text_stats(self, text: str) -> tuple[int, int, int, int, int]:
+        """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
+        one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the packed
+        sums (no field comes near 2**40)."""
+        chunks = self._recent_entry(text)[0]
+        memo = self._stats_memo
+        try:
+            packed = sum(map(memo.__getitem__, chunks))
+        except KeyError:
+            self._fill_stats(chunks)
+            packed = sum(map(memo.__getitem__, chunks))
+        mask = (1 << STATS_BITS) - 1
+        return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
+
+    def _fill_stats(self, chunks: list[str]) -> None:
+        memo, rules = self._stats_memo, self._rules
+        missing = [c for c in dict.fromkeys(chunks) if c not in memo]
+        if len(memo) + len(missing) > MEMO_SIZE:
+            memo.clear()
+            missing = list(dict.fromkeys(chunks))
+        rest = []
+        for c in missing:
+            if c.isalpha() and c not in rules:  # one token, a word of letters
+                memo[c] = _ONE_WORD + (len(c) << (2 * STATS_BITS))
+            else:
+                rest.append(c)
+        for c, toks in zip(rest, self.chunk_tokens(rest)):
+            memo[c] = _packed_stats(toks)
 
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
         chunk = _SURROGATE_RE.sub("\ufffd", chunk)
@@ -212,18 +262,24 @@ class SpacyWords:
         """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
         after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
         modify the list)."""
+        return self._recent_entry(text)[1]
+
+    def _recent_entry(self, text: str) -> tuple[list[str], list[str]]:
+        """(``text.split()``, tokens) of ``text``, remembered for the last ``RECENT_TEXTS`` texts."""
         recent = self._recent
-        toks = recent.get(text)
-        if toks is None:
-            toks = list(chain.from_iterable(self.chunk_tokens(text.split())))
+        entry = recent.get(text)
+        if entry is None:
+            chunks = text.split()
+            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks)))
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
-            recent[text] = toks
-        return toks
+            recent[text] = entry
+        return entry
 
 
 STATS_BITS = 48
 _ONE_WORD = 1 | 1 << STATS_BITS | 1 << (3 * STATS_BITS) | 1 << (4 * STATS_BITS)  # 1 token, 1 word, both with a letter
+_WORD_CHAR = 1 << (2 * STATS_BITS)  # one character in words
 
 
 def token_stats(toks) -> tuple[int, int, int, int, int]:
@@ -316,7 +372,7 @@ def _is_punct(tok: str) -> bool:
     return all(unicodedata.category(c).startswith("P") for c in tok)
 
 
-def count_sentences(line: str, words: str = "spacy", language: str = "en") -> int:
+def count_sentences(line: str, words: str = "spacy", language: str = "en", chunks: list[str] | None = None) -> int:
     """How many sentences DataTrove's ``split_into_sentences`` finds in ``line`` (stripped, not
     empty): spaCy's sentencizer starts a sentence at the first token that is neither punctuation
     nor an end mark after a token that is an end mark. Whitespace runs other than one space are
@@ -339,6 +395,10 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en") -> in
         n += eff[2] if seen_end else eff[0]
         seen_end = eff[3] if seen_end else eff[1]
     return n
+
+
+_NO_END_WORD = (0, False, 1, False)  # the effect of a chunk without end marks, holding a word
+_NO_END_PUNCT = (0, False, 0, True)  # and of one made of punctuation only
 
 
 def _sentence_effect(toks: tuple[str, ...]) -> tuple[int, bool, int, bool]:
