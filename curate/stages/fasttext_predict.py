@@ -35,6 +35,7 @@ import ctypes.util
 import math
 import re
 import struct
+from itertools import chain
 from pathlib import Path
 
 import numba as nb
@@ -222,12 +223,12 @@ class FastPredictor:
     def _ensure(self, word_lists: list[list[str]]) -> None:
         """Every word of ``word_lists`` in the word tables (emptied first when they would hold more
         than ``MEMO_SIZE`` words)."""
-        index = self._word_index
-        new = dict.fromkeys(w for words in word_lists for w in words if w not in index)
+        # the distinct new words, in C (the order words are added in does not change a result)
+        new = set(chain.from_iterable(word_lists)).difference(self._word_index)
         if new:
             if self._n_words + len(new) >= MEMO_SIZE:
                 self.reset_words()
-                new = dict.fromkeys(w for words in word_lists for w in words if w not in self._word_index)
+                new = set(chain.from_iterable(word_lists)).difference(self._word_index)
             self._learn(list(new))
 
     def predict_one(self, text: str) -> tuple[str, float]:
