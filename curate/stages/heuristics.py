@@ -638,6 +638,7 @@ C4_REASONS = {
 CITATION_RE = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 C4_END_PUNCTUATION = [".", "?", "!", '"', "'"]  # DataTrove's and TFDS's
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_POLICY_RE = re.compile("|".join(map(re.escape, C4_POLICY_SUBSTRINGS)))  # any of them, in one scan
 
 
 @dataclass
@@ -710,7 +711,7 @@ class C4Quality(_HeuristicStage):
                 continue
             if p.filter_curly_bracket and on("c4_curly_bracket") and "{" in line:
                 return "c4_curly_bracket", text
-            if p.filter_policy and any(s in lower for s in C4_POLICY_SUBSTRINGS):
+            if p.filter_policy and _POLICY_RE.search(lower):
                 continue
             if p.min_num_sentences != -1:
                 n_sentences += count_sentences(line, p.words, p.language, chunks) if p.split_paragraph else 1
@@ -723,7 +724,11 @@ class C4Quality(_HeuristicStage):
         return self.clean(text)[0]
 
     def apply(self, table: pa.Table) -> StageResult:
-        results = [self.clean(t) for t in table.column(TEXT).to_pylist()]
+        texts = table.column(TEXT).to_pylist()
+        p = self.params
+        if p.words == "spacy" and p.split_paragraph and p.min_num_sentences != -1:
+            spacy_words(p.language).prefetch_sentences(texts)
+        results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])
 

@@ -19,8 +19,10 @@ abbreviations or initials).
 """
 from __future__ import annotations
 
+import gc
 import re
 import unicodedata
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
 
@@ -78,6 +80,21 @@ def regex_sentences(text: str) -> list[str]:
 # --- spaCy splitter ----------------------------------------------------------------------------
 
 
+@contextmanager
+def _gc_paused():
+    """No cyclic garbage collection inside. Learning a batch makes tens of thousands of tuples and
+    lists (of strings and integers only: no reference cycles), which would otherwise start many
+    collections, some of them over the whole heap of the process."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+
 class SpacyWords:
     """spaCy's tokens of a text, chunk by chunk, remembered."""
 
@@ -132,21 +149,17 @@ class SpacyWords:
             joined = _SURROGATE_RE.sub("\ufffd", joined)
         with self._nlp.memory_zone():
             # token offsets and lengths straight from the Doc's C array: no Python Token objects
-            spans = self._tokenizer(joined).to_array(self._idx_length).tolist()
+            spans = self._tokenizer(joined).to_array(self._idx_length)
+        starts = spans[:, 0].tolist()
+        ends = (spans[:, 0] + spans[:, 1]).tolist()
         # the tokens between two newline tokens are one chunk's (chunks hold no whitespace, so the
         # only whitespace tokens are the newlines joining them)
-        toks: list[str] = []
-        i = 0
-        for idx, n in spans:
-            if joined[idx] == "\n":
-                memo[missing[i]] = toks = tuple(toks)
-                stats[missing[i]] = _packed_stats(toks)
-                toks = []
-                i += 1
-            else:
-                toks.append(joined[idx:idx + n])
-        memo[missing[i]] = toks = tuple(toks)
-        stats[missing[i]] = _packed_stats(toks)
+        tokens = [joined[a:b] for a, b in zip(starts, ends)]
+        first = 0
+        for chunk, stop in zip(missing, [i for i, t in enumerate(tokens) if t == "\n"] + [len(tokens)]):
+            memo[chunk] = toks = tuple(tokens[first:stop])
+            stats[chunk] = _packed_stats(toks)
+            first = stop + 1
 
     def _shortcuts(self, chunks) -> list[str]:
         """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
@@ -171,6 +184,10 @@ class SpacyWords:
         """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``, whose
         exit costs about half a millisecond) for a batch instead of one per text. The texts'
         chunks and tokens are remembered as recent texts."""
+        with _gc_paused():
+            self._prefetch(texts)
+
+    def _prefetch(self, texts: list[str]) -> None:
         memo, recent = self._memo, self._recent
         texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
         split = list(map(str.split, texts))
@@ -207,11 +224,26 @@ class SpacyWords:
         try:
             return list(map(memo.__getitem__, chunks))
         except KeyError:
-            pass
-        missing = [c for c in dict.fromkeys(chunks) if c not in memo]
+            self._learn_sentences(set(chunks))
+        return list(map(memo.__getitem__, chunks))
+
+    def prefetch_sentences(self, texts: list[str]) -> None:
+        """Learn the sentence effects of the chunks of many texts at once (texts seen recently are
+        not split again)."""
+        recent = self._recent
+        chunks = set()
+        for t in texts:
+            entry = recent.get(t)
+            chunks.update(entry[0] if entry is not None else t.split())
+        with _gc_paused():
+            self._learn_sentences(chunks)
+
+    def _learn_sentences(self, chunks: set[str]) -> None:
+        memo = self._sentence_memo
+        missing = chunks.difference(memo)
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
-            missing = list(dict.fromkeys(chunks))
+            missing = chunks
         rest = []
         for c in missing:
             if SENTENCIZER_PUNCT.isdisjoint(c):
@@ -222,7 +254,6 @@ class SpacyWords:
                 rest.append(c)
         for c, toks in zip(rest, self.chunk_tokens(rest)):
             memo[c] = _sentence_effect(toks)
-        return list(map(memo.__getitem__, chunks))
 
     def text_stats(self, text: str) -> tuple[int, int, int, int, int]:
         """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
