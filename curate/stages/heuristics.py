@@ -100,7 +100,8 @@ import pyarrow as pa
 from curate.schema import TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
 from curate.stages.punctuation import PUNCTUATION, TERMINAL_PUNCTUATION
-from curate.stages.words import check_splitter, count_sentences, regex_sentences, regex_tokens, spacy_words
+from curate.stages.words import (check_splitter, count_sentences, line_sentences, regex_sentences, regex_tokens,
+                                 spacy_words)
 
 _PARAGRAPH_RE = re.compile(r"\n{2,}")
 _LINES_RE = re.compile(r"\n+")
@@ -690,9 +691,16 @@ class C4Quality(_HeuristicStage):
         pieces = text.splitlines() if p.split_paragraph else self._sentences(text)
         n_sentences = 0
         kept = []
+        count = p.min_num_sentences != -1
+        # spaCy's sentences of kept lines are counted at the end, over the document's chunks (the
+        # chunks of its lines one after the other), in one call
+        by_chunks = count and p.split_paragraph and p.words == "spacy"
+        ranges: list[tuple[int, int, str]] = []  # chunks start:stop of kept lines, and the line
+        stop = 0
         for line in pieces:
             line = line.strip()
             words = line.split()
+            start, stop = stop, stop + len(words)
             if p.max_word_length != -1 and len(line) > p.max_word_length and max(map(len, words)) > p.max_word_length:
                 continue
             chunks = words  # the line's chunks, while citations leave it as it is
@@ -713,12 +721,28 @@ class C4Quality(_HeuristicStage):
                 return "c4_curly_bracket", text
             if p.filter_policy and _POLICY_RE.search(lower):
                 continue
-            if p.min_num_sentences != -1:
-                n_sentences += count_sentences(line, p.words, p.language, chunks) if p.split_paragraph else 1
+            if not count:
+                pass
+            elif not p.split_paragraph:
+                n_sentences += 1
+            elif by_chunks and chunks is not None and len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
+                ranges.append((start, stop, line))  # single spaces only
+            else:
+                n_sentences += count_sentences(line, p.words, p.language, chunks)
             kept.append(line)
+        if ranges:
+            n_sentences += self._count_ranges(text, stop, ranges)
         if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
         return None, ("\n" if p.split_paragraph else " ").join(kept).strip()
+
+    def _count_ranges(self, text: str, n_chunks: int, ranges: list[tuple[int, int, str]]) -> int:
+        """``count_sentences`` of the lines whose chunks are ``ranges`` of ``text.split()``."""
+        sw = spacy_words(self.params.language)
+        chunks = sw.split(text)
+        if len(chunks) != n_chunks:  # not the lines' chunks (cannot happen: line breaks are spaces)
+            return sum(count_sentences(line, "spacy", self.params.language) for _, _, line in ranges)
+        return line_sentences(sw.sentence_code_array(chunks), [r[0] for r in ranges], [r[1] for r in ranges])
 
     def check(self, text: str) -> str | None:
         return self.clean(text)[0]

@@ -26,6 +26,9 @@ from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
 
+import numba as nb
+import numpy as np
+
 from curate.stages.punctuation import PUNCTUATION
 
 WORD_SPLITTERS = ("spacy", "regex")
@@ -120,7 +123,7 @@ class SpacyWords:
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
         self._recent: dict[str, tuple[list[str], list[str]]] = {}  # text -> (chunks, tokens)
-        self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
+        self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
 
     def reset(self) -> None:
@@ -220,6 +223,11 @@ class SpacyWords:
 
     def sentence_effects(self, chunks: list[str]) -> list[tuple[int, bool, int, bool]]:
         """``_sentence_effect`` of each chunk's tokens, remembered per chunk."""
+        return [_decode_effect(c) for c in self.sentence_codes(chunks)]
+
+    def sentence_codes(self, chunks: list[str]) -> list[int]:
+        """``_sentence_effect`` of each chunk's tokens, packed in one integer (``_encode_effect``),
+        remembered per chunk."""
         memo = self._sentence_memo
         try:
             return list(map(memo.__getitem__, chunks))
@@ -227,14 +235,24 @@ class SpacyWords:
             self._learn_sentences(set(chunks))
         return list(map(memo.__getitem__, chunks))
 
+    def sentence_code_array(self, chunks: list[str]) -> np.ndarray:
+        """``sentence_codes`` as an int64 array."""
+        get = self._sentence_memo.__getitem__
+        try:
+            return np.fromiter(map(get, chunks), dtype=np.int64, count=len(chunks))
+        except KeyError:
+            return np.array(self.sentence_codes(chunks), dtype=np.int64)
+
+    def split(self, text: str) -> list[str]:
+        """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
+        entry = self._recent.get(text)
+        return text.split() if entry is None else entry[0]
+
     def prefetch_sentences(self, texts: list[str]) -> None:
-        """Learn the sentence effects of the chunks of many texts at once (texts seen recently are
-        not split again)."""
-        recent = self._recent
+        """Learn the sentence effects of the chunks of many texts at once."""
         chunks = set()
         for t in texts:
-            entry = recent.get(t)
-            chunks.update(entry[0] if entry is not None else t.split())
+            chunks.update(self.split(t))
         with _gc_paused():
             self._learn_sentences(chunks)
 
@@ -244,16 +262,16 @@ class SpacyWords:
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
             missing = chunks
-        rest = []
-        for c in missing:
-            if SENTENCIZER_PUNCT.isdisjoint(c):
-                # no token is an end mark: the chunk only ends a pending end mark, when one of its
-                # tokens is not punctuation, i.e. when one of its characters is not
-                memo[c] = _NO_END_WORD if c.isalpha() or not _is_punct(c) else _NO_END_PUNCT
-            else:
-                rest.append(c)
+        # no token is an end mark: the chunk only ends a pending end mark, when one of its tokens
+        # is not punctuation, i.e. when one of its characters is not (a letter, a digit: \w)
+        no_end = set(filter(SENTENCIZER_PUNCT.isdisjoint, missing))
+        words = set(filter(_WORD_CHAR_RE.search, no_end))
+        memo.update(dict.fromkeys(words, _NO_END_WORD))
+        for c in no_end.difference(words):
+            memo[c] = _NO_END_PUNCT if _is_punct(c) else _NO_END_WORD
+        rest = list(missing.difference(no_end))
         for c, toks in zip(rest, self.chunk_tokens(rest)):
-            memo[c] = _sentence_effect(toks)
+            memo[c] = _encode_effect(_sentence_effect(toks))
 
     def text_stats(self, text: str) -> tuple[int, int, int, int, int]:
         """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
@@ -410,7 +428,8 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en", chunk
     tokens of their own there (neither punctuation nor end marks)."""
     if words == "regex":
         return len(regex_sentences(line))
-    chunks = line.split()
+    if chunks is None:
+        chunks = line.split()
     effects = spacy_words(language).sentence_effects(chunks)
     n, seen_end = 1, False
     if len(line) - sum(map(len, chunks)) == line.count(" ") == len(chunks) - 1:  # single spaces only
@@ -428,8 +447,53 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en", chunk
     return n
 
 
-_NO_END_WORD = (0, False, 1, False)  # the effect of a chunk without end marks, holding a word
-_NO_END_PUNCT = (0, False, 0, True)  # and of one made of punctuation only
+_EFFECT_BITS = 30  # a chunk starts fewer than 2**30 sentences
+
+
+def _encode_effect(eff: tuple[int, bool, int, bool]) -> int:
+    """``_sentence_effect``'s four values in one integer: count, flag, count, flag from the lowest
+    bits (``_EFFECT_BITS`` bits a count, one a flag)."""
+    a0, s0, a1, s1 = eff
+    return a0 | s0 << _EFFECT_BITS | a1 << (_EFFECT_BITS + 1) | s1 << (2 * _EFFECT_BITS + 1)
+
+
+def _decode_effect(code: int) -> tuple[int, bool, int, bool]:
+    mask = (1 << _EFFECT_BITS) - 1
+    return (code & mask, bool(code >> _EFFECT_BITS & 1), code >> (_EFFECT_BITS + 1) & mask,
+            bool(code >> (2 * _EFFECT_BITS + 1) & 1))
+
+
+_NO_END_WORD = _encode_effect((0, False, 1, False))  # a chunk without end marks, holding a word
+_NO_END_PUNCT = _encode_effect((0, False, 0, True))  # one made of punctuation only
+_WORD_CHAR_RE = re.compile(r"[^\W_]")  # a letter or digit (not "_") is never punctuation
+
+
+@nb.njit(cache=True)
+def _line_sentences(codes, starts, ends) -> int:
+    """The sentences of lines (chunks ``starts[k]:ends[k]`` of ``codes``, single spaces between
+    them), summed: ``count_sentences``'s loop over packed effects."""
+    mask = (1 << _EFFECT_BITS) - 1
+    total = 0
+    for k in range(len(starts)):
+        n, seen_end = 1, 0
+        for i in range(starts[k], ends[k]):
+            c = codes[i]
+            if seen_end:
+                n += (c >> (_EFFECT_BITS + 1)) & mask
+                seen_end = (c >> (2 * _EFFECT_BITS + 1)) & 1
+            else:
+                n += c & mask
+                seen_end = (c >> _EFFECT_BITS) & 1
+        total += n
+    return total
+
+
+def line_sentences(codes: np.ndarray, starts: list[int], stops: list[int]) -> int:
+    """``count_sentences`` summed over lines given as ranges ``starts[k]:stops[k]`` of a document's
+    chunk codes (``SpacyWords.sentence_code_array``); each line's chunks separated by single spaces."""
+    if not starts:
+        return 0
+    return int(_line_sentences(codes, np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)))
 
 
 def _sentence_effect(toks: tuple[str, ...]) -> tuple[int, bool, int, bool]:
