@@ -120,6 +120,7 @@ class SpacyWords:
         from spacy.attrs import IDX, LENGTH
         self._idx_length = [IDX, LENGTH]
         self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
+        self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
         self._recent: dict[str, tuple[list[str], list[str]]] = {}  # text -> (chunks, tokens)
@@ -172,10 +173,11 @@ class SpacyWords:
         alpha = set(filter(str.isalpha, chunks))  # a word of letters is one token (unless a rule)
         alpha.difference_update(rules)
         memo.update(zip(alpha, zip(alpha)))
-        stats.update(zip(alpha, map(_ONE_WORD.__add__, map(_WORD_CHAR.__mul__, map(len, alpha)))))
+        stats.update(zip(alpha, map(_ALPHA_STATS.__getitem__, map(len, alpha))))
         rest = []
+        cores = self._rule_cores
         for c in set(chunks).difference(alpha):
-            toks = plain_tokens(c, rules)
+            toks = plain_tokens(c, rules, cores)
             if toks is None:
                 rest.append(c)
             else:  # one word of letters, the rest punctuation marks of one character
@@ -331,6 +333,17 @@ _ONE_WORD = 1 | 1 << STATS_BITS | 1 << (3 * STATS_BITS) | 1 << (4 * STATS_BITS) 
 _WORD_CHAR = 1 << (2 * STATS_BITS)  # one character in words
 
 
+class _AlphaStats(dict):
+    """Word length -> packed ``token_stats`` of a chunk that is one word of letters."""
+
+    def __missing__(self, n: int) -> int:
+        self[n] = v = _ONE_WORD + n * _WORD_CHAR
+        return v
+
+
+_ALPHA_STATS = _AlphaStats()
+
+
 def token_stats(toks) -> tuple[int, int, int, int, int]:
     """(tokens, words, characters in words, tokens holding a letter, words holding a letter), where a
     word is a token holding a character that is not punctuation (DataTrove's ``PUNCTUATION_SET``)."""
@@ -355,32 +368,46 @@ _OPENERS = frozenset('"(')
 _CLOSERS = frozenset('")')
 
 
-def plain_tokens(chunk: str, rules) -> tuple[str, ...] | None:
+_PLAIN_RE = re.compile(r'(["(]?)([^\W\d_]+)([,;:!?.]?)([")]?)')  # the shape plain_tokens handles
+
+
+def rule_cores(rules) -> frozenset[str]:
+    """Every string left of a special case after taking off at most one character at its start and
+    two at its end: where a plain word is none of these, no rule is the word with marks around it."""
+    out = set()
+    for r in rules:
+        for a in (0, 1):
+            for b in (0, 1, 2):
+                if len(r) > a + b:
+                    out.add(r[a:len(r) - b])
+    return frozenset(out)
+
+
+def plain_tokens(chunk: str, rules, cores=None) -> tuple[str, ...] | None:
     """spaCy's tokens of a plain word with simple punctuation around it, or None when not sure.
 
     Handled: an optional ``"`` or ``(`` before, letters, an optional mark (``, ; : ! ? .``), an
     optional ``"`` or ``)`` after (not a mark and ``)``: ``:)`` is an emoticon), where neither the chunk nor any part of it left after taking
-    marks off is one of spaCy's special cases (``rules``). Then each mark is a prefix or suffix
+    marks off is one of spaCy's special cases (``rules``; ``cores``: their ``rule_cores``, to skip
+    the check for most words). Then each mark is a prefix or suffix
     rule of its own and the letters are one token (no rule matches inside letters). A ``.`` is
     split off only after an ASCII lower-case letter or two ASCII capitals (spaCy's rules for a
     final period; ``A.`` and ``McD.`` stay whole)."""
-    pre = chunk[0] if chunk[0] in _OPENERS else ""
-    body = chunk[len(pre):]
-    close = body[-1] if body and body[-1] in _CLOSERS else ""
-    if close:
-        body = body[:-1]
-    mark = body[-1] if body and body[-1] in _SPLIT_MARKS else ""
-    core = body[:-1] if mark else body
-    if not core or not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
+    m = _PLAIN_RE.fullmatch(chunk)
+    if m is None:
+        return None
+    pre, core, mark, close = m.groups()
+    if not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
         return None
     if mark == "." and not (core[-1] in _ASCII_LOWER or (core[-1] in _ASCII_UPPER and len(core) > 1
                                                           and core[-2] in _ASCII_UPPER)):
         return None
-    for p in {pre, ""}:
-        for m in {mark, ""}:
-            for q in {close, ""}:
-                if p + core + m + q in rules:
-                    return None
+    if cores is None or core in cores:
+        for p in {pre, ""}:
+            for k in {mark, ""}:
+                for q in {close, ""}:
+                    if p + core + k + q in rules:
+                        return None
     return tuple(x for x in (pre, core, mark, close) if x)
 
 
