@@ -80,6 +80,25 @@ def regex_sentences(text: str) -> list[str]:
     return out
 
 
+# --- whitespace chunks of recent texts, shared between stages -------------------------------------
+
+_SPLITS: dict[str, list[str]] = {}  # text -> text.split(), for the last RECENT_TEXTS texts
+
+
+def remember_split(text: str, chunks: list[str]) -> None:
+    """Note that ``chunks`` is ``text.split()`` (``langid`` splits every text; the heuristic stages
+    after it then use the same lists, whose strings' hashes are known). Not to be modified."""
+    if len(_SPLITS) >= RECENT_TEXTS:
+        _SPLITS.clear()
+    _SPLITS[text] = chunks
+
+
+def split_text(text: str) -> list[str]:
+    """``text.split()``, the remembered list where there is one."""
+    chunks = _SPLITS.get(text)
+    return text.split() if chunks is None else chunks
+
+
 # --- spaCy splitter ----------------------------------------------------------------------------
 
 
@@ -129,7 +148,7 @@ class SpacyWords:
 
     def reset(self) -> None:
         """Forget every remembered chunk and text (the pipeline stays loaded)."""
-        for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo):
+        for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo, _SPLITS):
             memo.clear()
 
     def _learn(self, chunks) -> None:
@@ -195,7 +214,7 @@ class SpacyWords:
     def _prefetch(self, texts: list[str]) -> None:
         memo, recent = self._memo, self._recent
         texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
-        split = list(map(str.split, texts))
+        split = list(map(split_text, texts))
         missing = set(chain.from_iterable(split)).difference(memo)
         if len(missing) >= MEMO_SIZE // 2:
             return
@@ -248,7 +267,7 @@ class SpacyWords:
     def split(self, text: str) -> list[str]:
         """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
         entry = self._recent.get(text)
-        return text.split() if entry is None else entry[0]
+        return split_text(text) if entry is None else entry[0]
 
     def prefetch_sentences(self, texts: list[str]) -> None:
         """Learn the sentence effects of the chunks of many texts at once."""
@@ -273,7 +292,10 @@ class SpacyWords:
             memo[c] = _NO_END_PUNCT if _is_punct(c) else _NO_END_WORD
         rest = list(missing.difference(no_end))
         for c, toks in zip(rest, self.chunk_tokens(rest)):
-            memo[c] = _encode_effect(_sentence_effect(toks))
+            if len(toks) == 2 and toks[1] in SENTENCIZER_PUNCT and toks[0].isalpha():  # "word."
+                memo[c] = _WORD_END
+            else:
+                memo[c] = _encode_effect(_sentence_effect(toks))
 
     def text_stats(self, text: str) -> tuple[int, int, int, int, int]:
         """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
@@ -320,7 +342,7 @@ class SpacyWords:
         recent = self._recent
         entry = recent.get(text)
         if entry is None:
-            chunks = text.split()
+            chunks = split_text(text)
             entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks)))
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
@@ -492,6 +514,7 @@ def _decode_effect(code: int) -> tuple[int, bool, int, bool]:
 
 _NO_END_WORD = _encode_effect((0, False, 1, False))  # a chunk without end marks, holding a word
 _NO_END_PUNCT = _encode_effect((0, False, 0, True))  # one made of punctuation only
+_WORD_END = _encode_effect((0, True, 1, True))  # a word then an end mark
 _WORD_CHAR_RE = re.compile(r"[^\W_]")  # a letter or digit (not "_") is never punctuation
 
 
