@@ -57,7 +57,8 @@ import ftfy  # noqa: E402
 import pytest  # noqa: E402
 from ftfy.chardata import CONTROL_CHARS, LIGATURES, WIDTH_MAP  # noqa: E402
 
-from curate.stages.normalize import clean_whitespace, clean_whitespace_reference, ftfy_config, repair  # noqa: E402
+from curate.stages.normalize import (  # noqa: E402
+    _SPECIAL, clean_whitespace, clean_whitespace_reference, ftfy_config, repair)
 
 DATA = Path(__file__).parent / "data" / "filters"
 CONFIG = ftfy_config()
@@ -90,6 +91,8 @@ def assert_same_as_fix_text(text: str) -> None:
     # the guarded whitespace steps give what running every step gives
     assert clean_whitespace(want) == clean_whitespace_reference(want), repr(text[:200])
     assert clean_whitespace(text) == clean_whitespace_reference(text), repr(text[:200])
+    if _SPECIAL.search(want) is None:
+        assert clean_whitespace(want, plain=True) == clean_whitespace_reference(want), repr(text[:200])
 
 
 def test_real_text_and_its_mojibake_equal_fix_text():
@@ -180,3 +183,5 @@ if hypothesis is not None:
     @hypothesis.given(st.lists(_WS, max_size=20).map("".join))
     def test_property_clean_whitespace_equals_every_step(text):
         assert clean_whitespace(text) == clean_whitespace_reference(text)
+        if _SPECIAL.search(text) is None:  # normalize_text's shortcut for text with no special character
+            assert clean_whitespace(text, plain=True) == clean_whitespace_reference(text)

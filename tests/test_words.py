@@ -82,3 +82,52 @@ def test_bad_settings_fail_at_start():
         words.check_splitter("nltk", "en")
     with pytest.raises(ValueError, match="language"):
         words.check_splitter("spacy", "not-a-language")
+
+
+@pytest.mark.parametrize("lang", ["cs", "de", "en", "es", "it", "pl", "ru"])
+def test_cheap_pipeline_equals_plain_spacy_without_shortcuts(lang):
+    """Every chunk through the batched spaCy call of the private pipeline (no lexical attribute
+    getters, offsets from ``Doc.to_array``): exactly plain ``spacy.blank(lang)``'s tokens."""
+    import spacy
+
+    nlp = spacy.blank(lang)
+    splitter = words.SpacyWords(lang)
+    assert splitter._nlp.vocab.lex_attr_getters == {}
+    splitter._shortcut = False  # no plain-word shortcut: spaCy tokenizes every chunk
+    chunks = sorted({c for t in _texts_by_lang()[lang] for c in t.split()})
+    chunks += ["\ud800x", "a\udfff.", "cannot", "e.g.", "U.S.A.", ":)", "(a)", "don't", "l'homme", "1,000.5", "—"]
+    got = splitter.chunk_tokens(chunks)
+    want = [tuple(spacy_tokens(nlp, words._SURROGATE_RE.sub("\ufffd", c))) for c in chunks]
+    bad = [(c, g, w) for c, g, w in zip(chunks, got, want) if g != w]
+    assert not bad, bad[:10]
+    # the packed counts learned with the tokens are token_stats of them
+    for c, toks in zip(chunks[::7], got[::7]):
+        packed = splitter._stats_memo[c]
+        mask = (1 << words.STATS_BITS) - 1
+        assert tuple(packed >> (i * words.STATS_BITS) & mask for i in range(5)) == words.token_stats(toks)
+
+
+def test_sentence_counts_by_document_equal_line_by_line():
+    """C4's per-document count (one numba call over packed chunk effects) equals count_sentences
+    line by line, and a text's chunks are its lines' chunks one after the other."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        t = "".join(rng.choice(["a", "b.", " ", "\n", "\r", "\x0b", "\x1c", "\x85", "\u2028", "!", "  "])
+                    for _ in range(rng.randint(0, 20)))
+        assert t.split() == [c for line in t.splitlines() for c in line.split()], repr(t)
+    sw = words.spacy_words("en")
+    for texts in _texts_by_lang().values():
+        for text in texts[:30]:
+            lines = [ln.strip() for ln in text.splitlines()]
+            chunks = text.split()
+            starts, stops, pos, want = [], [], 0, 0
+            for ln in lines:
+                k = len(ln.split())
+                if ln and len(ln) - sum(map(len, ln.split())) == ln.count(" ") == k - 1:
+                    starts.append(pos)
+                    stops.append(pos + k)
+                    want += words.count_sentences(ln)
+                pos += k
+            assert words.line_sentences(sw.sentence_code_array(chunks), starts, stops) == want

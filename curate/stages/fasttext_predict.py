@@ -35,6 +35,7 @@ import ctypes.util
 import math
 import re
 import struct
+from itertools import chain
 from pathlib import Path
 
 import numba as nb
@@ -166,12 +167,20 @@ class FastPredictor:
 
     def words(self, text: str) -> list[str]:
         """fastText's words of ``text``, up to its first ``</s>``, labels left out."""
-        words = _SEPARATORS_RE.findall(text) if _OTHER_SPACES_RE.search(text) else text.split()
+        return self.split_words(text)[0]
+
+    def split_words(self, text: str) -> tuple[list[str], bool]:
+        """(``words(text)``, whether they are ``text.split()``). ``\n`` and ``\r`` separate words
+        for fastText too, so a text's words are those of the one line ``predict`` is given."""
+        if _OTHER_SPACES_RE.search(text):
+            words, plain = _SEPARATORS_RE.findall(text), False
+        else:
+            words, plain = text.split(), True
         if EOS in text and EOS in words:
-            words = words[:words.index(EOS)]
+            words, plain = words[:words.index(EOS)], False
         if self._label in text:
-            words = [w for w in words if not w.startswith(self._label)]
-        return words
+            words, plain = [w for w in words if not w.startswith(self._label)], False
+        return words, plain
 
     def hidden(self, text: str) -> np.ndarray:
         return hidden_vector(self.word_ids(text), self._starts, self._lens, self._flat, self._matrix)
@@ -184,11 +193,14 @@ class FastPredictor:
         ids.append(self._eos)
         return np.array(ids, dtype=np.int64)
 
-    def predict(self, lines: list[str]) -> tuple[list[list[str]], list[list[float]]]:
+    def predict(self, lines: list[str], word_lists: list[list[str]] | None = None
+                ) -> tuple[list[list[str]], list[list[float]]]:
         """``model.predict(lines, k=1)``'s (labels, probabilities), as lists. A line this class
-        does not handle (a lone surrogate) goes to fastText, which raises as it always does."""
+        does not handle (a lone surrogate) goes to fastText, which raises as it always does.
+        ``word_lists``: ``words(line)`` of each line, where the caller has them."""
         try:
-            word_lists = [self.words(line) for line in lines]
+            if word_lists is None:
+                word_lists = [self.words(line) for line in lines]
             self._ensure(word_lists)
         except Exception:  # noqa: BLE001 - line by line, fastText's own answer or error where needed
             return self._predict_each(lines)
@@ -222,12 +234,12 @@ class FastPredictor:
     def _ensure(self, word_lists: list[list[str]]) -> None:
         """Every word of ``word_lists`` in the word tables (emptied first when they would hold more
         than ``MEMO_SIZE`` words)."""
-        index = self._word_index
-        new = dict.fromkeys(w for words in word_lists for w in words if w not in index)
+        # the distinct new words, in C (the order words are added in does not change a result)
+        new = set(chain.from_iterable(word_lists)).difference(self._word_index)
         if new:
             if self._n_words + len(new) >= MEMO_SIZE:
                 self.reset_words()
-                new = dict.fromkeys(w for words in word_lists for w in words if w not in self._word_index)
+                new = set(chain.from_iterable(word_lists)).difference(self._word_index)
             self._learn(list(new))
 
     def predict_one(self, text: str) -> tuple[str, float]:

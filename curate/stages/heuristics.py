@@ -100,7 +100,8 @@ import pyarrow as pa
 from curate.schema import TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
 from curate.stages.punctuation import PUNCTUATION, TERMINAL_PUNCTUATION
-from curate.stages.words import check_splitter, count_sentences, regex_sentences, regex_tokens, spacy_words
+from curate.stages.words import (check_splitter, count_sentences, line_sentences, regex_sentences, regex_tokens,
+                                 spacy_words)
 
 _PARAGRAPH_RE = re.compile(r"\n{2,}")
 _LINES_RE = re.compile(r"\n+")
@@ -120,6 +121,21 @@ def is_word(tok: str) -> bool:
 
 def has_letter(tok: str) -> bool:
     return tok.isalpha() or any(map(str.isalpha, tok))
+
+
+def split_lines(text: str) -> list[str]:
+    """``re.split(r"\n+", text)``, with ``str.split`` (several times faster)."""
+    parts = text.split("\n")
+    if len(parts) < 3 or "\n\n" not in text:
+        return parts
+    return [parts[0], *filter(None, parts[1:-1]), parts[-1]]
+
+
+def split_paragraphs(text: str) -> list[str]:
+    """``re.split(r"\n{2,}", text)``, with ``str.split`` where no run of three newlines is there."""
+    if "\n\n\n" in text:
+        return _PARAGRAPH_RE.split(text)
+    return text.split("\n\n")
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -236,7 +252,7 @@ class GopherQuality(_HeuristicStage):
         toks = self.tokens(text)
         n_tokens = len(toks)
         if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
-            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text.split())
+            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
         else:
             words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
             n_words, word_chars = len(words), sum(map(len, words))
@@ -363,7 +379,12 @@ def glued_ngram_ids(toks: list[str], n: int, cum: np.ndarray) -> tuple[np.ndarra
     return gram, np.bincount(gram, minlength=1)
 
 
-def glued_dup_chars(toks: list[str], ns, cum: np.ndarray) -> dict[int, int]:
+def _code_points(toks: list[str]) -> np.ndarray:
+    """The code points of the tokens glued together."""
+    return np.frombuffer("".join(toks).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def glued_dup_chars(toks: list[str], ns, cum: np.ndarray, code: np.ndarray | None = None) -> dict[int, int]:
     """``dup_ngram_chars`` for each n in ``ns`` with DataTrove's glued n-grams, all n at once.
 
     The glued n-gram at i is the slice ``cum[i]:cum[i + n]`` of the glued text. Every slice gets a
@@ -374,19 +395,22 @@ def glued_dup_chars(toks: list[str], ns, cum: np.ndarray) -> dict[int, int]:
     ns = list(ns)
     if not ns or not toks:
         return {n: 0 for n in ns}
-    code = np.frombuffer("".join(toks).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if code is None:
+        code = _code_points(toks)
     out = _glued_dup(code, np.ascontiguousarray(cum, dtype=np.int64), np.array(ns, dtype=np.int64))
     return dict(zip(ns, out.tolist()))
 
 
-def top_ngrams_chars(toks: list[str], ns, cum: np.ndarray, min_count: int = 1) -> list[int]:
+def top_ngrams_chars(toks: list[str], ns, cum: np.ndarray, min_count: int = 1,
+                     code: np.ndarray | None = None) -> list[int]:
     """``top_ngram_chars`` for each n in ``ns`` (token n-grams, equal when their tokens are), in one
     numba call: the n-grams go into a hash table keyed by their tokens' hashes, equal keys compared
     token by token (exact)."""
     ns = list(ns)
     if not toks:
         return [0] * len(ns)
-    code = np.frombuffer("".join(toks).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if code is None:
+        code = _code_points(toks)
     return _top_ngrams(code, np.ascontiguousarray(cum, dtype=np.int64), np.array(ns, dtype=np.int64),
                        min_count).tolist()
 
@@ -562,13 +586,13 @@ class GopherRepetition(_HeuristicStage):
         n_chars = len(text)
         if not n_chars:
             return None if p.keep_empty or not on("gopher_empty_doc") else "gopher_empty_doc"
-        paragraphs = _PARAGRAPH_RE.split(text.strip())
+        paragraphs = split_paragraphs(text.strip())
         dup, dup_chars = find_duplicates(paragraphs)
         if on("gopher_dup_para_frac") and dup / len(paragraphs) > p.dup_para_frac:
             return "gopher_dup_para_frac"
         if on("gopher_dup_para_char_frac") and dup_chars / n_chars > p.dup_para_char_frac:
             return "gopher_dup_para_char_frac"
-        lines = _LINES_RE.split(text)
+        lines = split_lines(text)
         dup, dup_chars = find_duplicates(lines)
         if on("gopher_dup_line_frac") and dup / len(lines) > p.dup_line_frac:
             return "gopher_dup_line_frac"
@@ -583,11 +607,16 @@ class GopherRepetition(_HeuristicStage):
         # once still counts
         stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
         if not p.exact_ngrams:  # the default: top n-grams and glued repeats, one numba call each
-            for n, chars in zip(TOP_NGRAMS, top_ngrams_chars(toks, TOP_NGRAMS, cum, min_count)):
-                code = f"gopher_top_{n}gram"
-                if on(code) and chars / n_chars > getattr(p, f"top_{n}gram_frac"):
-                    return code
-            last = 1  # nothing left for ngram_stats
+            code = _code_points(toks)
+            for n, chars in zip(TOP_NGRAMS, top_ngrams_chars(toks, TOP_NGRAMS, cum, min_count, code)):
+                reason = f"gopher_top_{n}gram"
+                if on(reason) and chars / n_chars > getattr(p, f"top_{n}gram_frac"):
+                    return reason
+            dup = [n for n in DUP_NGRAMS if on(f"gopher_dup_{n}gram")]
+            for n, chars in glued_dup_chars(toks, dup, cum, code).items():
+                if chars / n_chars > getattr(p, f"dup_{n}gram_frac"):
+                    return f"gopher_dup_{n}gram"
+            return None
         for n, gram, counts, first in ngram_stats(toks, range(TOP_NGRAMS[0], last + 1), stop_early=stop_early):
             if n in TOP_NGRAMS:
                 code = f"gopher_top_{n}gram"
@@ -597,11 +626,6 @@ class GopherRepetition(_HeuristicStage):
                 code = f"gopher_dup_{n}gram"
                 if on(code) and dup_ngram_chars(n, gram, counts, cum) / n_chars > getattr(p, f"dup_{n}gram_frac"):
                     return code
-        if not p.exact_ngrams:
-            dup = [n for n in DUP_NGRAMS if on(f"gopher_dup_{n}gram")]
-            for n, chars in glued_dup_chars(toks, dup, cum).items():
-                if chars / n_chars > getattr(p, f"dup_{n}gram_frac"):
-                    return f"gopher_dup_{n}gram"
         return None
 
 
@@ -615,6 +639,7 @@ C4_REASONS = {
 CITATION_RE = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 C4_END_PUNCTUATION = [".", "?", "!", '"', "'"]  # DataTrove's and TFDS's
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_POLICY_RE = re.compile("|".join(map(re.escape, C4_POLICY_SUBSTRINGS)))  # any of them, in one scan
 
 
 @dataclass
@@ -666,13 +691,23 @@ class C4Quality(_HeuristicStage):
         pieces = text.splitlines() if p.split_paragraph else self._sentences(text)
         n_sentences = 0
         kept = []
+        count = p.min_num_sentences != -1
+        # spaCy's sentences of kept lines are counted at the end, over the document's chunks (the
+        # chunks of its lines one after the other), in one call
+        by_chunks = count and p.split_paragraph and p.words == "spacy"
+        ranges: list[tuple[int, int, str]] = []  # chunks start:stop of kept lines, and the line
+        stop = 0
         for line in pieces:
             line = line.strip()
             words = line.split()
+            start, stop = stop, stop + len(words)
             if p.max_word_length != -1 and len(line) > p.max_word_length and max(map(len, words)) > p.max_word_length:
                 continue
-            if p.remove_citations:
-                line = CITATION_RE.sub("", line)
+            chunks = words  # the line's chunks, while citations leave it as it is
+            if p.remove_citations and "[" in line:
+                cited, line = line, CITATION_RE.sub("", line)
+                if line != cited:
+                    chunks = None
             if p.filter_no_terminal_punct and (not line.endswith(self._end) or line.endswith("...")):
                 continue
             if len(words) < p.min_words_per_line:
@@ -684,20 +719,40 @@ class C4Quality(_HeuristicStage):
                 continue
             if p.filter_curly_bracket and on("c4_curly_bracket") and "{" in line:
                 return "c4_curly_bracket", text
-            if p.filter_policy and any(s in lower for s in C4_POLICY_SUBSTRINGS):
+            if p.filter_policy and _POLICY_RE.search(lower):
                 continue
-            if p.min_num_sentences != -1:
-                n_sentences += count_sentences(line, p.words, p.language) if p.split_paragraph else 1
+            if not count:
+                pass
+            elif not p.split_paragraph:
+                n_sentences += 1
+            elif by_chunks and chunks is not None and len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
+                ranges.append((start, stop, line))  # single spaces only
+            else:
+                n_sentences += count_sentences(line, p.words, p.language, chunks)
             kept.append(line)
+        if ranges:
+            n_sentences += self._count_ranges(text, stop, ranges)
         if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
         return None, ("\n" if p.split_paragraph else " ").join(kept).strip()
+
+    def _count_ranges(self, text: str, n_chunks: int, ranges: list[tuple[int, int, str]]) -> int:
+        """``count_sentences`` of the lines whose chunks are ``ranges`` of ``text.split()``."""
+        sw = spacy_words(self.params.language)
+        chunks = sw.split(text)
+        if len(chunks) != n_chunks:  # not the lines' chunks (cannot happen: line breaks are spaces)
+            return sum(count_sentences(line, "spacy", self.params.language) for _, _, line in ranges)
+        return line_sentences(sw.sentence_code_array(chunks), [r[0] for r in ranges], [r[1] for r in ranges])
 
     def check(self, text: str) -> str | None:
         return self.clean(text)[0]
 
     def apply(self, table: pa.Table) -> StageResult:
-        results = [self.clean(t) for t in table.column(TEXT).to_pylist()]
+        texts = table.column(TEXT).to_pylist()
+        p = self.params
+        if p.words == "spacy" and p.split_paragraph and p.min_num_sentences != -1:
+            spacy_words(p.language).prefetch_sentences(texts)
+        results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])
 
@@ -762,7 +817,14 @@ class FineWebQuality(_HeuristicStage):
             if find_duplicates(lines)[1] / n_chars > p.char_duplicates_ratio:
                 return "fineweb_char_dup_ratio"
         if on("fineweb_list_ratio"):
-            n_tokens = len(self.tokens(text))
-            if n_tokens and text.count("\n") / n_tokens > p.new_line_ratio:
-                return "fineweb_list_ratio"
+            newlines = text.count("\n")
+            # every whitespace-separated chunk is at least one token: when the newlines per chunk
+            # pass, the newlines per token do too, and the text need not be split into tokens
+            if newlines / len(text.split()) > p.new_line_ratio:
+                n_tokens = len(self.tokens(text))
+                if n_tokens and newlines / n_tokens > p.new_line_ratio:
+                    return "fineweb_list_ratio"
         return None
+
+    def apply(self, table: pa.Table) -> StageResult:  # tokens are rarely needed: no prefetch
+        return split(table, self.name, [self.check(t) for t in table.column(TEXT).to_pylist()])

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from curate.schema import LANG, LANG_SCORE, TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
+from curate.stages.words import remember_split
 
 REASONS = {"language": "top language not in `languages`, or its score below `threshold`"}
 LABEL_PREFIX = "__label__"
@@ -134,9 +135,14 @@ class LangId(MapStage):
         scores = np.zeros(len(texts), dtype=np.float64)
         step = self.params.batch_size
         for start in range(0, len(texts), step):
-            lines = [one_line(t) for t in texts[start:start + step]]
+            batch = texts[start:start + step]
+            lines = [one_line(t) for t in batch]
             if fast is not None:
-                labels, probs = fast.predict(lines)
+                split = list(map(fast.split_words, batch))  # a text's words are its line's
+                for t, (words, plain) in zip(batch, split):
+                    if plain:  # text.split(): the heuristic stages after this one split texts too
+                        remember_split(t, words)
+                labels, probs = fast.predict(lines, [w for w, _ in split])
             else:
                 labels, probs = model.predict(lines, k=1)
             for i, (lab, pr) in enumerate(zip(labels, probs)):

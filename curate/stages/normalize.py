@@ -85,27 +85,34 @@ class Normalize(MapStage):
 
 
 def normalize_text(text: str, params: Params = Params(), config: TextFixerConfig | None = None) -> str:
-    text = repair(text, params, config)
-    return clean_whitespace(text) if params.clean_whitespace else text
+    # one scan for the characters of every step but the mojibake test: most texts have none
+    plain = _SPECIAL.search(text) is None
+    fixed = repair(text, params, config, plain)
+    if not params.clean_whitespace:
+        return fixed
+    return clean_whitespace(fixed, plain=plain and fixed is text)
 
 
-def repair(text: str, params: Params = Params(), config: TextFixerConfig | None = None) -> str:
+def repair(text: str, params: Params = Params(), config: TextFixerConfig | None = None,
+           plain: bool = False) -> str:
     """``ftfy.fix_text(text, ftfy_config(params))``, skipping the call where it would change nothing.
-    With ``fix_encoding = false``: only the normalization form."""
+    With ``fix_encoding = false``: only the normalization form. ``plain``: ``text`` is known to
+    hold no character of ``_SPECIAL``."""
     if not params.fix_encoding:
         if params.normalization != "none" and not text.isascii() and not unicodedata.is_normalized(params.normalization, text):
             text = unicodedata.normalize(params.normalization, text)
         return text
-    if needs_ftfy(text, params.skip_clean, params.normalization):
+    if needs_ftfy(text, params.skip_clean, params.normalization, plain):
         return ftfy.fix_text(text, config or ftfy_config(params))
     return text
 
 
-def needs_ftfy(text: str, skip_clean: bool = True, normalization: str = "NFC") -> bool:
-    """Whether ``fix_text`` could change ``text`` (false only where it certainly would not)."""
+def needs_ftfy(text: str, skip_clean: bool = True, normalization: str = "NFC", plain: bool = False) -> bool:
+    """Whether ``fix_text`` could change ``text`` (false only where it certainly would not).
+    ``plain``: ``text`` is known to hold no character of ``_SPECIAL`` (so none of ``_FIXER_CHARS``)."""
     if not skip_clean:
         return True
-    if ("&" in text and HTML_ENTITY_RE.search(text)) or _FIXER_CHARS.search(text) or len(text) > _MAX_SEGMENT:
+    if ("&" in text and HTML_ENTITY_RE.search(text)) or (not plain and _FIXER_CHARS.search(text)) or len(text) > _MAX_SEGMENT:
         return True
     if _C1_OTHER is not None and _C1_OTHER.search(text):
         return True
@@ -130,6 +137,11 @@ def _fixer_chars() -> re.Pattern:
 
 
 _FIXER_CHARS = _fixer_chars()  # with HTML_ENTITY_RE: what the fixers react to
+_SPACE_CHARS = r"[\t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]"  # the spaces _SPACES changes but " "
+# one class of the characters of _FIXER_CHARS, _CONTROL and _SPACE_CHARS (those of _NEWLINES are in
+# _FIXER_CHARS): a text with none of them needs no fixer but the entity and mojibake repairs, and
+# of the whitespace steps only the collapsing of " " runs and those after it
+_SPECIAL = re.compile("[" + "".join(r[1:-1] for r in (_FIXER_CHARS.pattern, _CONTROL.pattern, _SPACE_CHARS)) + "]")
 _MAX_SEGMENT = TextFixerConfig().max_decode_length
 # ftfy's C1 regex is [\x80-\x9f], in _FIXER_CHARS; a future ftfy with another one is asked too
 _C1_OTHER = None if C1_CONTROL_RE.pattern == "[\\x80-\\x9f]" else C1_CONTROL_RE
@@ -176,17 +188,22 @@ def _mojibake_gate() -> re.Pattern:
 _MOJIBAKE_GATE = _mojibake_gate()
 
 
-def clean_whitespace(text: str) -> str:
+def clean_whitespace(text: str, plain: bool = False) -> str:
     """Line breaks, controls, space runs, spaces at line ends and starts, blank-line runs (see the
     module doc). Each step runs only where a substring test shows it could change something (in
-    ASCII text: a ``\r``, two spaces or a tab, ``" \n"``, ``"\n "``, three newlines); the output
-    is that of running every step."""
-    ascii_ = text.isascii()
-    if not ascii_ or "\r" in text:
-        text = _NEWLINES.sub("\n", text)
-    text = _CONTROL.sub("", text)
-    if not ascii_ or "  " in text or "\t" in text:
-        text = _SPACES_TO_CHANGE.sub(" ", text)
+    ASCII text: a ``\r``, two spaces or a tab, ``" \n"``, ``"\n "``, three newlines; ``plain``:
+    the caller found no character of ``_SPECIAL``, so only runs of ``" "`` can change); the
+    output is that of running every step."""
+    if plain:
+        while "  " in text:  # runs of spaces, halved each time, end as one space
+            text = text.replace("  ", " ")
+    else:
+        ascii_ = text.isascii()
+        if not ascii_ or "\r" in text:
+            text = _NEWLINES.sub("\n", text)
+        text = _CONTROL.sub("", text)
+        if not ascii_ or "  " in text or "\t" in text:
+            text = _SPACES_TO_CHANGE.sub(" ", text)
     if " \n" in text:
         text = _TRAILING.sub("\n", text)
     if "\n " in text:

@@ -19,10 +19,15 @@ abbreviations or initials).
 """
 from __future__ import annotations
 
+import gc
 import re
 import unicodedata
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
+
+import numba as nb
+import numpy as np
 
 from curate.stages.punctuation import PUNCTUATION
 
@@ -75,7 +80,41 @@ def regex_sentences(text: str) -> list[str]:
     return out
 
 
+# --- whitespace chunks of recent texts, shared between stages -------------------------------------
+
+_SPLITS: dict[str, list[str]] = {}  # text -> text.split(), for the last RECENT_TEXTS texts
+
+
+def remember_split(text: str, chunks: list[str]) -> None:
+    """Note that ``chunks`` is ``text.split()`` (``langid`` splits every text; the heuristic stages
+    after it then use the same lists, whose strings' hashes are known). Not to be modified."""
+    if len(_SPLITS) >= RECENT_TEXTS:
+        _SPLITS.clear()
+    _SPLITS[text] = chunks
+
+
+def split_text(text: str) -> list[str]:
+    """``text.split()``, the remembered list where there is one."""
+    chunks = _SPLITS.get(text)
+    return text.split() if chunks is None else chunks
+
+
 # --- spaCy splitter ----------------------------------------------------------------------------
+
+
+@contextmanager
+def _gc_paused():
+    """No cyclic garbage collection inside. Learning a batch makes tens of thousands of tuples and
+    lists (of strings and integers only: no reference cycles), which would otherwise start many
+    collections, some of them over the whole heap of the process."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
 
 
 class SpacyWords:
@@ -92,71 +131,103 @@ class SpacyWords:
             self._nlp = spacy.blank(language)
         except Exception as e:
             raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e})") from e
+        # Tokenizing reads no lexical attribute (spaCy's Tokenizer uses a lexeme's orth and length
+        # only), so this private pipeline's vocab computes none: a new token string costs a string
+        # store entry instead of ~20 attribute getters (shape, like_num, ...).
+        self._nlp.vocab.lex_attr_getters = {}
         self._tokenizer = self._nlp.tokenizer
+        from spacy.attrs import IDX, LENGTH
+        self._idx_length = [IDX, LENGTH]
         self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
+        self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, list[str]] = {}
-        self._sentence_memo: dict[str, tuple[int, bool, int, bool]] = {}
+        self._recent: dict[str, tuple[list[str], list[str]]] = {}  # text -> (chunks, tokens)
+        self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
+
+    def reset(self) -> None:
+        """Forget every remembered chunk and text (the pipeline stays loaded)."""
+        for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo, _SPLITS):
+            memo.clear()
 
     def _learn(self, chunks) -> None:
         """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
-        tokenized as it would be alone (a newline token sits between two chunks)."""
-        memo = self._memo
-        missing = list(set(chunks).difference(memo))  # each chunk's tokens do not depend on the order
+        tokenized as it would be alone (a newline token sits between two chunks). Their packed
+        ``token_stats`` are remembered with them."""
+        memo, stats = self._memo, self._stats_memo
+        missing = set(chunks).difference(memo)  # each chunk's tokens do not depend on the order
         if not missing:
             return
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
+            stats.clear()
         if self._shortcut:
             missing = self._shortcuts(missing)
             if not missing:
                 return
-        out: list[list[str]] = [[] for _ in missing]
-        ends, pos = [], -1
-        for c in missing:
-            pos += len(c) + 1
-            ends.append(pos)  # offset just past the chunk
-        j = 0
+        missing = list(missing)
         joined = "\n".join(missing)
         if _SURROGATE_RE.search(joined):  # spaCy cannot encode a lone surrogate: U+FFFD in its place
             joined = _SURROGATE_RE.sub("\ufffd", joined)
         with self._nlp.memory_zone():
-            for tok in self._tokenizer(joined):
-                idx = tok.idx
-                while idx >= ends[j]:
-                    j += 1
-                if not tok.is_space:
-                    out[j].append(tok.text)
-        for c, toks in zip(missing, out):
-            memo[c] = tuple(toks)
+            # token offsets and lengths straight from the Doc's C array: no Python Token objects
+            spans = self._tokenizer(joined).to_array(self._idx_length)
+        starts = spans[:, 0].tolist()
+        ends = (spans[:, 0] + spans[:, 1]).tolist()
+        # the tokens between two newline tokens are one chunk's (chunks hold no whitespace, so the
+        # only whitespace tokens are the newlines joining them)
+        tokens = [joined[a:b] for a, b in zip(starts, ends)]
+        first = 0
+        for chunk, stop in zip(missing, [i for i, t in enumerate(tokens) if t == "\n"] + [len(tokens)]):
+            memo[chunk] = toks = tuple(tokens[first:stop])
+            stats[chunk] = _packed_stats(toks)
+            first = stop + 1
 
-    def _shortcuts(self, chunks: list[str]) -> list[str]:
+    def _shortcuts(self, chunks) -> list[str]:
         """Tokenize the chunks whose spaCy tokens are known without running spaCy; return the others.
         See ``plain_tokens``; ``tests/test_words.py`` checks them against spaCy for every language
         in ``SHORTCUT_LANGUAGES``."""
-        memo, rules, rest = self._memo, self._rules, []
-        for c in chunks:
-            if c.isalpha():
-                if c not in rules:
-                    memo[c] = (c,)
-                    continue
-            else:
-                toks = plain_tokens(c, rules)
-                if toks is not None:
-                    memo[c] = toks
-                    continue
-            rest.append(c)
+        memo, stats, rules = self._memo, self._stats_memo, self._rules
+        alpha = set(filter(str.isalpha, chunks))  # a word of letters is one token (unless a rule)
+        alpha.difference_update(rules)
+        memo.update(zip(alpha, zip(alpha)))
+        stats.update(zip(alpha, map(_ALPHA_STATS.__getitem__, map(len, alpha))))
+        rest = []
+        cores = self._rule_cores
+        for c in set(chunks).difference(alpha):
+            toks = plain_tokens(c, rules, cores)
+            if toks is None:
+                rest.append(c)
+            else:  # one word of letters, the rest punctuation marks of one character
+                memo[c] = toks
+                stats[c] = _ONE_WORD + (len(toks) - 1) + (len(c) - len(toks) + 1) * _WORD_CHAR
         return rest
 
     def prefetch(self, texts: list[str]) -> None:
         """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``, whose
-        exit costs about half a millisecond) for a batch instead of one per text."""
-        memo = self._memo
-        missing = list({c for t in texts for c in t.split() if c not in memo})
-        if missing and len(missing) < MEMO_SIZE // 2:
+        exit costs about half a millisecond) for a batch instead of one per text. The texts'
+        chunks and tokens are remembered as recent texts."""
+        with _gc_paused():
+            self._prefetch(texts)
+
+    def _prefetch(self, texts: list[str]) -> None:
+        memo, recent = self._memo, self._recent
+        texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
+        split = list(map(split_text, texts))
+        missing = set(chain.from_iterable(split)).difference(memo)
+        if len(missing) >= MEMO_SIZE // 2:
+            return
+        if missing:
             self._learn(missing)
+        if len(recent) + len(texts) > RECENT_TEXTS:
+            recent.clear()
+        get = memo.__getitem__
+        try:
+            for t, chunks in zip(texts, split):
+                recent[t] = (chunks, list(chain.from_iterable(map(get, chunks))))
+        except KeyError:  # the memo was emptied while learning
+            recent.clear()
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
@@ -173,35 +244,87 @@ class SpacyWords:
 
     def sentence_effects(self, chunks: list[str]) -> list[tuple[int, bool, int, bool]]:
         """``_sentence_effect`` of each chunk's tokens, remembered per chunk."""
+        return [_decode_effect(c) for c in self.sentence_codes(chunks)]
+
+    def sentence_codes(self, chunks: list[str]) -> list[int]:
+        """``_sentence_effect`` of each chunk's tokens, packed in one integer (``_encode_effect``),
+        remembered per chunk."""
         memo = self._sentence_memo
         try:
             return list(map(memo.__getitem__, chunks))
         except KeyError:
-            self._fill(memo, chunks, _sentence_effect)
-            return list(map(memo.__getitem__, chunks))
+            self._learn_sentences(set(chunks))
+        return list(map(memo.__getitem__, chunks))
 
-    def text_stats(self, chunks: list[str]) -> tuple[int, int, int, int, int]:
-        """``token_stats`` of the tokens of all ``chunks``: each chunk's counts are remembered packed
-        in one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the
-        packed sums (no field comes near 2**40)."""
+    def sentence_code_array(self, chunks: list[str]) -> np.ndarray:
+        """``sentence_codes`` as an int64 array."""
+        get = self._sentence_memo.__getitem__
+        try:
+            return np.fromiter(map(get, chunks), dtype=np.int64, count=len(chunks))
+        except KeyError:
+            return np.array(self.sentence_codes(chunks), dtype=np.int64)
+
+    def split(self, text: str) -> list[str]:
+        """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
+        entry = self._recent.get(text)
+        return split_text(text) if entry is None else entry[0]
+
+    def prefetch_sentences(self, texts: list[str]) -> None:
+        """Learn the sentence effects of the chunks of many texts at once."""
+        chunks = set()
+        for t in texts:
+            chunks.update(self.split(t))
+        with _gc_paused():
+            self._learn_sentences(chunks)
+
+    def _learn_sentences(self, chunks: set[str]) -> None:
+        memo = self._sentence_memo
+        missing = chunks.difference(memo)
+        if len(memo) + len(missing) > MEMO_SIZE:
+            memo.clear()
+            missing = chunks
+        # no token is an end mark: the chunk only ends a pending end mark, when one of its tokens
+        # is not punctuation, i.e. when one of its characters is not (a letter, a digit: \w)
+        no_end = set(filter(SENTENCIZER_PUNCT.isdisjoint, missing))
+        words = set(filter(_WORD_CHAR_RE.search, no_end))
+        memo.update(dict.fromkeys(words, _NO_END_WORD))
+        for c in no_end.difference(words):
+            memo[c] = _NO_END_PUNCT if _is_punct(c) else _NO_END_WORD
+        rest = list(missing.difference(no_end))
+        for c, toks in zip(rest, self.chunk_tokens(rest)):
+            if len(toks) == 2 and toks[1] in SENTENCIZER_PUNCT and toks[0].isalpha():  # "word."
+                memo[c] = _WORD_END
+            else:
+                memo[c] = _encode_effect(_sentence_effect(toks))
+
+    def text_stats(self, text: str) -> tuple[int, int, int, int, int]:
+        """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
+        one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the packed
+        sums (no field comes near 2**40)."""
+        chunks = self._recent_entry(text)[0]
         memo = self._stats_memo
         try:
             packed = sum(map(memo.__getitem__, chunks))
         except KeyError:
-            self._fill(memo, chunks, _packed_stats)
+            self._fill_stats(chunks)
             packed = sum(map(memo.__getitem__, chunks))
         mask = (1 << STATS_BITS) - 1
         return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
 
-    def _fill(self, memo: dict, chunks: list[str], value) -> None:
-        """``memo[c] = value(tokens of c)`` for each chunk not in ``memo`` (emptied first when it would
-        outgrow ``MEMO_SIZE``)."""
+    def _fill_stats(self, chunks: list[str]) -> None:
+        memo, rules = self._stats_memo, self._rules
         missing = [c for c in dict.fromkeys(chunks) if c not in memo]
         if len(memo) + len(missing) > MEMO_SIZE:
             memo.clear()
             missing = list(dict.fromkeys(chunks))
-        for c, toks in zip(missing, self.chunk_tokens(missing)):
-            memo[c] = value(toks)
+        rest = []
+        for c in missing:
+            if c.isalpha() and c not in rules:  # one token, a word of letters
+                memo[c] = _ONE_WORD + (len(c) << (2 * STATS_BITS))
+            else:
+                rest.append(c)
+        for c, toks in zip(rest, self.chunk_tokens(rest)):
+            memo[c] = _packed_stats(toks)
 
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
         chunk = _SURROGATE_RE.sub("\ufffd", chunk)
@@ -212,18 +335,35 @@ class SpacyWords:
         """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
         after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
         modify the list)."""
+        return self._recent_entry(text)[1]
+
+    def _recent_entry(self, text: str) -> tuple[list[str], list[str]]:
+        """(``text.split()``, tokens) of ``text``, remembered for the last ``RECENT_TEXTS`` texts."""
         recent = self._recent
-        toks = recent.get(text)
-        if toks is None:
-            toks = list(chain.from_iterable(self.chunk_tokens(text.split())))
+        entry = recent.get(text)
+        if entry is None:
+            chunks = split_text(text)
+            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks)))
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
-            recent[text] = toks
-        return toks
+            recent[text] = entry
+        return entry
 
 
 STATS_BITS = 48
 _ONE_WORD = 1 | 1 << STATS_BITS | 1 << (3 * STATS_BITS) | 1 << (4 * STATS_BITS)  # 1 token, 1 word, both with a letter
+_WORD_CHAR = 1 << (2 * STATS_BITS)  # one character in words
+
+
+class _AlphaStats(dict):
+    """Word length -> packed ``token_stats`` of a chunk that is one word of letters."""
+
+    def __missing__(self, n: int) -> int:
+        self[n] = v = _ONE_WORD + n * _WORD_CHAR
+        return v
+
+
+_ALPHA_STATS = _AlphaStats()
 
 
 def token_stats(toks) -> tuple[int, int, int, int, int]:
@@ -250,32 +390,46 @@ _OPENERS = frozenset('"(')
 _CLOSERS = frozenset('")')
 
 
-def plain_tokens(chunk: str, rules) -> tuple[str, ...] | None:
+_PLAIN_RE = re.compile(r'(["(]?)([^\W\d_]+)([,;:!?.]?)([")]?)')  # the shape plain_tokens handles
+
+
+def rule_cores(rules) -> frozenset[str]:
+    """Every string left of a special case after taking off at most one character at its start and
+    two at its end: where a plain word is none of these, no rule is the word with marks around it."""
+    out = set()
+    for r in rules:
+        for a in (0, 1):
+            for b in (0, 1, 2):
+                if len(r) > a + b:
+                    out.add(r[a:len(r) - b])
+    return frozenset(out)
+
+
+def plain_tokens(chunk: str, rules, cores=None) -> tuple[str, ...] | None:
     """spaCy's tokens of a plain word with simple punctuation around it, or None when not sure.
 
     Handled: an optional ``"`` or ``(`` before, letters, an optional mark (``, ; : ! ? .``), an
     optional ``"`` or ``)`` after (not a mark and ``)``: ``:)`` is an emoticon), where neither the chunk nor any part of it left after taking
-    marks off is one of spaCy's special cases (``rules``). Then each mark is a prefix or suffix
+    marks off is one of spaCy's special cases (``rules``; ``cores``: their ``rule_cores``, to skip
+    the check for most words). Then each mark is a prefix or suffix
     rule of its own and the letters are one token (no rule matches inside letters). A ``.`` is
     split off only after an ASCII lower-case letter or two ASCII capitals (spaCy's rules for a
     final period; ``A.`` and ``McD.`` stay whole)."""
-    pre = chunk[0] if chunk[0] in _OPENERS else ""
-    body = chunk[len(pre):]
-    close = body[-1] if body and body[-1] in _CLOSERS else ""
-    if close:
-        body = body[:-1]
-    mark = body[-1] if body and body[-1] in _SPLIT_MARKS else ""
-    core = body[:-1] if mark else body
-    if not core or not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
+    m = _PLAIN_RE.fullmatch(chunk)
+    if m is None:
+        return None
+    pre, core, mark, close = m.groups()
+    if not core.isalpha() or (mark and close == ")"):  # ":)" and ";)" are emoticons to spaCy
         return None
     if mark == "." and not (core[-1] in _ASCII_LOWER or (core[-1] in _ASCII_UPPER and len(core) > 1
                                                           and core[-2] in _ASCII_UPPER)):
         return None
-    for p in {pre, ""}:
-        for m in {mark, ""}:
-            for q in {close, ""}:
-                if p + core + m + q in rules:
-                    return None
+    if cores is None or core in cores:
+        for p in {pre, ""}:
+            for k in {mark, ""}:
+                for q in {close, ""}:
+                    if p + core + k + q in rules:
+                        return None
     return tuple(x for x in (pre, core, mark, close) if x)
 
 
@@ -316,14 +470,15 @@ def _is_punct(tok: str) -> bool:
     return all(unicodedata.category(c).startswith("P") for c in tok)
 
 
-def count_sentences(line: str, words: str = "spacy", language: str = "en") -> int:
+def count_sentences(line: str, words: str = "spacy", language: str = "en", chunks: list[str] | None = None) -> int:
     """How many sentences DataTrove's ``split_into_sentences`` finds in ``line`` (stripped, not
     empty): spaCy's sentencizer starts a sentence at the first token that is neither punctuation
     nor an end mark after a token that is an end mark. Whitespace runs other than one space are
     tokens of their own there (neither punctuation nor end marks)."""
     if words == "regex":
         return len(regex_sentences(line))
-    chunks = line.split()
+    if chunks is None:
+        chunks = line.split()
     effects = spacy_words(language).sentence_effects(chunks)
     n, seen_end = 1, False
     if len(line) - sum(map(len, chunks)) == line.count(" ") == len(chunks) - 1:  # single spaces only
@@ -339,6 +494,56 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en") -> in
         n += eff[2] if seen_end else eff[0]
         seen_end = eff[3] if seen_end else eff[1]
     return n
+
+
+_EFFECT_BITS = 30  # a chunk starts fewer than 2**30 sentences
+
+
+def _encode_effect(eff: tuple[int, bool, int, bool]) -> int:
+    """``_sentence_effect``'s four values in one integer: count, flag, count, flag from the lowest
+    bits (``_EFFECT_BITS`` bits a count, one a flag)."""
+    a0, s0, a1, s1 = eff
+    return a0 | s0 << _EFFECT_BITS | a1 << (_EFFECT_BITS + 1) | s1 << (2 * _EFFECT_BITS + 1)
+
+
+def _decode_effect(code: int) -> tuple[int, bool, int, bool]:
+    mask = (1 << _EFFECT_BITS) - 1
+    return (code & mask, bool(code >> _EFFECT_BITS & 1), code >> (_EFFECT_BITS + 1) & mask,
+            bool(code >> (2 * _EFFECT_BITS + 1) & 1))
+
+
+_NO_END_WORD = _encode_effect((0, False, 1, False))  # a chunk without end marks, holding a word
+_NO_END_PUNCT = _encode_effect((0, False, 0, True))  # one made of punctuation only
+_WORD_END = _encode_effect((0, True, 1, True))  # a word then an end mark
+_WORD_CHAR_RE = re.compile(r"[^\W_]")  # a letter or digit (not "_") is never punctuation
+
+
+@nb.njit(cache=True)
+def _line_sentences(codes, starts, ends) -> int:
+    """The sentences of lines (chunks ``starts[k]:ends[k]`` of ``codes``, single spaces between
+    them), summed: ``count_sentences``'s loop over packed effects."""
+    mask = (1 << _EFFECT_BITS) - 1
+    total = 0
+    for k in range(len(starts)):
+        n, seen_end = 1, 0
+        for i in range(starts[k], ends[k]):
+            c = codes[i]
+            if seen_end:
+                n += (c >> (_EFFECT_BITS + 1)) & mask
+                seen_end = (c >> (2 * _EFFECT_BITS + 1)) & 1
+            else:
+                n += c & mask
+                seen_end = (c >> _EFFECT_BITS) & 1
+        total += n
+    return total
+
+
+def line_sentences(codes: np.ndarray, starts: list[int], stops: list[int]) -> int:
+    """``count_sentences`` summed over lines given as ranges ``starts[k]:stops[k]`` of a document's
+    chunk codes (``SpacyWords.sentence_code_array``); each line's chunks separated by single spaces."""
+    if not starts:
+        return 0
+    return int(_line_sentences(codes, np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)))
 
 
 def _sentence_effect(toks: tuple[str, ...]) -> tuple[int, bool, int, bool]:
