@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,24 @@ def test_sentence_counts_by_document_equal_line_by_line():
                     want += words.count_sentences(ln)
                 pos += k
             assert words.line_sentences(sw.sentence_code_array(chunks), starts, stops) == want
+
+
+@pytest.mark.parametrize("small_memo", [False, True])
+def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, small_memo):
+    """Prefetched texts' stats and sentence codes (numpy gathers by chunk id) equal those computed
+    from their tokens and chunks directly, also when the memos are emptied between batches."""
+    texts = [t for ts in _texts_by_lang().values() for t in ts][:120]
+    first = len({c for t in texts[:5] for c in t.split()})
+    if small_memo:  # small batches fit, all of them together do not: ids and memos are emptied
+        monkeypatch.setattr(words, "MEMO_SIZE", 2 * first + 2)
+        assert len({c for t in texts for c in t.split()}) > words.MEMO_SIZE
+    sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    for k, batch in enumerate([texts[i:i + 5] for i in range(0, 120, 4)] + [texts]):
+        sw.prefetch(batch)
+        sw.prefetch_sentences(batch)
+        if k == 0:
+            assert all(sw._recent[t][2] is not None for t in batch)  # the gathers by id are what is tested
+        for t in batch:
+            assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+            assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
+            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()

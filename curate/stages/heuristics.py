@@ -739,10 +739,10 @@ class C4Quality(_HeuristicStage):
     def _count_ranges(self, text: str, n_chunks: int, ranges: list[tuple[int, int, str]]) -> int:
         """``count_sentences`` of the lines whose chunks are ``ranges`` of ``text.split()``."""
         sw = spacy_words(self.params.language)
-        chunks = sw.split(text)
-        if len(chunks) != n_chunks:  # not the lines' chunks (cannot happen: line breaks are spaces)
+        codes = sw.text_sentence_codes(text)
+        if len(codes) != n_chunks:  # not the lines' chunks (cannot happen: line breaks are spaces)
             return sum(count_sentences(line, "spacy", self.params.language) for _, _, line in ranges)
-        return line_sentences(sw.sentence_code_array(chunks), [r[0] for r in ranges], [r[1] for r in ranges])
+        return line_sentences(codes, [r[0] for r in ranges], [r[1] for r in ranges])
 
     def check(self, text: str) -> str | None:
         return self.clean(text)[0]

@@ -24,7 +24,7 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 
 import numba as nb
 import numpy as np
@@ -142,14 +142,59 @@ class SpacyWords:
         self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, tuple[list[str], list[str]]] = {}  # text -> (chunks, tokens)
+        self._recent: dict[str, tuple] = {}  # text -> (chunks, tokens, chunk ids or None)
         self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
+        self._clear_ids()
 
     def reset(self) -> None:
         """Forget every remembered chunk and text (the pipeline stays loaded)."""
         for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo, _SPLITS):
             memo.clear()
+        self._clear_ids()
+
+    # Chunk ids: a prefetched text's chunks are looked up once, giving an int id each; its counts
+    # (token_stats) and sentence codes are then numpy gathers from per-id arrays, not one dict
+    # lookup per chunk and stage.
+
+    def _clear_ids(self) -> None:
+        self._ids: dict[str, int] = {}  # chunk -> id
+        self._id_chunks: list[str] = []  # id -> chunk
+        self._id_tokens: list[tuple[str, ...]] = []  # id -> its tokens
+        self._id_stats = np.zeros((1024, 5), dtype=np.int64)  # id -> token_stats
+        self._id_codes = np.full(1024, -1, dtype=np.int64)  # id -> packed sentence effect, -1: not known yet
+        self._recent.clear()  # recent texts hold ids
+
+    def _add_ids(self, new: list[str]) -> None:
+        """Give ids to chunks without one (their tokens and stats are learned here if need be)."""
+        if not all(map(self._memo.__contains__, new)):  # the memo was emptied while learning
+            self._learn(new)
+        if not all(map(self._stats_memo.__contains__, new)):
+            self._fill_stats(new)
+        toks, stats = self.chunk_tokens(new), self._stats_memo
+        base, n = len(self._id_chunks), len(new)
+        if base + n > len(self._id_codes):
+            size = max(2 * len(self._id_codes), base + n)
+            grown = np.zeros((size, 5), dtype=np.int64)
+            grown[:base] = self._id_stats[:base]
+            self._id_stats = grown
+            self._id_codes = np.concatenate([self._id_codes[:base], np.full(size - base, -1, dtype=np.int64)])
+        self._ids.update(zip(new, range(base, base + n)))
+        self._id_chunks.extend(new)
+        self._id_tokens.extend(toks)
+        # packed stats (five 48-bit fields) -> rows of five int64: 6 little-endian bytes a field
+        raw = b"".join(map(int.to_bytes, map(stats.__getitem__, new), repeat(5 * STATS_BITS // 8), repeat("little")))
+        wide = np.zeros((n, 5, 8), dtype=np.uint8)
+        wide[:, :, :STATS_BITS // 8] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 5, STATS_BITS // 8)
+        self._id_stats[base:base + n] = wide.view("<i8").reshape(n, 5)
+        self._id_codes[base:base + n] = -1
+
+    def _fill_codes(self, need: np.ndarray) -> None:
+        """Learn the sentence codes of the chunks with ids ``need`` (distinct)."""
+        chunks = list(map(self._id_chunks.__getitem__, need.tolist()))
+        self._learn_sentences(set(chunks))
+        self._id_codes[need] = np.fromiter(map(self._sentence_memo.__getitem__, chunks), dtype=np.int64,
+                                           count=len(chunks))
 
     def _learn(self, chunks) -> None:
         """Tokenize the chunks not seen yet, all in one call: joined with newlines, each chunk is
@@ -212,22 +257,30 @@ class SpacyWords:
             self._prefetch(texts)
 
     def _prefetch(self, texts: list[str]) -> None:
-        memo, recent = self._memo, self._recent
+        recent, ids = self._recent, self._ids
         texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
         split = list(map(split_text, texts))
-        missing = set(chain.from_iterable(split)).difference(memo)
+        missing = set(chain.from_iterable(split)).difference(ids)
         if len(missing) >= MEMO_SIZE // 2:
             return
+        if len(ids) + len(missing) > MEMO_SIZE:
+            self._clear_ids()
+            ids = self._ids
+            missing = set(chain.from_iterable(split))
         if missing:
             self._learn(missing)
+            self._add_ids(list(missing))
         if len(recent) + len(texts) > RECENT_TEXTS:
             recent.clear()
-        get = memo.__getitem__
-        try:
-            for t, chunks in zip(texts, split):
-                recent[t] = (chunks, list(chain.from_iterable(map(get, chunks))))
-        except KeyError:  # the memo was emptied while learning
-            recent.clear()
+        # one dict lookup per chunk of all texts; each text's ids are a slice (a view) of these
+        n = sum(map(len, split))
+        all_ids = np.fromiter(map(ids.__getitem__, chain.from_iterable(split)), dtype=np.int64, count=n)
+        id_list, toks = all_ids.tolist(), self._id_tokens.__getitem__
+        pos = 0
+        for t, chunks in zip(texts, split):
+            end = pos + len(chunks)
+            recent[t] = (chunks, list(chain.from_iterable(map(toks, id_list[pos:end]))), all_ids[pos:end])
+            pos = end
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
@@ -271,11 +324,34 @@ class SpacyWords:
 
     def prefetch_sentences(self, texts: list[str]) -> None:
         """Learn the sentence effects of the chunks of many texts at once."""
-        chunks = set()
+        chunks, id_lists = set(), []
         for t in texts:
-            chunks.update(self.split(t))
+            entry = self._recent.get(t)
+            if entry is not None and entry[2] is not None:
+                id_lists.append(entry[2])
+            else:
+                chunks.update(self.split(t))
         with _gc_paused():
-            self._learn_sentences(chunks)
+            if id_lists:
+                ids = np.unique(np.concatenate(id_lists))
+                need = ids[self._id_codes[ids] < 0]
+                if len(need):
+                    self._fill_codes(need)
+            if chunks:
+                self._learn_sentences(chunks)
+
+    def text_sentence_codes(self, text: str) -> np.ndarray:
+        """``sentence_code_array(text.split())``, gathered by chunk id for a prefetched text."""
+        entry = self._recent.get(text)
+        if entry is None or entry[2] is None:
+            return self.sentence_code_array(self.split(text))
+        ids = entry[2]
+        codes = self._id_codes[ids]
+        unknown = codes < 0
+        if unknown.any():
+            self._fill_codes(np.unique(ids[unknown]))
+            codes = self._id_codes[ids]
+        return codes
 
     def _learn_sentences(self, chunks: set[str]) -> None:
         memo = self._sentence_memo
@@ -301,13 +377,19 @@ class SpacyWords:
         """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
         one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the packed
         sums (no field comes near 2**40)."""
-        chunks = self._recent_entry(text)[0]
+        entry = self._recent_entry(text)
+        if entry[2] is not None:  # a prefetched text: a gather by chunk id
+            return tuple(self._id_stats[entry[2]].sum(axis=0).tolist())
+        chunks = entry[0]
         memo = self._stats_memo
         try:
             packed = sum(map(memo.__getitem__, chunks))
         except KeyError:
             self._fill_stats(chunks)
-            packed = sum(map(memo.__getitem__, chunks))
+            try:
+                packed = sum(map(memo.__getitem__, chunks))
+            except KeyError:  # the memo was emptied while learning
+                packed = sum(map(_packed_stats, self.chunk_tokens(chunks)))
         mask = (1 << STATS_BITS) - 1
         return tuple((packed >> (i * STATS_BITS)) & mask for i in range(5))
 
@@ -337,13 +419,14 @@ class SpacyWords:
         modify the list)."""
         return self._recent_entry(text)[1]
 
-    def _recent_entry(self, text: str) -> tuple[list[str], list[str]]:
-        """(``text.split()``, tokens) of ``text``, remembered for the last ``RECENT_TEXTS`` texts."""
+    def _recent_entry(self, text: str) -> tuple:
+        """(``text.split()``, tokens, chunk ids or None) of ``text``, remembered for the last
+        ``RECENT_TEXTS`` texts (ids for texts that came through ``prefetch``)."""
         recent = self._recent
         entry = recent.get(text)
         if entry is None:
             chunks = split_text(text)
-            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks)))
+            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
             recent[text] = entry
