@@ -33,7 +33,7 @@ Rows set aside (reason codes):
 
 - ``html_too_large``: the HTML, scripts and styles cut out, is larger than ``max_html_bytes`` (UTF-8
   bytes); never parsed.
-- ``extract_timeout``: extraction took longer than ``timeout_s``.
+- ``extract_timeout``: extraction took more than ``timeout_s`` seconds of CPU time.
 
   For both, the stage's ``counters`` in stats.json sum the sizes of the pages set aside:
   ``<reason>_html_bytes`` (UTF-8 bytes as fetched) and ``<reason>_stripped_bytes`` (scripts, styles and
@@ -44,8 +44,10 @@ Rows set aside (reason codes):
 **What the time limit enforces** (all engines; for ``blocks``: lexbor's parser is C, and a page whose
 ``<div>``/``<span>`` tags nest more than 200 deep, where lexbor's tree building turns quadratic, goes to the
 rules engine's linear path instead; the block walk reads anything deeper than 200 elements as plain text).
- The limit is a ``SIGALRM`` interval timer armed around each document
-(POSIX, main thread of the process: the local executor's workers and ``workers = 1`` both run stages in
+ The limit is CPU time, not wall time: a ``SIGPROF`` interval timer (``ITIMER_PROF``: the
+process's CPU seconds) armed around each document, so a page gets the same verdict on a busy machine as on
+an idle one and a rerun sets aside the same pages (a wall-clock limit set pages aside when other jobs
+shared the cores). It works on POSIX, in the main thread of the process: the local executor's workers and ``workers = 1`` both run stages in
 their main thread). Python code is interrupted as soon as the timer fires: that covers trafilatura
 (pure Python over lxml) and the pre-pass and line cleanup of the resiliparse engine. A signal cannot
 interrupt a running C call, and resiliparse's parser and extractor are C (they release the GIL), so for
@@ -55,7 +57,7 @@ depth guard: lexbor's parse and resiliparse's whole-page extraction are linear i
 main-content rules cost O(elements x depth), so a page with an element more than 100 levels deep (real
 pages: 10-40) gets the linear whole-page extraction. Measured here: a 2 MB page nested 100-150 deep
 throughout takes 0.4-0.5 s of C time; 150,000 nested <div>s go through in well under a second instead
-of minutes. Off the main thread (or without ``SIGALRM``) only the size cap and the depth guard apply.
+of minutes. Off the main thread (or without ``setitimer``) only the size cap and the depth guard apply.
 """
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ from curate.stages.extract_features import strip_html
 
 REASONS = {
     "html_too_large": "HTML larger than max_html_bytes once scripts, styles and comments are cut out; not parsed",
-    "extract_timeout": "extraction took longer than timeout_s",
+    "extract_timeout": "extraction took more than timeout_s seconds of CPU time",
     "extract_error": "the extractor raised an exception on this page",
     "no_main_text": "less than min_chars characters of main text",
 }
@@ -85,7 +87,7 @@ ENGINES = ("blocks", "resiliparse", "trafilatura")
 @dataclass
 class Params:
     engine: str = "blocks"             # "blocks" (default, learned), "resiliparse" (rules) or "trafilatura"
-    timeout_s: float = 5.0             # per document; 0 disables the timer
+    timeout_s: float = 5.0             # CPU seconds per document; 0 disables the timer
     max_html_bytes: int = 2_000_000    # UTF-8 bytes of HTML once scripts, styles and comments are cut out
     model: str = ""                    # blocks: model file; "" = the shipped curate/stages/models/extract_blocks.json
     min_chars: int = 50                # fewer characters of main text: no_main_text
@@ -314,7 +316,8 @@ def _on_alarm(signum, frame):
 
 
 class _Deadline:
-    """Arms a SIGALRM interval timer per call when that is possible (POSIX, main thread)."""
+    """Arms a CPU-time interval timer (``ITIMER_PROF``, signal ``SIGPROF``) per call when that is possible
+    (POSIX, main thread)."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
@@ -324,23 +327,23 @@ class _Deadline:
 
     def __enter__(self):
         if self.enabled:
-            self._old = signal.signal(signal.SIGALRM, _on_alarm)
+            self._old = signal.signal(signal.SIGPROF, _on_alarm)
         return self
 
     def __exit__(self, *exc):
         if self.enabled:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self._old)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, self._old)
         return False
 
     def call(self, fn, *args):
         if not self.enabled:
             return fn(*args)
         try:
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            signal.setitimer(signal.ITIMER_PROF, self.seconds)
             return fn(*args)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 # ------------------------------------------------------------------------------------------- stage
