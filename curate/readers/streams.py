@@ -48,6 +48,13 @@ def _is_bz2(buf: bytes) -> bool:
             and buf[4:10] in (b"1AY&SY", b"\x17rE8P\x90"))
 
 
+def _cut_bz2_header(head: bytes) -> bool:
+    """A whole file shorter than a bz2 header that starts as one (``BZh`` + digit + the start of a block's or
+    the end's magic): a bz2 stream cut short, read as bz2 so that it is set aside as truncated."""
+    return (3 <= len(head) < 10 and head[:3] == BZ2_MAGIC and (len(head) == 3 or 0x31 <= head[3] <= 0x39)
+            and any(m.startswith(head[4:]) for m in (b"1AY&SY", b"\x17rE8P\x90")))
+
+
 # What a name claims, and the compressions that are recognised but not read (set aside with a reason).
 CLAIMS = ((".gz", "gzip"), (".zst", "zstd"), (".bz2", "bz2"), (".xz", "xz"))
 UNSUPPORTED = {"zip": b"PK\x03\x04", "7z": b"7z\xbc\xaf\x27\x1c", "lz4": b"\x04\x22\x4d\x18"}
@@ -93,7 +100,7 @@ def sniff(path: str) -> str:
         return "gzip"
     if head[:4] == ZSTD_MAGIC or _is_skippable(head):
         return "zstd"
-    if _is_bz2(head):
+    if _is_bz2(head) or _cut_bz2_header(head):
         return "bz2"
     if head[:6] == XZ_MAGIC:
         return "xz"

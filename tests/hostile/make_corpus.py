@@ -280,6 +280,8 @@ def build_jsonl(d: Path) -> dict:
     (d / "truncated.jsonl.bz2").write_bytes(cut)
     e["truncated.jsonl.bz2"] = _expect("jsonl", docs=bz2.BZ2Decompressor().decompress(cut).count(b"\n"),
                                        drops={"truncated_bz2": 1})
+    (d / "header-only.jsonl.bz2").write_bytes(blob[:5])  # shorter than a whole bz2 header
+    e["header-only.jsonl.bz2"] = _expect("jsonl", drops={"truncated_bz2": 1})
     (d / "xz-padded.jsonl.xz").write_bytes(lzma.compress(_lines(4, "xa")) + b"\x00" * 8 + lzma.compress(_lines(3, "xb")))
     e["xz-padded.jsonl.xz"] = _expect("jsonl", docs=7)
     import zipfile
@@ -323,6 +325,24 @@ def build_html(d: Path) -> dict:
     e["plain-named.html.gz"] = _expect("html", docs=1)
     (d / "random.html.gz").write_bytes(random.Random(7).randbytes(4000))
     e["random.html.gz"] = _expect("html", drops={"wrong_compression": 1})
+    import bz2
+    import lzma
+
+    # bz2 / xz pages: damaged ones are set aside with the compression's reason, sound ones read
+    for kind, pack in [("bz2", bz2.compress), ("xz", lzma.compress)]:
+        blob = pack(_page(4, 500))
+        (d / f"truncated.html.{kind}").write_bytes(blob[: len(blob) // 2])
+        e[f"truncated.html.{kind}"] = _expect("html", drops={f"truncated_{kind}": 1})
+        bad = bytearray(blob)
+        bad[len(bad) // 2] ^= 0xFF
+        (d / f"corrupt.html.{kind}").write_bytes(bytes(bad))
+        e[f"corrupt.html.{kind}"] = _expect("html", drops={f"corrupt_{kind}": 1})
+        (d / f"header-only.html.{kind}").write_bytes(blob[:6])
+        e[f"header-only.html.{kind}"] = _expect("html", drops={f"truncated_{kind}": 1})
+        (d / f"two-streams.html.{kind}").write_bytes(pack(_page(5)) + pack(_page(6)))
+        e[f"two-streams.html.{kind}"] = _expect("html", docs=1)
+    (d / "empty.html.bz2").write_bytes(b"")
+    e["empty.html.bz2"] = _expect("html", drops={"empty_document": 1})
     return e
 
 
