@@ -28,6 +28,7 @@ type = "extract"              # one of curate.stages.STAGES
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass
@@ -220,8 +221,8 @@ def _matches(value: Any, typ: Any) -> bool:
         return isinstance(value, (list, tuple)) and (not args or all(_matches(v, args[0]) for v in value))
     if origin is dict:
         return isinstance(value, dict)
-    if typ is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ is float:  # nan and inf pass every `< low` check below them, so they are refused here
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if typ is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if isinstance(typ, type):
@@ -230,6 +231,10 @@ def _matches(value: Any, typ: Any) -> bool:
 
 
 def _type_name(typ: Any) -> str:
+    if typ is float:
+        return "a finite number"
+    if typing.get_origin(typ) is not None:  # list[str], not "list"
+        return str(typ).replace("typing.", "")
     return getattr(typ, "__name__", None) or str(typ).replace("typing.", "")
 
 

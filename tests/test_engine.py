@@ -290,6 +290,17 @@ def test_bad_keep_dropped_fails_at_start(tmp_path, sample_dir):
         load_pipeline(p)
 
 
+@pytest.mark.parametrize("stage, message", [
+    ('[[stages]]\ntype = "langid"\nthreshold = nan', r"threshold = nan: expected a finite number"),
+    ('[[stages]]\ntype = "gopher_quality"\nmax_symbol_word_ratio = inf', r"max_symbol_word_ratio = inf: expected a finite"),
+    ('[[stages]]\ntype = "langid"\nlanguages = [1]', r"languages = \[1\]: expected list\[str\]"),
+])
+def test_nonsense_stage_values_fail_at_start_naming_what_to_change(tmp_path, sample_dir, stage, message):
+    p = pipeline_file(tmp_path, tmp_path / "o", sample_dir / "prose.jsonl.gz", stages=stage)
+    with pytest.raises(ConfigError, match=message):
+        load_pipeline(p)
+
+
 def test_a_step_redone_after_its_inputs_and_plan_were_removed_gives_the_same_shards(tmp_path, sample_dir):
     out = tmp_path / "out"
     p = pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz")
