@@ -39,6 +39,10 @@ def test_split_string_and_ranges():
         parse_split("1,2,3,4")
     with pytest.raises(ValueError):
         parse_split("0,0,0")
+    assert parse_split("969/30/1") == parse_split("969,30,1")  # Megatron's other separator
+    for garbage in ("90,abc", "1.2.3", "", "90,,10", "-1,2", "nan", "inf,1"):  # never read past what is there
+        with pytest.raises(ValueError, match="non-negative numbers"):
+            parse_split(garbage)
 
 
 def test_sample_index_by_hand():

@@ -53,9 +53,11 @@ def parse_split(split: str) -> list[float]:
     """"969,30,1" -> normalized [train, valid, test] fractions (missing trailing parts are 0)."""
     if not isinstance(split, str):
         raise ValueError(f"split must be a string like '969,30,1', got {split!r}")
-    parts = [float(x) for x in re.findall(r"[.0-9]+", split)]
-    if not parts or len(parts) > 3:
-        raise ValueError(f"split {split!r} must have 1 to 3 numbers (train, valid, test)")
+    pieces = [x.strip() for x in re.split(r"[,/]", split)]  # Megatron accepts "969,30,1" and "969/30/1"
+    if not 1 <= len(pieces) <= 3 or not all(re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", x) for x in pieces):
+        raise ValueError(f"split {split!r} must be 1 to 3 non-negative numbers (train, valid, test) "
+                         "separated by commas, like '969,30,1'")
+    parts = [float(x) for x in pieces]
     parts += [0.0] * (3 - len(parts))
     total = sum(parts)
     if total <= 0:
