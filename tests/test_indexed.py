@@ -111,6 +111,31 @@ def test_bad_files_are_refused(tmp_path):
         encode_index(np.uint16, [1, 2], [0, 1])
 
 
+def _patched(offset: int, fmt: str, value) -> bytes:
+    """GOLDEN_IDX with one field overwritten, as a crafted or damaged index would be."""
+    b = bytearray(GOLDEN_IDX)
+    struct.pack_into(fmt, b, offset, value)
+    return bytes(b)
+
+
+# offsets in GOLDEN_IDX: lengths at 34, pointers at 42, document indices at 58
+@pytest.mark.parametrize("offset, fmt, value, message", [
+    (38, "<i", -2, "negative length"),                 # second sequence's length
+    (38, "<i", 400, "truncated"),                       # the last sequence longer than the .bin
+    (34, "<i", 9, "outside"),                           # a middle sequence running past the .bin's end
+    (50, "<q", 10**12, "truncated"),                    # the last pointer far past the .bin
+    (50, "<q", -6, "outside"),                          # a negative pointer
+    (50, "<q", 5, "aligned"),                           # an odd byte pointer into uint16 tokens
+    (58, "<q", 1, "document indices"),                  # documents not starting at 0
+    (66, "<q", 3, "document indices"),                  # document indices 0, 3, 2: out of order
+])
+def test_crafted_index_fields_are_refused_naming_the_problem(tmp_path, offset, fmt, value, message):
+    (tmp_path / "x.bin").write_bytes(GOLDEN_BIN)
+    (tmp_path / "x.idx").write_bytes(_patched(offset, fmt, value))
+    with pytest.raises(ValueError, match=message):
+        IndexedDataset(tmp_path / "x")
+
+
 def test_interrupted_builder_leaves_no_dataset(tmp_path):
     with pytest.raises(RuntimeError):
         with IndexedDatasetBuilder(tmp_path / "k", np.uint16) as b:

@@ -79,6 +79,20 @@ def encode_index(dtype, sequence_lengths, document_indices) -> bytes:
     return header + lengths.tobytes() + pointers.tobytes() + docs.tobytes()
 
 
+def _check_index(idx_path, lengths, pointers, doc_indices, itemsize: int, bin_size: int) -> None:
+    """Every sequence inside the .bin and documents in order: a damaged or crafted .idx fails here, with what
+    is wrong, not later as short samples or reads past the data (one vectorised pass over the index)."""
+    if (lengths < 0).any():
+        raise ValueError(f"{idx_path}: sequence {int(np.argmax(lengths < 0))} has a negative length")
+    bad = (pointers < 0) | (pointers % itemsize != 0) | (pointers + lengths.astype(np.int64) * itemsize > bin_size)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{idx_path}: sequence {i} (byte {int(pointers[i])}, {int(lengths[i])} tokens) lies outside "
+                         f"the {bin_size}-byte .bin or is not aligned to its {itemsize}-byte tokens")
+    if doc_indices[0] != 0 or (np.diff(doc_indices) < 0).any():
+        raise ValueError(f"{idx_path}: document indices must start at 0 and never decrease")
+
+
 def write_index(idx_path: str | os.PathLike, dtype, sequence_lengths, document_indices, durable: bool = True) -> None:
     data = encode_index(dtype, sequence_lengths, document_indices)
     with _atomic_file(idx_path, durable) as f:
@@ -219,6 +233,8 @@ class IndexedDataset:
         need = int(self.sequence_pointers[-1]) + int(self.sequence_lengths[-1]) * self.dtype.itemsize if n else 0
         if bin_size < need:
             raise ValueError(f"{bin_path} is truncated: {bin_size} bytes, the index needs {need}")
+        _check_index(idx_path, self.sequence_lengths, self.sequence_pointers, self.document_indices,
+                     self.dtype.itemsize, bin_size)
         if bin_size:
             self._bin_mmap = np.memmap(bin_path, mode="r", dtype=np.uint8)
             self.tokens = np.frombuffer(self._bin_mmap, dtype=self.dtype, count=bin_size // self.dtype.itemsize)
