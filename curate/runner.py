@@ -4,9 +4,10 @@ See ``curate.steps`` for the life of one step and ``curate.output`` for what the
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from curate import fingerprint, output, steps
+from curate import fingerprint, output, readers, steps
 from curate.lock import OutputLock
 from curate.pipeline import ConfigError, Pipeline, resolve_inputs
 from curate.shards import write_json
@@ -35,6 +36,11 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
             run.say(f"curate: input changed, its tasks are redone: {line}")
         output.remove_temp_files(out)
         run.say(f"curate: {pipeline.name}: {len(files)} input file(s), {len(pipeline.stages)} stage(s) -> {out}")
+        skipped = readers.unusable_matches(pipeline.sources)
+        if skipped:
+            print(f"curate: warning: {len(skipped)} matched path(s) are not files and are not read: "  # always said
+                  + ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""),
+                  file=sys.stderr, flush=True)
         plan = steps.plan_steps(pipeline.stages)
         results = _run_steps(run, plan, files, prints)
         records = [(r.step.stage_names, r.markers, {r.step.global_stage.name: r.plan_stats} if r.step.global_stage else {})

@@ -350,3 +350,24 @@ def test_one_read_task_per_split_every_document_once(tmp_path, sample_dir, monke
                            for i in read_shard(o / e["path"]).column("id").to_pylist())
     assert ids(out) == ids(whole)
     assert json.loads((out / "steps/00_read/_splits.json").read_text())[str(sample_dir / "prose.jsonl.gz")]["splits"][2]["part"] == 2
+
+
+def test_matched_paths_that_are_not_files_are_named_not_silently_skipped(tmp_path, sample_dir):
+    import os
+
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "real.jsonl").write_text('{"text": "one real document of plain prose."}\n')
+    (src / "folder.jsonl").mkdir()
+    os.mkfifo(src / "pipe.jsonl")  # reading it would block the run forever
+    (src / "gone.jsonl").symlink_to(tmp_path / "nowhere")
+    (src / "sub").mkdir()  # a plain directory is no surprise under a glob, and is not named
+    p = pipeline_file(tmp_path, tmp_path / "out", src / "*")
+    r = cli("run", p, "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    warning = next(line for line in r.stderr.splitlines() if "not files" in line)
+    assert "3 matched path(s)" in warning
+    for name, why in [("folder.jsonl", "a directory"), ("pipe.jsonl", "a named pipe"), ("gone.jsonl", "broken")]:
+        assert name in warning and why in warning
+    assert "sub'" not in warning
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["in"] == 1

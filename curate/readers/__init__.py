@@ -129,6 +129,26 @@ def expand_sources(sources: list[dict]) -> list[dict]:
     return files
 
 
+def unusable_matches(sources: list[dict]) -> list[str]:
+    """Paths a source's glob matches that are not read, each with why: named pipes, sockets, devices, broken
+    or looping links, and directories named like a data file (``x.jsonl/``). Other directories (``**``) are
+    not listed."""
+    out = []
+    for src in sources:
+        for p in sorted(glob.glob(src["path"], recursive=True)):
+            path = Path(p)
+            try:
+                if path.is_file() or (path.is_dir() and infer_format(p) is None):
+                    continue
+                why = ("a directory" if path.is_dir() else "a broken or looping link" if path.is_symlink() and not path.exists()
+                       else "a named pipe" if path.is_fifo() else "a socket" if path.is_socket()
+                       else "a device" if path.is_block_device() or path.is_char_device() else "not a regular file")
+            except OSError as e:  # a link loop, a name too long
+                why = f"unreadable ({e.strerror or e})"
+            out.append(f"{p!r} ({why})")
+    return out
+
+
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
