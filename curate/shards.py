@@ -69,9 +69,12 @@ def rows_to_table(rows: list[dict], schema: pa.Schema) -> tuple[pa.Table, int]:
 
 def read_shard(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     path = str(path)
-    if path.endswith(".parquet"):
-        return pq.read_table(path, columns=columns)
-    return feather.read_table(path, columns=columns, memory_map=True)
+    try:
+        if path.endswith(".parquet"):
+            return pq.read_table(path, columns=columns)
+        return feather.read_table(path, columns=columns, memory_map=True)
+    except pa.ArrowInvalid as e:  # pyarrow's message names no file
+        raise pa.ArrowInvalid(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from e
 
 
 def write_json(obj, path: str | Path) -> Path:
@@ -107,8 +110,17 @@ def shard_entry(path: str | Path, root: str | Path) -> dict:
 def manifest_shards(output_dir: str | Path, which: str = "shards") -> list[Path]:
     """Absolute paths of the kept (``shards``) or set-aside (``dropped``) shards of a curation output."""
     output_dir = Path(output_dir)
-    manifest = read_json(output_dir / "manifest.json")
-    return [output_dir / e["path"] for e in manifest[which]]
+    path = output_dir / "manifest.json"
+    try:
+        entries = read_json(path)[which]
+        names = [e["path"] for e in entries]
+    except (ValueError, KeyError, TypeError) as e:  # damaged, or not a curate manifest
+        raise ValueError(f"{path} is not a curation manifest ({type(e).__name__}: {e}); rerun `curate run` "
+                         "on that folder to rewrite it") from e
+    for name in names:  # shards live inside the folder: a manifest cannot point a reader anywhere else
+        if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"{path} names the shard {name!r}, which is not a path inside {output_dir}")
+    return [output_dir / name for name in names]
 
 
 class atomic_path:

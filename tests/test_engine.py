@@ -371,3 +371,11 @@ def test_matched_paths_that_are_not_files_are_named_not_silently_skipped(tmp_pat
         assert name in warning and why in warning
     assert "sub'" not in warning
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["in"] == 1
+
+
+@pytest.mark.parametrize("content", [b"{bad", b"[1, 2]", b'{"stages": [{"name": 3}]}', b"\xff\xfe"])
+def test_curate_stats_on_a_damaged_stats_file_says_so_without_a_traceback(tmp_path, content):
+    (tmp_path / "stats.json").write_bytes(content)
+    r = cli("stats", tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "is not a curate run's stats" in r.stderr and "stats.json" in r.stderr

@@ -112,3 +112,39 @@ def test_bad_input_is_reported(setup, tmp_path, capsys):
                         "--output-prefix", str(tmp_path / "ok"), "--no-progress"])
     assert rc == 0 and "1 encode errors, 1 empty" in capsys.readouterr().out
     assert os.path.isfile(tmp_path / "ok.bin")
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ('{"shards": [{"path": "../../../etc/passwd"}], "dropped": []}', "not a path inside"),
+    ('{"shards": [{"path": "/etc/passwd"}], "dropped": []}', "not a path inside"),
+    ('{"shards": 5}', "not a curation manifest"),
+    ("not json", "not a curation manifest"),
+    ('{"shards": [{"rows": 3}]}', "not a curation manifest"),
+])
+def test_a_crafted_or_damaged_manifest_is_refused_naming_it(setup, tmp_path, capsys, manifest, message):
+    import shutil
+
+    root, cur, tok, good = setup
+    copy = tmp_path / "cur"
+    shutil.copytree(cur, copy)
+    (copy / "manifest.json").write_text(manifest)
+    rc = pretrain_main(["tokenize", "--input", str(copy), "--tokenizer", tok.model_path,
+                        "--output-prefix", str(tmp_path / "x"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "manifest.json" in err
+    assert not (tmp_path / "x.bin").exists()
+
+
+def test_a_damaged_shard_is_named(setup, tmp_path, capsys):
+    import json
+    import shutil
+
+    root, cur, tok, good = setup
+    copy = tmp_path / "cur"
+    shutil.copytree(cur, copy)
+    first = json.loads((copy / "manifest.json").read_text())["shards"][0]["path"]
+    (copy / first).write_bytes(b"not arrow at all")
+    rc = pretrain_main(["tokenize", "--input", str(copy), "--tokenizer", tok.model_path,
+                        "--output-prefix", str(tmp_path / "x"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and first in err and "damaged" in err

@@ -16,8 +16,14 @@ def run(args) -> int:
     if not path.is_file():
         print(f"curate: error: {path} not found; is {args.output} a finished curate run?", file=sys.stderr)
         return 2
-    stats = json.loads(path.read_text())
-    print(json.dumps(stats, indent=2) if args.json else format_funnel(stats))
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+        text = json.dumps(stats, indent=2) if args.json else format_funnel(stats)
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as e:  # damaged or not ours
+        print(f"curate: error: {path} is not a curate run's stats ({type(e).__name__}: {e}); rerun `curate run` "
+              "on that output folder to rewrite it", file=sys.stderr)
+        return 2
+    print(text)
     return 0
 
 

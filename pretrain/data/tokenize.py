@@ -50,11 +50,16 @@ def plan_tasks(shards: list[Path]) -> list[Task]:
     tasks = []
     for path in shards:
         path = str(path)
-        if path.endswith(".parquet"):
-            units = pq.ParquetFile(path).metadata.num_row_groups
-        else:
-            with ipc.open_file(path) as reader:
-                units = reader.num_record_batches
+        try:
+            if path.endswith(".parquet"):
+                units = pq.ParquetFile(path).metadata.num_row_groups
+            else:
+                with ipc.open_file(path) as reader:
+                    units = reader.num_record_batches
+        except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid / ArrowIOError name no file
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise ValueError(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from e
         for u in range(units):
             tasks.append(Task(len(tasks), path, u))
     return tasks
