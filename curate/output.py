@@ -20,7 +20,7 @@ from pathlib import Path
 
 from curate import fingerprint as fp
 from curate.pipeline import ConfigError, Pipeline
-from curate.shards import read_json, write_json
+from curate.shards import read_record, write_json
 
 LAYOUT = 2  # 1: shards under steps/ only (before data/); such a folder is refused with a message
 RUN_FILE = "run.json"
@@ -53,7 +53,10 @@ def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_
     run_file = out / RUN_FILE
     ident = identity(pipeline, files)
     if run_file.exists():
-        previous = read_json(run_file)
+        previous = read_record(run_file)
+        if previous is None:
+            raise ConfigError(f"{run_file} is damaged (not a JSON object), so this folder's run cannot be checked; "
+                              f"choose another --output, or delete {out} to start over")
         if previous.get("layout") != LAYOUT:
             raise ConfigError(f"{out} was written by an earlier version of curate (its shards are not under data/); "
                               f"run into a new --output, or delete {out} to start over")

@@ -92,6 +92,17 @@ def read_json(path: str | Path):
         return json.load(f)
 
 
+def read_record(path: str | Path) -> dict | None:
+    """A JSON object a run wrote for itself (a task marker, a cache, a plan's record), or None when it is
+    missing, not JSON or not an object: records are written atomically, so a damaged one was damaged after
+    the fact, and the work it records is redone rather than trusted."""
+    try:
+        obj = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from curate import readers, tasks
 from curate.output import remove_plan
 from curate.pipeline import Pipeline, StageSpec
-from curate.shards import read_json, write_json
+from curate.shards import read_json, read_record, write_json
 from curate.stages import stage_class
 
 
@@ -117,11 +117,11 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     markers, todo = {}, []
     for t in job:
         path = marker_dir / f"{t['task_id']}.json"
-        m = read_json(path) if path.exists() else None
+        m = read_record(path)
         if m is not None and m.get("key") == t["key"]:
             markers[t["task_id"]] = m
         else:
-            if m is not None:
+            if path.exists():
                 forget(path, out)
             todo.append(t)
     if marker_dir.is_dir():
@@ -153,7 +153,7 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
     """One task per split of every input file (splits are cached in ``_splits.json`` by fingerprint)."""
     p = run.pipeline
     cache_path = run.out / "steps" / "00_read" / "_splits.json"
-    cache = read_json(cache_path) if cache_path.exists() else {}
+    cache = read_record(cache_path) or {}
     fresh = {}
     need = [f for f in files if cache.get(f["path"], {}).get("fingerprint") != prints[f["path"]]]
     if need:
@@ -220,13 +220,13 @@ def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: b
     for stats.json after the plan itself is removed at the end of the run."""
     record = run.out / "steps" / step.dirname / "_plan.json"
     if not needed:  # every task of the step is done: the plan is not read again
-        return read_json(record)["stats"] if record.exists() else {}
+        return (read_record(record) or {}).get("stats", {})
     finished = finished_plan(run, step, digest)
     if finished is not None:
         return finished["stats"]
     plan_dir = run.out / "plans" / step.dirname
     done, claimed = plan_dir / "_done.json", plan_dir / "_inputs.json"
-    if plan_dir.exists() and (not claimed.exists() or read_json(claimed).get("digest") != digest):
+    if plan_dir.exists() and (read_record(claimed) or {}).get("digest") != digest:
         shutil.rmtree(plan_dir)  # a plan of other inputs, or the report left by a finished run's cleanup
     write_json({"digest": digest}, claimed)
     run.say(f"  planning {step.global_stage.name} over {len(inputs)} shard(s)")
@@ -262,19 +262,19 @@ def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, tota
 
 def forget(marker_path: Path, out: Path) -> None:
     """Undo a finished task: remove the shards its marker lists, then the marker."""
-    try:
-        m = read_json(marker_path)
-    except (OSError, ValueError):
-        m = {}
-    for e in m.get("outputs", []) + m.get("dropped", []):
-        (out / e["path"]).unlink(missing_ok=True)
+    m = read_record(marker_path) or {}
+    entries = [e for key in ("outputs", "dropped") if isinstance(m.get(key), list) for e in m[key]]
+    for e in entries:
+        name = e.get("path") if isinstance(e, dict) else None
+        if isinstance(name, str) and not Path(name).is_absolute() and ".." not in Path(name).parts:
+            (out / name).unlink(missing_ok=True)  # only files inside OUT, whatever a damaged marker says
     marker_path.unlink(missing_ok=True)
 
 
 def finished_plan(run: Run, step: Step, digest: str) -> dict | None:
     """The step's ``plans/NN/_done.json`` record if its plan is complete for inputs of ``digest``, else None."""
     done = run.out / "plans" / step.dirname / "_done.json"
-    record = read_json(done) if done.exists() else None
+    record = read_record(done)
     return record if record is not None and record.get("digest") == digest else None
 
 

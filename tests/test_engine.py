@@ -379,3 +379,23 @@ def test_curate_stats_on_a_damaged_stats_file_says_so_without_a_traceback(tmp_pa
     r = cli("stats", tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "is not a curate run's stats" in r.stderr and "stats.json" in r.stderr
+
+
+def test_damaged_task_records_are_redone_and_a_damaged_run_file_is_refused(tmp_path, sample_dir):
+    out = tmp_path / "out"
+    p = pipeline_file(tmp_path, out, sample_dir / "prose.jsonl.gz")
+    stats = run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)
+    expected = digests(out)
+    outside = tmp_path / "precious.txt"
+    outside.write_text("not curate's")
+    markers = sorted((out / "steps").glob("*/_tasks/*.json"))
+    markers[0].write_text("{not json")  # as a disk error would leave it: the task is redone
+    markers[-1].write_text(json.dumps({"key": "stale", "outputs": [{"path": str(outside)}, {"path": "../../precious.txt"}]}))
+    (out / "steps/00_read/_splits.json").write_text("[")
+    assert counts(run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)) == counts(stats)
+    assert digests(out) == expected
+    assert outside.read_text() == "not curate's"  # a marker cannot make curate delete files outside OUT
+    assert all(json.loads(m.read_text())["key"] != "stale" for m in markers)  # both tasks were redone
+    (out / "run.json").write_text("[]")
+    with pytest.raises(ConfigError, match="run.json is damaged"):
+        run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)
