@@ -27,10 +27,15 @@ def read_stats(curated_dir: str | Path) -> dict:
     path = Path(curated_dir) / "stats.json"
     if not path.is_file():
         raise ReportError(f"{path} not found: is {curated_dir} a finished `curate run` output?")
-    stats = json.loads(path.read_text())
-    if not isinstance(stats.get("stages"), list) or not stats["stages"]:
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ReportError(f"{path} is not JSON ({e}): rerun `curate run` on {curated_dir} to rewrite it") from e
+    if not isinstance(stats, dict) or not isinstance(stats.get("stages"), list) or not stats["stages"]:
         raise ReportError(f"{path}: no 'stages' list")
     for s in stats["stages"]:
+        if not isinstance(s, dict):
+            raise ReportError(f"{path}: a stage entry is {s!r}, not an object")
         for key in ("name", "in", "kept", "dropped"):
             if key not in s:
                 raise ReportError(f"{path}: stage {s.get('name', '?')!r} has no {key!r}")
@@ -47,11 +52,15 @@ def read_metrics(log_dir: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             if n == len(lines):  # a last line cut short by a killed run
                 break
             raise ReportError(f"{path}:{n}: {e}") from e
+        step = row.get("step", 0) if isinstance(row, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise ReportError(f"{path}:{n}: not a metrics entry (an object whose 'step' is an integer): {line[:80]!r}")
+        rows.append(row)
     return rows
 
 

@@ -112,6 +112,16 @@ def test_errors_name_the_file(tmp_path, capsys):
         read_metrics(bad)
     rc = main(["report", "--out", str(tmp_path / "r"), "--curated", str(tmp_path / "nope"), "--logs", str(logs)])
     assert rc == 2 and "stats.json" in capsys.readouterr().err
+    for line in ('[1, 2]', '{"step": "x", "loss": 1}', '{"step": true}'):  # JSON, but not a metrics entry
+        (bad / "metrics.jsonl").write_text(f'{{"step": 1, "loss": 3}}\n{line}\n{{"step": 2, "loss": 2}}\n')
+        with pytest.raises(ReportError, match=r"metrics.jsonl:2: not a metrics entry"):
+            read_metrics(bad)
+    for content in (b"{bad", b"[1]", b'{"stages": [5]}', b"\xff"):
+        damaged = tmp_path / "damaged"
+        damaged.mkdir(exist_ok=True)
+        (damaged / "stats.json").write_bytes(content)
+        rc = main(["report", "--out", str(tmp_path / "r"), "--curated", str(damaged), "--logs", str(logs)])
+        assert rc == 2 and "damaged/stats.json" in capsys.readouterr().err
 
 
 def test_cli(tmp_path, capsys):
