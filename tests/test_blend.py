@@ -95,6 +95,22 @@ def test_blend_splits_samples_and_cache_layout(two_datasets, tmp_path):
     assert not all(np.array_equal(other[i], train[i]) for i in range(20))  # another seed, another order
 
 
+@pytest.mark.parametrize("name, tamper, message", [
+    ("dataset_index.npy", lambda a: a - 1, "dataset index outside"),   # -1 would silently pick the last one
+    ("dataset_index.npy", lambda a: a + 2, "dataset index outside"),
+    ("dataset_sample_index.npy", lambda a: a + 10**6, "sample index outside"),
+    ("dataset_sample_index.npy", lambda a: a[:-1], "shapes"),
+    ("web/shuffle_index.npy", lambda a: a + 10**6, "shuffle entry outside"),
+])
+def test_a_crafted_blend_cache_is_refused_naming_it(two_datasets, tmp_path, name, tamper, message):
+    cache = tmp_path / "cache"
+    build_blend_splits(two_datasets, 32, (500, 40, 0), 1234, cache)
+    arr = np.load(cache / name)
+    np.save(cache / name, tamper(arr).astype(arr.dtype))
+    with pytest.raises(ValueError, match=f"{message}.*cache .* is damaged"):
+        build_blend_splits(two_datasets, 32, (500, 40, 0), 1234, cache)
+
+
 def test_megatron_string_form_is_accepted(two_datasets, tmp_path):
     spec = f"0.7 {tmp_path}/web 0.3 {tmp_path}/books"
     a = build_blend_splits(spec, 16, (200, 0, 0), 5, None, split="90,8,2")[0]

@@ -141,6 +141,25 @@ def test_cache_is_keyed_and_never_read_half_written(tmp_path):
     assert IndexCache(cache).load(meta["key"], ["shuffle_index"]) is None
 
 
+@pytest.mark.parametrize("name, tamper, message", [
+    ("document_index", lambda a: a + 10_000, "document index outside"),
+    ("document_index", lambda a: -a - 1, "document index outside"),
+    ("shuffle_index", lambda a: a * 0 + 10**6, "shuffle entry outside"),
+    ("sample_index", lambda a: a * 0 + [0, 10**9], "reads past the end"),
+    ("sample_index", lambda a: a * 0 + [10**6, 0], "starts outside"),
+    ("sample_index", lambda a: a * 0 - 1, "starts outside"),
+    ("sample_index", lambda a: a.reshape(-1), "wrong shape"),
+])
+def test_a_crafted_index_cache_is_refused_not_read_past_its_arrays(tmp_path, name, tamper, message):
+    ix = make_dataset(tmp_path / "d", np.random.default_rng(0).integers(1, 40, 80))
+    cache = tmp_path / "cache"
+    build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=5, cache_dir=cache)
+    arr = np.load(cache / f"{name}.npy")
+    np.save(cache / f"{name}.npy", tamper(arr).astype(arr.dtype))  # same key in index.json: only the arrays lie
+    with pytest.raises(ValueError, match=f"{message}.*index cache .* is damaged"):
+        build_gpt_dataset(ix, "90,10,0", "train", 100, 16, seed=5, cache_dir=cache)
+
+
 def _megatron_python():
     return os.environ.get("QUARRY_MEGATRON_PYTHON")
 

@@ -78,6 +78,20 @@ def build_blending_indices(weights, size: int) -> tuple[np.ndarray, np.ndarray]:
     return dataset_index, dataset_sample_index
 
 
+def _check_blend_indices(dataset_index, sample_index, lengths: list[int], split: str) -> None:
+    """Each blended sample names a dataset that exists and a sample inside it (a damaged or crafted blend
+    cache fails here, not as a sample silently taken from the wrong dataset by a negative index)."""
+    which, local = np.asarray(dataset_index), np.asarray(sample_index)
+    if which.shape != local.shape or which.ndim != 1:
+        raise ValueError(f"{split} blend index: dataset and sample arrays of shapes {which.shape} and {local.shape}")
+    if not len(which):
+        return
+    if which.min() < 0 or which.max() >= len(lengths):
+        raise ValueError(f"{split} blend index: a dataset index outside the {len(lengths)} datasets")
+    if local.min() < 0 or (local >= np.asarray(lengths, dtype=np.int64)[which]).any():
+        raise ValueError(f"{split} blend index: a sample index outside its dataset")
+
+
 class BlendedDataset:
     """Sample ``i`` is sample ``dataset_sample_index[i]`` of dataset ``dataset_index[i]``."""
 
@@ -91,6 +105,7 @@ class BlendedDataset:
         self.split = split
         self.seq_len = datasets[0].seq_len
         self._size = len(dataset_index)
+        _check_blend_indices(dataset_index, dataset_sample_index, [len(d) for d in datasets], split)
 
     def __len__(self) -> int:
         return self._size
@@ -250,8 +265,14 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
             arrays, _ = build()
         else:
             arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
-        out[k] = BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
-                                arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+        try:
+            out[k] = BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
+                                    arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+        except ValueError as e:
+            if cache_dir is None:
+                raise
+            raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
+                             "rebuilt") from e
         log(f"  {SPLIT_NAMES[k]:5s} blend: {len(out[k]):,} samples")
     return out
 

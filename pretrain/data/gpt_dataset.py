@@ -439,6 +439,30 @@ class GPTDataset:
         self._starts[-1] = len(indexed.tokens)
         self._tokens = indexed.tokens
         self._state = None
+        self._check_indices()
+
+    def _check_indices(self) -> None:
+        """The compiled gather reads without bounds checks, so every index it follows is checked once here
+        (vectorised): a damaged or crafted index cache fails with what is wrong instead of reading past the
+        arrays."""
+        doc, sample, shuffle = self._document_index, np.asarray(self.sample_index), self._shuffle
+        where = f"{self.name or 'dataset'} ({self.split}) index"
+        if doc.ndim != 1 or sample.ndim != 2 or sample.shape[1] != 2 or sample.shape[0] < 1 or shuffle.ndim != 1:
+            raise ValueError(f"{where}: arrays of the wrong shape (document {doc.shape}, sample {sample.shape}, "
+                             f"shuffle {shuffle.shape})")
+        if len(doc) and (doc.min() < 0 or doc.max() >= len(self.indexed)):
+            raise ValueError(f"{where}: a document index outside the {len(self.indexed)} documents")
+        if len(shuffle) and (shuffle.min() < 0 or shuffle.max() >= self._length):
+            raise ValueError(f"{where}: a shuffle entry outside the {self._length} samples")
+        if len(doc) == 0 and self._length:
+            raise ValueError(f"{where}: samples over an empty document index")
+        step = 1 << 22  # in blocks: bounded temporary memory at hundreds of millions of samples
+        for beg in range(0, sample.shape[0] if len(doc) else 0, step):
+            rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
+            if rows.min() < 0 or rows.max() >= len(doc) or offsets.min() < 0:
+                raise ValueError(f"{where}: a sample starts outside the document index or at a negative offset")
+            if (self._starts[doc[rows]] + offsets + self.extra > len(self._tokens)).any():
+                raise ValueError(f"{where}: a sample reads past the end of the tokens")
 
     def __len__(self) -> int:
         return self._length
@@ -558,8 +582,13 @@ def build_gpt_dataset(indexed: IndexedDataset, split: str, split_name: str, num_
         arrays, info = build()
     else:
         arrays, info = IndexCache(cache_dir).get_or_build(cache_key(desc), desc, names, build)
-    ds = GPTDataset(indexed, arrays, seq_len, num_samples=num_samples, extra=extra, pad_id=pad_id,
-                    name=name, split=split_name)
+    try:
+        ds = GPTDataset(indexed, arrays, seq_len, num_samples=num_samples, extra=extra, pad_id=pad_id,
+                        name=name, split=split_name)
+    except ValueError as e:
+        if cache_dir is None:
+            raise
+        raise ValueError(f"{e}: the index cache {cache_dir} is damaged; delete it and it is rebuilt") from e
     ds.cache_description = desc
     ds._num_epochs = info.get("num_epochs")
     ds.tokens_per_epoch = info.get("tokens_per_epoch")
