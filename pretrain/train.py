@@ -70,10 +70,17 @@ def run(args) -> int:
     except NonFiniteError as e:
         print(f"pretrain train: {e}", file=sys.stderr)
         return 3
+    except DataError as e:
+        print(f"pretrain train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------- data
+
+class DataError(ValueError):
+    """The training data cannot be used as it is (tokens outside the vocabulary); says what to change."""
+
 
 
 class SyntheticDataset:
@@ -116,6 +123,8 @@ def build_datasets(cfg: Config, num_train: int, num_valid: int):
     except EmptySplitError as e:
         raise ConfigError(f"data.blend {d.blend}: {e}" + (" (or set train.eval_interval = 0: no validation)"
                                                           if num_valid else "")) from e
+    except (ValueError, IndexError) as e:  # a damaged .idx or index cache, a blend that draws too much
+        raise ConfigError(f"data.blend {d.blend}: {e}") from e
     return train, valid
 
 
@@ -148,13 +157,24 @@ def local_indices(first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: i
     return (first_sample + (j * dp + dp_rank) * mbs + np.arange(mbs, dtype=np.int64)[None, :]).reshape(-1)
 
 
-def local_batch(ds, first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: int) -> torch.Tensor:
+def local_batch(ds, first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: int,
+                vocab_size: int | None = None) -> torch.Tensor:
     """This dp rank's micro-batches of the global batch starting at ``first_sample``, stacked [n_micro * mbs, T+1]
-    (one vectorised ``get_batch`` call)."""
+    (one vectorised ``get_batch`` call). With ``vocab_size``, every token must be a vocabulary id: data
+    tokenized with a larger vocabulary (or a damaged .bin) stops the run here, naming the sample, instead of
+    as an index error inside the embedding (a device-side assert on a GPU)."""
     idx = local_indices(first_sample, n_micro, mbs, dp, dp_rank)
     if hasattr(ds, "get_batch"):
-        return torch.from_numpy(np.ascontiguousarray(ds.get_batch(idx), dtype=np.int64))
-    return torch.from_numpy(np.stack([np.asarray(ds[int(i)], dtype=np.int64) for i in idx]))
+        batch = np.ascontiguousarray(ds.get_batch(idx), dtype=np.int64)
+    else:
+        batch = np.stack([np.asarray(ds[int(i)], dtype=np.int64) for i in idx])
+    if vocab_size is not None and batch.size and (batch.min() < 0 or batch.max() >= vocab_size):
+        row = int(np.argmax(((batch < 0) | (batch >= vocab_size)).any(axis=1)))
+        bad = batch[row][(batch[row] < 0) | (batch[row] >= vocab_size)][0]
+        raise DataError(f"sample {int(idx[row])} holds token id {int(bad)}, outside the model's vocabulary of "
+                         f"{vocab_size}: the data was tokenized with another tokenizer (or its .bin is damaged); "
+                         "re-tokenize it with data.tokenizer, or set model.vocab_size to that tokenizer's")
+    return torch.from_numpy(batch)
 
 
 # ---------------------------------------------------------------------------------------------------- schedule
@@ -471,7 +491,8 @@ def _train(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict
     load_data = env.layout.pp == 1 or parts.has_first_stage or parts.has_last_stage
     batches = None
     if load_data and step < t.steps:
-        batches = Prefetcher(lambda first, n: local_batch(train_ds, first, n, t.micro_batch, p.dp, env.dp_rank),
+        batches = Prefetcher(lambda first, n: local_batch(train_ds, first, n, t.micro_batch, p.dp, env.dp_rank,
+                                                            cfg.model.vocab_size),
                              _batch_plan(cfg, step, consumed), device)
     pending: list[dict] = []  # steps whose loss / grad norm are still on the device
     last_ckpt = resume_dir
@@ -570,7 +591,8 @@ def _evaluate(cfg: Config, trainer: Trainer, parts: ModelParts, ds, device, load
     vals = []
     for it in range(t.eval_iters):
         if load_data:
-            tokens = local_batch(ds, it * t.global_batch, n_micro, t.micro_batch, p.dp, trainer.env.dp_rank)
+            tokens = local_batch(ds, it * t.global_batch, n_micro, t.micro_batch, p.dp, trainer.env.dp_rank,
+                                 cfg.model.vocab_size)
         else:
             tokens = torch.empty(n_micro * t.micro_batch, cfg.data.seq_len + 1, dtype=torch.long)
         vals.append(trainer.global_loss(trainer.forward_backward(tokens.to(device), n_micro, train=False)))

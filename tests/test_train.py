@@ -193,6 +193,15 @@ def test_trains_on_a_blend_of_indexed_datasets(tmp_path):
     got = local_batch(train_ds, 8, n_micro=4, mbs=2, dp=1, dp_rank=0).numpy()  # step 2's batch
     assert np.array_equal(got, np.stack([train_ds[i] for i in range(8, 16)]))
     assert got.max() < vocab
+    # data tokenized with a larger vocabulary: the run stops naming the token, before the embedding sees it
+    with IndexedDatasetBuilder(tmp_path / "wide", dtype=np.uint16) as b:
+        for _ in range(120):
+            b.add_document(np.append(rng.integers(3, 300, rng.integers(10, 40)), 2))
+    spec.write_text(f'split = "90,10,0"\n[[datasets]]\nname = "wide"\nprefix = "{tmp_path}/wide"\nweight = 1\n')
+    raw["checkpoint"]["dir"] = str(tmp_path / "ckpt-wide")
+    with pytest.raises(ValueError, match=r"token id \d+, outside the model's vocabulary of 40"):
+        train_losses(raw)
+    assert not list((tmp_path / "ckpt-wide").glob("step_*"))
 
 
 def test_non_finite_loss_stops_before_any_checkpoint(tmp_path, capsys):
