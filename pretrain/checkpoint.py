@@ -51,7 +51,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from pretrain import checkpoint_manifest as manifest
-from pretrain.config import ConfigError, ModelConfig, model_config_from_dict
+from pretrain.config import MODEL_CHOICES, ConfigError, ModelConfig, model_config_from_dict
 from pretrain.safe_load import (
     SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata, weights_only_reason,
 )
@@ -309,7 +309,54 @@ def read_meta(d: Path) -> dict:
 
 
 def read_model_config(d: Path) -> ModelConfig:
-    return model_config_from_dict(json.loads((Path(d) / "model_config.json").read_text()))
+    """The checkpoint's ``model_config.json``, each value checked against its type and for sense (sizes at
+    least 1, heads dividing the width): a tampered file fails here, naming itself, before any model is built."""
+    path = Path(d) / "model_config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError(f"holds a {type(raw).__name__}, not an object")
+        cfg = model_config_from_dict(raw)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a usable model config ({e}); use another checkpoint") from None
+    for key in ("hidden_size", "num_layers", "num_heads", "max_seq_len", "vocab_size", "padded_vocab_size",
+                "ffn_hidden_size"):
+        value = getattr(cfg, key)
+        if value is not None and value < 1:
+            raise CheckpointError(f"{path}: {key} = {value} (must be at least 1); use another checkpoint")
+    for key, allowed in MODEL_CHOICES.items():
+        if getattr(cfg, key) not in allowed:
+            raise CheckpointError(f"{path}: {key} = {getattr(cfg, key)!r} (one of {', '.join(allowed)}); "
+                                  "use another checkpoint")
+    if cfg.hidden_size % cfg.num_heads:
+        raise CheckpointError(f"{path}: hidden_size {cfg.hidden_size} is not a multiple of num_heads {cfg.num_heads}")
+    return cfg
+
+
+def saved_layer_count(d: Path) -> int:
+    """How many transformer layers the checkpoint's weights hold (from its DCP metadata)."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    return len({k.split(".")[2] for k in metadata if k.startswith("model.layers.")})
+
+
+def check_shapes(model, d: Path) -> None:
+    """The model built (on the meta device) from ``model_config.json`` has exactly the tensors and shapes the
+    checkpoint's DCP metadata records, and no buffer larger than its weights (a RoPE table for a claimed
+    10^12 positions): a config edited to claim another size fails here, before memory is allocated for it."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    weights = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() for b in model.buffers())
+    if buffers > weights:
+        raise CheckpointError(f"{d}: model_config.json asks for {buffers:,} buffer elements (max_seq_len "
+                              f"{model.cfg.max_seq_len if hasattr(model, 'cfg') else '?'}), more than the "
+                              f"{weights:,} weights; the checkpoint was damaged or tampered with: use another one")
+    for name, tensor in model.state_dict().items():
+        saved = metadata.get(f"model.{name}")
+        size = getattr(saved, "size", None)
+        if size is None or tuple(size) != tuple(tensor.shape):
+            raise CheckpointError(f"{d}: model_config.json describes {name} as {tuple(tensor.shape)}, the weights "
+                                  f"hold {tuple(size) if size is not None else 'no such tensor'}; the checkpoint "
+                                  "was damaged or tampered with: use another one")
 
 
 def load(d: str | Path, parts, optimizers=None) -> dict:
@@ -350,8 +397,16 @@ def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.dev
 
     d = find_intact(checkpoint_dir)
     cfg = read_model_config(d)
-    with torch.device("meta"):
-        model = GPT(cfg)
+    try:
+        layers = saved_layer_count(d)
+        if cfg.num_layers != layers:  # before building: a claimed 10^9 layers would take hours even on meta
+            raise CheckpointError(f"{d}: model_config.json says num_layers = {cfg.num_layers}, the weights hold "
+                                  f"{layers} layers; the checkpoint was damaged or tampered with: use another one")
+        with torch.device("meta"):
+            model = GPT(cfg)
+        check_shapes(model, d)
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
     model.to_empty(device=device)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.embed.weight

@@ -45,6 +45,9 @@ class ModelConfig:
         return self.hidden_size // self.num_heads
 
 
+MODEL_CHOICES = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "rope"), "mlp": ("gelu", "swiglu")}
+
+
 @dataclass
 class ParallelConfig:
     tp: int = 1
@@ -324,9 +327,7 @@ def check(cfg: Config, world_size: int) -> None:
             f"pp = {p.pp}: change train.global_batch or train.micro_batch")
     if m.max_seq_len is not None and m.max_seq_len < d.seq_len:
         err(f"model.max_seq_len = {m.max_seq_len} is shorter than data.seq_len = {d.seq_len}")
-    for name, value, allowed in (("model.norm", m.norm, ("layernorm", "rmsnorm")),
-                                 ("model.position", m.position, ("learned", "rope")),
-                                 ("model.mlp", m.mlp, ("gelu", "swiglu")),
+    for name, value, allowed in (*((f"model.{k}", getattr(m, k), v) for k, v in MODEL_CHOICES.items()),
                                  ("train.precision", t.precision, ("auto", "fp32", "bf16")),
                                  ("train.recompute", t.recompute, ("none", "selective", "full")),
                                  ("parallel.pp_balance", p.pp_balance, ("flops", "even")),
@@ -427,5 +428,6 @@ def finalize(cfg: Config, world_size: int) -> Config:
 
 
 def model_config_from_dict(d: dict) -> ModelConfig:
+    """A ``ModelConfig`` from a saved dict (unknown keys ignored); each value must have its field's type."""
     hints = typing.get_type_hints(ModelConfig)
-    return ModelConfig(**{k: v for k, v in d.items() if k in hints})
+    return ModelConfig(**{k: _coerce(f"model.{k}", v, hints[k]) for k, v in d.items() if k in hints})

@@ -174,3 +174,33 @@ def test_no_loader_in_pretrain_can_run_code():
             if name == "dcp.load" and kw(node, "storage_reader") is None:
                 offenders.append(where)
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_layers": 10**9}, "num_layers = 1000000000, the weights hold"),  # hours to build, even on meta
+    ({"num_layers": "2"}, "expected an integer"),
+    ({"hidden_size": -32}, "hidden_size = -32"),
+    ({"num_heads": 3}, "not a multiple of num_heads"),
+    ({"padded_vocab_size": 512}, "describes embed.weight"),
+    ({"max_seq_len": 10**12, "position": "rope"}, "buffer elements"),  # a RoPE table for 10^12 positions
+    ({"norm": "__import__('os')"}, "one of layernorm, rmsnorm"),
+    (None, "not a usable model config"),
+])
+def test_a_tampered_model_config_is_refused_before_a_model_is_built(change, message, clean_checkpoint, tmp_path,
+                                                                   tmp_path_factory, capsys):
+    import json
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(clean_checkpoint, root)
+    d = ckpt.resolve(root)
+    cfg = json.loads((d / "model_config.json").read_text())
+    (d / "model_config.json").write_text(json.dumps([cfg] if change is None else {**cfg, **change}))
+    _reseal(d)
+    capsys.readouterr()
+    tok = quarry_tokenizer(tmp_path_factory)
+    for argv in (["generate", "--checkpoint", str(root), "--prompt", "x", "--tokenizer", str(tok)],
+                 ["export-hf", str(root), str(tmp_path / "hf")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "model_config.json" in err and "Traceback" not in err, err
+    assert not (tmp_path / "hf").exists()
