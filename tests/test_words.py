@@ -153,3 +153,37 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
             assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+
+
+@pytest.mark.parametrize("small_memo", [False, True])
+def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_memo):
+    """Texts langid has seen come with its fastText word ids (``remember_split``); the chunk ids
+    translated from them give the tokens, stats and sentence codes of the chunks themselves, also
+    when langid's word index is emptied between batches and when the memos here are."""
+    from curate.stages import langid
+
+    texts = [t for ts in _texts_by_lang().values() for t in ts][:120]
+    if small_memo:
+        monkeypatch.setattr(words, "MEMO_SIZE", 2 * len({c for t in texts[:5] for c in t.split()}) + 2)
+    stage = langid.LangId("langid", langid.Params(languages=[], batch_size=7))
+    fast = langid.fast_predictor(stage.model_path)
+    assert fast is not None
+    sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    seen_index = set()
+    for k, batch in enumerate([texts[i:i + 9] for i in range(0, 120, 6)]):
+        if k == 7:
+            fast.reset_words()  # a new index: ids given before it mean other words now
+        words._SPLITS.clear()
+        stage.predict(batch)
+        assert all(words._SPLITS[t][1] is not None for t in batch if t.split() == fast.split_words(t)[0])
+        sw.prefetch(batch)
+        sw.prefetch_sentences(batch)
+        if sw._lid_index is not None:
+            seen_index.add(id(sw._lid_index))
+        for t in batch:
+            assert sw.split(t) == t.split()
+            assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+            assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
+            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+    assert len(seen_index) >= (1 if small_memo else 2)
+    words._SPLITS.clear()

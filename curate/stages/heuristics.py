@@ -246,14 +246,19 @@ class GopherQuality(_HeuristicStage):
     def __init__(self, name: str, params=None):
         super().__init__(name, params)
         self._stop_words = frozenset(self.params.stop_words)
+        self._whole_stop_words = frozenset()  # stop words that are one chunk and spaCy's one token
+        if self.params.words == "spacy":
+            single = [w for w in self._stop_words if w.split() == [w]]
+            toks = spacy_words(self.params.language).chunk_tokens(single)
+            self._whole_stop_words = frozenset(w for w, t in zip(single, toks) if t == (w,))
 
     def check(self, text: str) -> str | None:
         p, on = self.params, self.on
-        toks = self.tokens(text)
-        n_tokens = len(toks)
         if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
-            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
+            n_tokens, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
         else:
+            toks = self.tokens(text)
+            n_tokens = len(toks)
             words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
             n_words, word_chars = len(words), sum(map(len, words))
             tok_letter = word_letter = None
@@ -294,8 +299,16 @@ class GopherQuality(_HeuristicStage):
                 with_letter, pool_size = len(pool) - len(rest) + sum(map(has_letter, rest)), len(pool)
             if with_letter / pool_size < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
-        if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
-            return "gopher_stop_words"
+        if on("gopher_stop_words"):
+            if p.words == "spacy":
+                # a chunk that is a stop word is that token: when such chunks are enough, so are
+                # the tokens (looked at only where they are not)
+                sw = spacy_words(p.language)
+                if len(self._whole_stop_words.intersection(sw.split(text))) >= p.min_stop_words:
+                    return None
+                toks = sw.tokens(text)
+            if len(self._stop_words.intersection(toks)) < p.min_stop_words:
+                return "gopher_stop_words"
         return None
 
 

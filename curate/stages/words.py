@@ -24,7 +24,7 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 
 import numba as nb
 import numpy as np
@@ -82,21 +82,24 @@ def regex_sentences(text: str) -> list[str]:
 
 # --- whitespace chunks of recent texts, shared between stages -------------------------------------
 
-_SPLITS: dict[str, list[str]] = {}  # text -> text.split(), for the last RECENT_TEXTS texts
+_SPLITS: dict[str, tuple] = {}  # text -> (text.split(), word ids or None), for the last RECENT_TEXTS texts
 
 
-def remember_split(text: str, chunks: list[str]) -> None:
+def remember_split(text: str, chunks: list[str], ids: tuple | None = None) -> None:
     """Note that ``chunks`` is ``text.split()`` (``langid`` splits every text; the heuristic stages
-    after it then use the same lists, whose strings' hashes are known). Not to be modified."""
+    after it then use the same lists, whose strings' hashes are known). Not to be modified.
+    ``ids``: (``index``, ids) where ``index`` is a dict word -> id whose ids are its insertion
+    order and only grow (langid's fastText word index) and ``ids`` its id of each chunk, so that
+    ``SpacyWords.prefetch`` looks up only the distinct ids, not every chunk again."""
     if len(_SPLITS) >= RECENT_TEXTS:
         _SPLITS.clear()
-    _SPLITS[text] = chunks
+    _SPLITS[text] = (chunks, ids)
 
 
 def split_text(text: str) -> list[str]:
     """``text.split()``, the remembered list where there is one."""
-    chunks = _SPLITS.get(text)
-    return text.split() if chunks is None else chunks
+    entry = _SPLITS.get(text)
+    return text.split() if entry is None else entry[0]
 
 
 # --- spaCy splitter ----------------------------------------------------------------------------
@@ -142,7 +145,7 @@ class SpacyWords:
         self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, tuple] = {}  # text -> (chunks, tokens, chunk ids or None)
+        self._recent: dict[str, list] = {}  # text -> [chunks, tokens or None (not made yet), chunk ids or None]
         self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
         self._clear_ids()
@@ -164,6 +167,10 @@ class SpacyWords:
         self._id_stats = np.zeros((1024, 5), dtype=np.int64)  # id -> token_stats
         self._id_codes = np.full(1024, -1, dtype=np.int64)  # id -> packed sentence effect, -1: not known yet
         self._recent.clear()  # recent texts hold ids
+        self._generation = getattr(self, "_generation", 0) + 1  # ids given before this are void
+        self._lid_index = None  # the word index (see remember_split) whose ids _lid_map translates
+        self._lid_map = np.zeros(0, dtype=np.int64)  # its id -> chunk id, -1: not known yet
+        self._lid_words: list[str] = []  # its id -> word
 
     def _add_ids(self, new: list[str]) -> None:
         """Give ids to chunks without one (their tokens and stats are learned here if need be)."""
@@ -257,30 +264,78 @@ class SpacyWords:
             self._prefetch(texts)
 
     def _prefetch(self, texts: list[str]) -> None:
-        recent, ids = self._recent, self._ids
+        recent = self._recent
         texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
-        split = list(map(split_text, texts))
-        missing = set(chain.from_iterable(split)).difference(ids)
+        entries = [_SPLITS.get(t) or (t.split(), None) for t in texts]
+        split = [e[0] for e in entries]
+        # texts whose chunks have ids in one word index (langid's): translated by an array
+        index = next((e[1][0] for e in entries if e[1] is not None), None)
+        by_index = [e[1] is not None and e[1][0] is index for e in entries]
+        other = [c for c, b in zip(split, by_index) if not b]
+        missing = set(chain.from_iterable(other)).difference(self._ids)
         if len(missing) >= MEMO_SIZE // 2:
             return
-        if len(ids) + len(missing) > MEMO_SIZE:
+        if len(self._ids) + len(missing) > MEMO_SIZE:
             self._clear_ids()
-            ids = self._ids
-            missing = set(chain.from_iterable(split))
+            missing = set(chain.from_iterable(other))
         if missing:
             self._learn(missing)
             self._add_ids(list(missing))
+        generation, ids = self._generation, self._ids
+        parts = []  # each text's chunk ids
+        if index is not None:
+            lids = np.concatenate([e[1][1] for e, b in zip(entries, by_index) if b])
+            all_ids = self._index_ids(index, lids)
+            if all_ids is None:  # too many new chunks at once
+                return
+            pos = 0
+            for c, b in zip(split, by_index):
+                if b:
+                    parts.append(all_ids[pos:pos + len(c)])
+                    pos += len(c)
+                else:
+                    parts.append(None)
+        else:
+            parts = [None] * len(texts)
+        if self._generation != generation:  # the ids were emptied while learning: no entries
+            return
         if len(recent) + len(texts) > RECENT_TEXTS:
             recent.clear()
-        # one dict lookup per chunk of all texts; each text's ids are a slice (a view) of these
-        n = sum(map(len, split))
-        all_ids = np.fromiter(map(ids.__getitem__, chain.from_iterable(split)), dtype=np.int64, count=n)
-        id_list, toks = all_ids.tolist(), self._id_tokens.__getitem__
-        pos = 0
-        for t, chunks in zip(texts, split):
-            end = pos + len(chunks)
-            recent[t] = (chunks, list(chain.from_iterable(map(toks, id_list[pos:end]))), all_ids[pos:end])
-            pos = end
+        for t, chunks, part in zip(texts, split, parts):
+            if part is None:
+                part = np.fromiter(map(ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+            recent[t] = [chunks, None, part]  # tokens made when asked for (``tokens``)
+
+    def _index_ids(self, index: dict, lids: np.ndarray) -> np.ndarray | None:
+        """The chunk ids of the words with ids ``lids`` in ``index`` (see ``remember_split``);
+        chunks not seen yet are learned. None when they are too many (the caller goes without)."""
+        if index is not self._lid_index:  # another index (langid's was emptied): a new translation
+            self._lid_index, self._lid_words = index, []
+            self._lid_map = np.full(max(1024, len(index)), -1, dtype=np.int64)
+        if len(self._lid_map) < len(index):
+            grown = np.full(max(2 * len(self._lid_map), len(index)), -1, dtype=np.int64)
+            grown[:len(self._lid_map)] = self._lid_map
+            self._lid_map = grown
+        out = self._lid_map[lids]
+        unknown = out < 0
+        if not unknown.any():
+            return out
+        need = np.unique(lids[unknown])
+        words = self._lid_words
+        if len(words) < len(index):  # the index's keys in id order (ids are insertion order)
+            words.extend(islice(index, len(words), None))
+        chunks = list(map(words.__getitem__, need.tolist()))
+        missing = set(chunks).difference(self._ids)
+        if len(missing) >= MEMO_SIZE // 2:
+            return None
+        if len(self._ids) + len(missing) > MEMO_SIZE:
+            self._clear_ids()
+            return self._index_ids(index, lids)
+        if missing:
+            self._learn(missing)
+            self._add_ids(list(missing))
+        self._lid_map[need] = np.fromiter(map(self._ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+        return self._lid_map[lids]
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
@@ -417,7 +472,10 @@ class SpacyWords:
         """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
         after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
         modify the list)."""
-        return self._recent_entry(text)[1]
+        entry = self._recent_entry(text)
+        if entry[1] is None:  # a prefetched text: its chunks' tokens by id
+            entry[1] = list(chain.from_iterable(map(self._id_tokens.__getitem__, entry[2].tolist())))
+        return entry[1]
 
     def _recent_entry(self, text: str) -> tuple:
         """(``text.split()``, tokens, chunk ids or None) of ``text``, remembered for the last
@@ -426,7 +484,7 @@ class SpacyWords:
         entry = recent.get(text)
         if entry is None:
             chunks = split_text(text)
-            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None
+            entry = [chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None]
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
             recent[text] = entry
