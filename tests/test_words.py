@@ -153,6 +153,7 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
             assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            _assert_glued(sw, t)
 
 
 @pytest.mark.parametrize("small_memo", [False, True])
@@ -185,5 +186,16 @@ def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
             assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            _assert_glued(sw, t)
     assert len(seen_index) >= (1 if small_memo else 2)
     words._SPLITS.clear()
+
+
+def _assert_glued(sw, text: str) -> None:
+    """``glued`` (by chunk id) gives the tokens' lengths and their characters glued together."""
+    got = sw.glued(text)
+    if got is None:
+        return
+    toks = sw.tokens(text)
+    assert got[0].tolist() == list(map(len, toks))
+    assert got[1].tolist() == list(map(ord, "".join(toks)))

@@ -406,7 +406,7 @@ def glued_dup_chars(toks: list[str], ns, cum: np.ndarray, code: np.ndarray | Non
     equal class numbers and the result is exact (a hash collision only costs a comparison). Then DataTrove's left-to-right scan over the n-grams
     that occur twice or more. One numba call (``_glued_dup``)."""
     ns = list(ns)
-    if not ns or not toks:
+    if not ns or not len(toks):
         return {n: 0 for n in ns}
     if code is None:
         code = _code_points(toks)
@@ -420,7 +420,7 @@ def top_ngrams_chars(toks: list[str], ns, cum: np.ndarray, min_count: int = 1,
     numba call: the n-grams go into a hash table keyed by their tokens' hashes, equal keys compared
     token by token (exact)."""
     ns = list(ns)
-    if not toks:
+    if not len(toks):
         return [0] * len(ns)
     if code is None:
         code = _code_points(toks)
@@ -611,16 +611,24 @@ class GopherRepetition(_HeuristicStage):
             return "gopher_dup_line_frac"
         if on("gopher_dup_line_char_frac") and dup_chars / n_chars > p.dup_line_char_frac:
             return "gopher_dup_line_char_frac"
-        toks = self.tokens(text)
-        cum = np.zeros(len(toks) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), out=cum[1:])
+        glued = None
+        if p.words == "spacy" and not p.exact_ngrams:  # token lengths and characters by chunk id
+            glued = spacy_words(p.language).glued(text)
+        if glued is None:
+            toks = self.tokens(text)
+            lens, code = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), None
+        else:
+            (lens, code), toks = glued, glued[0]
+        cum = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=cum[1:])
         min_count = 2 if p.top_ngram_needs_repeat else 1
         last = DUP_NGRAMS[-1] if p.exact_ngrams else TOP_NGRAMS[-1]
         # exact n-grams stop early once none repeats (none longer can), unless a top n-gram seen
         # once still counts
         stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
         if not p.exact_ngrams:  # the default: top n-grams and glued repeats, one numba call each
-            code = _code_points(toks)
+            if code is None:
+                code = _code_points(toks)
             for n, chars in zip(TOP_NGRAMS, top_ngrams_chars(toks, TOP_NGRAMS, cum, min_count, code)):
                 reason = f"gopher_top_{n}gram"
                 if on(reason) and chars / n_chars > getattr(p, f"top_{n}gram_frac"):

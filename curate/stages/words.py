@@ -166,6 +166,10 @@ class SpacyWords:
         self._id_tokens: list[tuple[str, ...]] = []  # id -> its tokens
         self._id_stats = np.zeros((1024, 5), dtype=np.int64)  # id -> token_stats
         self._id_codes = np.full(1024, -1, dtype=np.int64)  # id -> packed sentence effect, -1: not known yet
+        self._id_ntok = np.zeros(1024, dtype=np.int64)  # id -> how many tokens
+        self._id_toff = np.zeros(1024, dtype=np.int64)  # id -> where its token lengths start in _tok_lens
+        self._tok_lens = np.zeros(4096, dtype=np.int64)
+        self._n_tok_lens = 0
         self._recent.clear()  # recent texts hold ids
         self._generation = getattr(self, "_generation", 0) + 1  # ids given before this are void
         self._lid_index = None  # the word index (see remember_split) whose ids _lid_map translates
@@ -186,6 +190,8 @@ class SpacyWords:
             grown[:base] = self._id_stats[:base]
             self._id_stats = grown
             self._id_codes = np.concatenate([self._id_codes[:base], np.full(size - base, -1, dtype=np.int64)])
+            self._id_ntok = np.concatenate([self._id_ntok[:base], np.zeros(size - base, dtype=np.int64)])
+            self._id_toff = np.concatenate([self._id_toff[:base], np.zeros(size - base, dtype=np.int64)])
         self._ids.update(zip(new, range(base, base + n)))
         self._id_chunks.extend(new)
         self._id_tokens.extend(toks)
@@ -195,6 +201,17 @@ class SpacyWords:
         wide[:, :, :STATS_BITS // 8] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 5, STATS_BITS // 8)
         self._id_stats[base:base + n] = wide.view("<i8").reshape(n, 5)
         self._id_codes[base:base + n] = -1
+        ntok = np.fromiter(map(len, toks), dtype=np.int64, count=n)
+        lens = np.fromiter(map(len, chain.from_iterable(toks)), dtype=np.int64)
+        at = self._n_tok_lens
+        if at + len(lens) > len(self._tok_lens):
+            grown = np.zeros(max(2 * len(self._tok_lens), at + len(lens)), dtype=np.int64)
+            grown[:at] = self._tok_lens[:at]
+            self._tok_lens = grown
+        self._tok_lens[at:at + len(lens)] = lens
+        self._id_ntok[base:base + n] = ntok
+        self._id_toff[base:base + n] = at + np.cumsum(ntok) - ntok
+        self._n_tok_lens = at + len(lens)
 
     def _fill_codes(self, need: np.ndarray) -> None:
         """Learn the sentence codes of the chunks with ids ``need`` (distinct)."""
@@ -320,7 +337,9 @@ class SpacyWords:
         unknown = out < 0
         if not unknown.any():
             return out
-        need = np.unique(lids[unknown])
+        flag = np.zeros(len(index), dtype=np.bool_)  # the distinct unknown ids, without sorting
+        flag[lids[unknown]] = True
+        need = np.flatnonzero(flag)
         words = self._lid_words
         if len(words) < len(index):  # the index's keys in id order (ids are insertion order)
             words.extend(islice(index, len(words), None))
@@ -476,6 +495,22 @@ class SpacyWords:
         if entry[1] is None:  # a prefetched text: its chunks' tokens by id
             entry[1] = list(chain.from_iterable(map(self._id_tokens.__getitem__, entry[2].tolist())))
         return entry[1]
+
+    def glued(self, text: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(each token's length, the code points of the tokens glued together) of a prefetched
+        text, from its chunk ids (a chunk's tokens glued are the chunk); None for other texts."""
+        entry = self._recent.get(text)
+        if entry is None or entry[2] is None:
+            return None
+        ids = entry[2]
+        counts = self._id_ntok[ids]
+        ends = np.cumsum(counts)
+        # positions in _tok_lens: each chunk's run of token lengths, one after the other
+        at = np.repeat(self._id_toff[ids] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)
+        glued = "".join(entry[0])
+        if _SURROGATE_RE.search(glued):  # the tokens hold U+FFFD there
+            glued = "".join(self.tokens(text))
+        return self._tok_lens[at], np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
     def _recent_entry(self, text: str) -> tuple:
         """(``text.split()``, tokens, chunk ids or None) of ``text``, remembered for the last
