@@ -46,6 +46,59 @@ def test_shortcut_and_memo_equal_spacy_chunk_by_chunk(lang):
     assert splitter._shortcuts(["plain", "words,", "Xx.", '"quoted."', "(aside)"]) == []  # they took the shortcut
 
 
+COMPOUND_ADVERSARIAL = [
+    "Peter's", "Peter’s", "PETER'S", "PETER'S.", "Peter's.", "it's", "Let's", "can't", "cannot's", "'em", "'tis",
+    "'cause", "o'clock", "O'Brien", "rock'n'roll", "well-known", "Well-Known,", "e-mail", "x-ray.", "A-B.",
+    "state-of-the-art", "well--known", "well—known", "—word", "word—", "—word.", "word—.", "word..", "word...",
+    "word....", "A.", "US.", "(A.)", "a.)", "a).", '"a."', "“word”", "‘word’", "word.’”", "1:2.", "1:2;", "5-6",
+    "5-6.", "5--6", "1,000", "1,000.", "1.5", "10%", "1:2-3)", "3:16,17;", "1990's", "5km", "1st", "10-", "a-5",
+    ":)", ";)", "(:", "word:)", "word;)", "(-:", "_word_", "[word]", "'word'", "''word''", "word''", "``word",
+    "http://example.com", "e.g.", "U.S.", "Mr.", "etc.", "😀", "word😀", "a--b--c", "(word),", "word)),", "2-for-1",
+]
+
+
+def _compound_combinations(n: int, seed: int = 0) -> list[str]:
+    """``n`` random chunks of the shape ``compound_tokens`` handles: openers, a core of words or
+    numbers (some of them spaCy's special cases), a possessive, closers."""
+    import random
+
+    rng = random.Random(seed)
+    cores = ["well-known", "Well-Known", "e-mail", "A-B", "state-of-the-art", "well--known", "well\u2014known",
+             "Peter", "a", "I", "US", "cannot", "it", "Let", "dont", "don", "can", "etc", "e", "g", "Mr", "s", "S",
+             "twenty-one", "X-Men", "vs", "St", "o", "em", "tis", "cause", "n", "1", "5", "1:2", "3:16,17", "5,000",
+             "1-2", "1:2-3", "12-14", "1990", "0", "a-b--c"]
+    opens = list(words.COMPOUND_OPENERS)
+    closes = list(words.COMPOUND_CLOSERS)
+    def run(chars, most):
+        return "".join(rng.choice(chars) for _ in range(rng.randint(0, most)))
+    return [run(opens, 2) + rng.choice(cores) + rng.choice(["", "", "'s", "\u2019s", "'S", "\u2019S"]) + run(closes, 3)
+            for _ in range(n)]
+
+
+def test_compound_tokens_equal_spacy():
+    """Every chunk that ``compound_tokens`` tokenizes gets spaCy's English tokens: random
+    combinations of its shape, adversarial strings, and every chunk of the real texts of all
+    languages here."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    rules = nlp.tokenizer.rules
+    real = sorted({c for ts in _texts_by_lang().values() for t in ts for c in t.split()})
+    combos = _compound_combinations(20_000)
+    checked = 0
+    for c in combos + COMPOUND_ADVERSARIAL + real:
+        got = words.compound_tokens(c, rules)
+        if got is not None:
+            assert got == tuple(spacy_tokens(nlp, c)), c
+            checked += 1
+    assert checked > 15_000
+    # the shapes it is for are taken; the ones it is not for are left to spaCy
+    for c in ["Peter's,", "well-known.", "“Yes,”", "1:2.", "—word", "5-6"]:
+        assert words.compound_tokens(c, rules) is not None, c
+    for c in ["can't", ":)", "word;)", "A.", "word—.", "word..", "O'Brien", "5km", "1.5", "'em", "e.g."]:
+        assert words.compound_tokens(c, rules) is None, c
+
+
 def test_tokens_equal_spacy_on_whole_documents():
     import spacy
 

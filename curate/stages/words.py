@@ -144,6 +144,7 @@ class SpacyWords:
         self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
         self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
+        self._compound = self._shortcut and language in COMPOUND_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
         self._recent: dict[str, list] = {}  # text -> [chunks, tokens or None (not made yet), chunk ids or None]
         self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
@@ -271,6 +272,16 @@ class SpacyWords:
             else:  # one word of letters, the rest punctuation marks of one character
                 memo[c] = toks
                 stats[c] = _ONE_WORD + (len(toks) - 1) + (len(c) - len(toks) + 1) * _WORD_CHAR
+        if self._compound:  # hyphenated words, possessives, curly quotes (see compound_tokens)
+            others, full = rest, self._tokenizer.rules or {}
+            rest = []
+            for c in others:
+                toks = compound_tokens(c, full)
+                if toks is None:
+                    rest.append(c)
+                else:
+                    memo[c] = toks
+                    stats[c] = _packed_stats(toks)
         return rest
 
     def prefetch(self, texts: list[str]) -> None:
@@ -607,6 +618,55 @@ def plain_tokens(chunk: str, rules, cores=None) -> tuple[str, ...] | None:
                     if p + core + k + q in rules:
                         return None
     return tuple(x for x in (pre, core, mark, close) if x)
+
+
+# English words joined by hyphens or numbers joined by one, with a possessive, with quotes, brackets
+# and marks around them: spaCy's English rules split a hyphen, "--" or an em dash between letters
+# and a hyphen between numbers (infixes), "'s" and "’s" at the end (suffixes), and each of these
+# quotes, brackets and marks at either end (prefixes, suffixes). Only for languages listed here:
+# others' rules differ (German keeps "well-known", French splits "Peter'" "s").
+COMPOUND_LANGUAGES = frozenset({"en"})
+COMPOUND_OPENERS = "\"([_'\u201c\u2018\u2014"
+COMPOUND_CLOSERS = ",;:!?.\")]_'\u201d\u2019\u2014"
+_NUMBER_PART = "[0-9]+(?:[:,][0-9]+)*"
+_COMPOUND_RE = re.compile(
+    f"([{re.escape(COMPOUND_OPENERS)}]*)"
+    f"([A-Za-z]+(?:(?:--|-|\u2014)[A-Za-z]+)*|{_NUMBER_PART}(?:-{_NUMBER_PART})*)"
+    "((?:['\u2019][sS])?)"
+    f"([{re.escape(COMPOUND_CLOSERS)}]*)")
+_JOINER_RE = re.compile("(--|-|\u2014)")
+# where spaCy's English rules split a final "." off: after a lower-case letter, a digit, a quote or
+# one of its punctuation marks (not after a capital, a "." or a dash)
+_BEFORE_PERIOD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,;:!?\")]_'\u201d\u2019")
+
+
+def compound_tokens(chunk: str, rules: dict) -> tuple[str, ...] | None:
+    """spaCy's English tokens of words of ASCII letters joined by ``-``, ``--`` or ``—`` (or numbers,
+    ``1:2,3``, joined by ``-``), an optional ``'s``/``’s`` after them and any of
+    ``COMPOUND_OPENERS`` before and ``COMPOUND_CLOSERS`` after, each a token of its own; None when
+    not sure. A ``.`` is split off only after a lower-case letter, a digit or one of the closers
+    but ``.`` and ``—`` (not in ``A.``, ``..``, ``—.``). The result is kept only when no run of its tokens glued
+    together is one of spaCy's special cases (``rules``; a rule that is one token left as it is
+    excepted): the affix rules find these tokens, and spaCy's special cases, which would change
+    them (``:)``, ``'em``, ``can't``), match none of their runs. ``tests/test_words.py`` compares
+    combinations of the shape with spaCy, and every such chunk of real text."""
+    m = _COMPOUND_RE.fullmatch(chunk)
+    if m is None:
+        return None
+    pre, core, poss, close = m.groups()
+    if "." in close:
+        for i, ch in enumerate(close):
+            if ch == "." and (close[i - 1] if i else (poss or core)[-1]) not in _BEFORE_PERIOD:
+                return None
+    toks = [*pre, *_JOINER_RE.split(core), *([poss] if poss else ()), *close]
+    for i in range(len(toks)):
+        glued = ""
+        for j in range(i, len(toks)):
+            glued += toks[j]
+            rule = rules.get(glued)
+            if rule is not None and not (i == j and [r.get(65) for r in rule] == [glued]):  # 65: ORTH
+                return None
+    return tuple(toks)
 
 
 @lru_cache(maxsize=None)
