@@ -712,7 +712,10 @@ class C4Quality(_HeuristicStage):
         pieces = text.splitlines() if p.split_paragraph else self._sentences(text)
         n_sentences = 0
         kept = []
-        count = p.min_num_sentences != -1
+        # every kept line holds at least one sentence: sentences are counted only where the kept
+        # lines are fewer than the minimum (most documents have more)
+        count = p.min_num_sentences != -1 and on("c4_too_few_sentences")
+        pending: list[tuple] = []  # kept lines (chunks start:stop, line, its words and chunks), to count
         # spaCy's sentences of kept lines are counted at the end, over the document's chunks (the
         # chunks of its lines one after the other), in one call
         by_chunks = count and p.split_paragraph and p.words == "spacy"
@@ -746,14 +749,22 @@ class C4Quality(_HeuristicStage):
                 pass
             elif not p.split_paragraph:
                 n_sentences += 1
-            elif by_chunks and chunks is not None and len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
-                ranges.append((start, stop, line))  # single spaces only
             else:
-                n_sentences += count_sentences(line, p.words, p.language, chunks)
+                pending.append((start, stop, line, words, chunks))
             kept.append(line)
-        if ranges:
-            n_sentences += self._count_ranges(text, stop, ranges)
-        if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
+        if count and p.split_paragraph:
+            n_sentences = sum(1 for line in kept if line)  # a lower bound: a line holds a sentence
+            if n_sentences < p.min_num_sentences:  # not enough: counted
+                n_sentences = 0
+                for start, stop_, line, words, chunks in pending:
+                    if by_chunks and chunks is not None and \
+                            len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
+                        ranges.append((start, stop_, line))  # single spaces only
+                    else:
+                        n_sentences += count_sentences(line, p.words, p.language, chunks)
+                if ranges:
+                    n_sentences += self._count_ranges(text, stop, ranges)
+        if count and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
         return None, ("\n" if p.split_paragraph else " ").join(kept).strip()
 
@@ -771,8 +782,6 @@ class C4Quality(_HeuristicStage):
     def apply(self, table: pa.Table) -> StageResult:
         texts = table.column(TEXT).to_pylist()
         p = self.params
-        if p.words == "spacy" and p.split_paragraph and p.min_num_sentences != -1:
-            spacy_words(p.language).prefetch_sentences(texts)
         results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])

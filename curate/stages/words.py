@@ -265,7 +265,15 @@ class SpacyWords:
         stats.update(zip(alpha, map(_ALPHA_STATS.__getitem__, map(len, alpha))))
         rest = []
         cores = self._rule_cores
-        for c in set(chunks).difference(alpha):
+        others = set(chunks).difference(alpha)
+        # the commonest case in bulk: a word of letters then one mark (".": after a lower-case ASCII
+        # letter), the word none of the rule cores (plain_tokens' tokens, without its regex)
+        marked = {c for c in others if c[-1] in _MARKS and c[:-1].isalpha()
+                  and (c[-1] != "." or c[-2] in _ASCII_LOWER)}
+        marked = {c for c in marked if c[:-1] not in cores}
+        memo.update((c, (c[:-1], c[-1])) for c in marked)
+        stats.update((c, _ONE_WORD + 1 + (len(c) - 1) * _WORD_CHAR) for c in marked)
+        for c in others.difference(marked):
             toks = plain_tokens(c, rules, cores)
             if toks is None:
                 rest.append(c)
@@ -573,6 +581,7 @@ def _has_letter(tok: str) -> bool:
 
 _ASCII_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_MARKS = frozenset(",;:!?.")
 _OPENERS = frozenset('"(')
 _CLOSERS = frozenset('")')
 
