@@ -24,7 +24,7 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from functools import lru_cache
-from itertools import chain, islice, repeat
+from itertools import chain, filterfalse, islice, repeat
 
 import numba as nb
 import numpy as np
@@ -179,11 +179,11 @@ class SpacyWords:
 
     def _add_ids(self, new: list[str]) -> None:
         """Give ids to chunks without one (their tokens and stats are learned here if need be)."""
-        if not all(map(self._memo.__contains__, new)):  # the memo was emptied while learning
-            self._learn(new)
-        if not all(map(self._stats_memo.__contains__, new)):
-            self._fill_stats(new)
-        toks, stats = self.chunk_tokens(new), self._stats_memo
+        toks = self.chunk_tokens(new)  # learned here where the memo was emptied while learning
+        try:
+            packed = list(map(self._stats_memo.__getitem__, new))
+        except KeyError:
+            packed = list(map(_packed_stats, toks))
         base, n = len(self._id_chunks), len(new)
         if base + n > len(self._id_codes):
             size = max(2 * len(self._id_codes), base + n)
@@ -197,7 +197,7 @@ class SpacyWords:
         self._id_chunks.extend(new)
         self._id_tokens.extend(toks)
         # packed stats (five 48-bit fields) -> rows of five int64: 6 little-endian bytes a field
-        raw = b"".join(map(int.to_bytes, map(stats.__getitem__, new), repeat(5 * STATS_BITS // 8), repeat("little")))
+        raw = b"".join(map(int.to_bytes, packed, repeat(5 * STATS_BITS // 8), repeat("little")))
         wide = np.zeros((n, 5, 8), dtype=np.uint8)
         wide[:, :, :STATS_BITS // 8] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 5, STATS_BITS // 8)
         self._id_stats[base:base + n] = wide.view("<i8").reshape(n, 5)
@@ -363,16 +363,21 @@ class SpacyWords:
         if len(words) < len(index):  # the index's keys in id order (ids are insertion order)
             words.extend(islice(index, len(words), None))
         chunks = list(map(words.__getitem__, need.tolist()))
-        missing = set(chunks).difference(self._ids)
+        ids = self._ids
+        missing = list(filterfalse(ids.__contains__, chunks))  # distinct: the index's words are
         if len(missing) >= MEMO_SIZE // 2:
             return None
-        if len(self._ids) + len(missing) > MEMO_SIZE:
+        if len(ids) + len(missing) > MEMO_SIZE:
             self._clear_ids()
             return self._index_ids(index, lids)
+        base = len(self._id_chunks)
         if missing:
             self._learn(missing)
-            self._add_ids(list(missing))
-        self._lid_map[need] = np.fromiter(map(self._ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+            self._add_ids(missing)
+        if len(missing) == len(chunks):  # all new (the common case): ids given in their order
+            self._lid_map[need] = np.arange(base, base + len(chunks), dtype=np.int64)
+        else:
+            self._lid_map[need] = np.fromiter(map(ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
         return self._lid_map[lids]
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
@@ -569,10 +574,14 @@ def token_stats(toks) -> tuple[int, int, int, int, int]:
 
 
 def _packed_stats(toks) -> int:
-    """``token_stats`` of ``toks`` packed in one integer, ``STATS_BITS`` bits a field."""
-    if len(toks) == 1 and toks[0].isalpha():  # one word of letters: the common case
-        return _ONE_WORD + (len(toks[0]) << (2 * STATS_BITS))
-    return sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats(toks)))
+    """``token_stats`` of ``toks`` packed in one integer, ``STATS_BITS`` bits a field: the sum of
+    each token's (every field is a sum over tokens)."""
+    return sum(_ALPHA_STATS[len(t)] if t.isalpha() else _token_packed(t) for t in toks)
+
+
+@lru_cache(maxsize=65536)
+def _token_packed(tok: str) -> int:
+    return sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats((tok,))))
 
 
 def _has_letter(tok: str) -> bool:
