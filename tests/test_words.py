@@ -199,7 +199,6 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
     sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
     for k, batch in enumerate([texts[i:i + 5] for i in range(0, 120, 4)] + [texts]):
         sw.prefetch(batch)
-        sw.prefetch_sentences(batch)
         if k == 0:
             assert all(sw._recent[t][2] is not None for t in batch)  # the gathers by id are what is tested
         for t in batch:
@@ -231,7 +230,6 @@ def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_
         stage.predict(batch)
         assert all(words._SPLITS[t][1] is not None for t in batch if t.split() == fast.split_words(t)[0])
         sw.prefetch(batch)
-        sw.prefetch_sentences(batch)
         if sw._lid_index is not None:
             seen_index.add(id(sw._lid_index))
         for t in batch:

@@ -420,24 +420,6 @@ class SpacyWords:
         entry = self._recent.get(text)
         return split_text(text) if entry is None else entry[0]
 
-    def prefetch_sentences(self, texts: list[str]) -> None:
-        """Learn the sentence effects of the chunks of many texts at once."""
-        chunks, id_lists = set(), []
-        for t in texts:
-            entry = self._recent.get(t)
-            if entry is not None and entry[2] is not None:
-                id_lists.append(entry[2])
-            else:
-                chunks.update(self.split(t))
-        with _gc_paused():
-            if id_lists:
-                ids = np.unique(np.concatenate(id_lists))
-                need = ids[self._id_codes[ids] < 0]
-                if len(need):
-                    self._fill_codes(need)
-            if chunks:
-                self._learn_sentences(chunks)
-
     def text_sentence_codes(self, text: str) -> np.ndarray:
         """``sentence_code_array(text.split())``, gathered by chunk id for a prefetched text."""
         entry = self._recent.get(text)
