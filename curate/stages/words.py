@@ -629,9 +629,11 @@ COMPOUND_LANGUAGES = frozenset({"en"})
 COMPOUND_OPENERS = "\"([_'\u201c\u2018\u2014"
 COMPOUND_CLOSERS = ",;:!?.\")]_'\u201d\u2019\u2014"
 _NUMBER_PART = "[0-9]+(?:[:,][0-9]+)*"
+# a word, with apostrophes inside (O'Brien, rock'n'roll: one token) but no "'s" at its end
+_WORD_PART = "[A-Za-z]+(?:['\u2019](?![sS](?![A-Za-z]))[A-Za-z]+)*"
 _COMPOUND_RE = re.compile(
     f"([{re.escape(COMPOUND_OPENERS)}]*)"
-    f"([A-Za-z]+(?:(?:--|-|\u2014)[A-Za-z]+)*|{_NUMBER_PART}(?:-{_NUMBER_PART})*)"
+    f"({_WORD_PART}(?:(?:--|-|\u2014){_WORD_PART})*|{_NUMBER_PART}(?:-{_NUMBER_PART})*)"
     "((?:['\u2019][sS])?)"
     f"([{re.escape(COMPOUND_CLOSERS)}]*)")
 _JOINER_RE = re.compile("(--|-|\u2014)")
