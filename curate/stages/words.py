@@ -7,7 +7,11 @@ whitespace-separated chunk; natural text repeats its chunks, so each chunk (``te
 tokenized once per process and remembered (a bounded memo, ``MEMO_SIZE`` chunks). A chunk is
 tokenized on its own, so the result never depends on which documents came before (spaCy's own
 output differs from that for about one chunk in a million, where its special-case matcher looks
-at the neighbouring chunk).
+at the neighbouring chunk). Chunks whose tokens are known without spaCy skip it: a word of letters,
+a word with simple marks around it (``plain_tokens``, the ``SHORTCUT_LANGUAGES``) and, for English,
+hyphenated words, possessives, numbers and words in quotes or brackets (``compound_tokens``), each
+checked against spaCy by ``tests/test_words.py``. Texts that ``langid`` split come with its word
+ids (``remember_split``), so a batch looks up only its distinct words here, not every chunk.
 
 ``words = "regex"`` is Quarry's own splitter (no spaCy; about 10x faster on text never seen
 before): words (letters and digits, keeping inner ``-`` and ``.``), numbers with separators
