@@ -417,3 +417,27 @@ def test_top_ngrams_kernel_matches_counter_on_real_and_tricky_text():
             assert got == [_reference_top_min(toks, n, min_count) for n in (2, 3, 4)], toks[:20]
         glued = glued_dup_chars(toks, range(5, 11), cum)
         assert [glued[n] for n in range(5, 11)] == [_reference_dup_glued(toks, n) for n in range(5, 11)], toks[:20]
+
+
+@pytest.mark.parametrize("min_sentences", [5, 40])
+def test_c4_counts_sentences_only_where_the_kept_lines_are_too_few(min_sentences):
+    """C4 counts sentences only where fewer kept lines than the minimum are left (each holds one at
+    least); its decisions equal those of a full count of every kept line."""
+    from curate.stages.heuristics import C4Quality
+    from curate.stages.words import count_sentences
+
+    texts = []
+    for name in ("parity.jsonl", "prose.jsonl", "fortunes.jsonl"):
+        with open(DATA / name, encoding="utf-8") as f:
+            texts += [json.loads(line)["text"] for line in f]
+    stage = C4Quality("c4", C4Quality.Params(min_num_sentences=min_sentences))
+    stage.apply(documents_to_table([{"id": str(i), "text": t} for i, t in enumerate(texts)]))  # as in a run
+    no_count = C4Quality("c4", C4Quality.Params(min_num_sentences=-1))  # the kept lines, none counted
+    reasons = Counter()
+    for t in texts:
+        reason, _ = stage.clean(t)
+        if reason is None or reason == "c4_too_few_sentences":
+            n = sum(count_sentences(line) for line in no_count.clean(t)[1].split("\n") if line)
+            assert reason == ("c4_too_few_sentences" if n < min_sentences else None), t[:200]
+        reasons[reason] += 1
+    assert reasons["c4_too_few_sentences"] > 0 and reasons[None] > 0

@@ -45,6 +45,15 @@ def test_cheap_gate_never_hides_mojibake_from_ftfy():
                 assert _MOJIBAKE_GATE.search(garbled), (enc, garbled)
                 assert needs_ftfy(garbled)
     assert seen_bad > 20
+    # every pair of characters side by side that one of ftfy's patterns needs passes the gate
+    from curate.stages.normalize import _BADNESS_BY_LINE
+    import random
+    rng = random.Random(0)
+    pool = [chr(c) for c in range(0x80, 0x2600)]
+    for _ in range(20_000):
+        s = "".join(rng.choice(pool) for _ in range(3))
+        if _BADNESS_BY_LINE.search(s):
+            assert _MOJIBAKE_GATE.search(s), s
 
 
 # --- the repair is ftfy.fix_text, exactly ------------------------------------------------------

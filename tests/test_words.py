@@ -46,6 +46,61 @@ def test_shortcut_and_memo_equal_spacy_chunk_by_chunk(lang):
     assert splitter._shortcuts(["plain", "words,", "Xx.", '"quoted."', "(aside)"]) == []  # they took the shortcut
 
 
+COMPOUND_ADVERSARIAL = [
+    "Peter's", "Peter’s", "PETER'S", "PETER'S.", "Peter's.", "it's", "Let's", "can't", "cannot's", "'em", "'tis",
+    "'cause", "o'clock", "O'Brien", "rock'n'roll", "well-known", "Well-Known,", "e-mail", "x-ray.", "A-B.",
+    "state-of-the-art", "well--known", "well—known", "—word", "word—", "—word.", "word—.", "word..", "word...",
+    "word....", "A.", "US.", "(A.)", "a.)", "a).", '"a."', "“word”", "‘word’", "word.’”", "1:2.", "1:2;", "5-6",
+    "5-6.", "5--6", "1,000", "1,000.", "1.5", "10%", "1:2-3)", "3:16,17;", "1990's", "5km", "1st", "10-", "a-5",
+    ":)", ";)", "(:", "word:)", "word;)", "(-:", "_word_", "[word]", "'word'", "''word''", "word''", "``word",
+    "http://example.com", "e.g.", "U.S.", "Mr.", "etc.", "😀", "word😀", "a--b--c", "(word),", "word)),", "2-for-1",
+    "O'Brien's", "Peter's-house", "y'all", "'twas", "’twas", "it'sa", "we'll", "I'd've", "o'er", "ne'er-do-well",
+]
+
+
+def _compound_combinations(n: int, seed: int = 0) -> list[str]:
+    """``n`` random chunks of the shape ``compound_tokens`` handles: openers, a core of words or
+    numbers (some of them spaCy's special cases), a possessive, closers."""
+    import random
+
+    rng = random.Random(seed)
+    cores = ["well-known", "Well-Known", "e-mail", "A-B", "state-of-the-art", "well--known", "well\u2014known",
+             "Peter", "a", "I", "US", "cannot", "it", "Let", "dont", "don", "can", "etc", "e", "g", "Mr", "s", "S",
+             "twenty-one", "X-Men", "vs", "St", "o", "em", "tis", "cause", "n", "1", "5", "1:2", "3:16,17", "5,000",
+             "1-2", "1:2-3", "12-14", "1990", "0", "a-b--c", "O'Brien", "rock'n'roll", "don't", "y'all", "it'sa",
+             "Peter'll", "a'b-c'd", "O\u2019Brien", "can\u2019t", "I'm", "we're", "Ma'am", "o'clock", "n't", "s's"]
+    opens = list(words.COMPOUND_OPENERS)
+    closes = list(words.COMPOUND_CLOSERS)
+    def run(chars, most):
+        return "".join(rng.choice(chars) for _ in range(rng.randint(0, most)))
+    return [run(opens, 2) + rng.choice(cores) + rng.choice(["", "", "'s", "\u2019s", "'S", "\u2019S"]) + run(closes, 3)
+            for _ in range(n)]
+
+
+def test_compound_tokens_equal_spacy():
+    """Every chunk that ``compound_tokens`` tokenizes gets spaCy's English tokens: random
+    combinations of its shape, adversarial strings, and every chunk of the real texts of all
+    languages here."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    rules = nlp.tokenizer.rules
+    real = sorted({c for ts in _texts_by_lang().values() for t in ts for c in t.split()})
+    combos = _compound_combinations(20_000)
+    checked = 0
+    for c in combos + COMPOUND_ADVERSARIAL + real:
+        got = words.compound_tokens(c, rules)
+        if got is not None:
+            assert got == tuple(spacy_tokens(nlp, c)), c
+            checked += 1
+    assert checked > 15_000
+    # the shapes it is for are taken; the ones it is not for are left to spaCy
+    for c in ["Peter's,", "well-known.", "“Yes,”", "1:2.", "—word", "5-6", "O'Brien", "rock'n'roll,"]:
+        assert words.compound_tokens(c, rules) is not None, c
+    for c in ["can't", ":)", "word;)", "A.", "word—.", "word..", "5km", "1.5", "'em", "e.g.", "y'all"]:
+        assert words.compound_tokens(c, rules) is None, c
+
+
 def test_tokens_equal_spacy_on_whole_documents():
     import spacy
 
@@ -146,10 +201,54 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
     sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
     for k, batch in enumerate([texts[i:i + 5] for i in range(0, 120, 4)] + [texts]):
         sw.prefetch(batch)
-        sw.prefetch_sentences(batch)
         if k == 0:
             assert all(sw._recent[t][2] is not None for t in batch)  # the gathers by id are what is tested
         for t in batch:
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
             assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            _assert_glued(sw, t)
+
+
+@pytest.mark.parametrize("small_memo", [False, True])
+def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_memo):
+    """Texts langid has seen come with its fastText word ids (``remember_split``); the chunk ids
+    translated from them give the tokens, stats and sentence codes of the chunks themselves, also
+    when langid's word index is emptied between batches and when the memos here are."""
+    from curate.stages import langid
+
+    texts = [t for ts in _texts_by_lang().values() for t in ts][:120]
+    if small_memo:
+        monkeypatch.setattr(words, "MEMO_SIZE", 2 * len({c for t in texts[:5] for c in t.split()}) + 2)
+    stage = langid.LangId("langid", langid.Params(languages=[], batch_size=7))
+    fast = langid.fast_predictor(stage.model_path)
+    assert fast is not None
+    sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    seen_index = set()
+    for k, batch in enumerate([texts[i:i + 9] for i in range(0, 120, 6)]):
+        if k == 7:
+            fast.reset_words()  # a new index: ids given before it mean other words now
+        words._SPLITS.clear()
+        stage.predict(batch)
+        assert all(words._SPLITS[t][1] is not None for t in batch if t.split() == fast.split_words(t)[0])
+        sw.prefetch(batch)
+        if sw._lid_index is not None:
+            seen_index.add(id(sw._lid_index))
+        for t in batch:
+            assert sw.split(t) == t.split()
+            assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+            assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
+            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            _assert_glued(sw, t)
+    assert len(seen_index) >= (1 if small_memo else 2)
+    words._SPLITS.clear()
+
+
+def _assert_glued(sw, text: str) -> None:
+    """``glued`` (by chunk id) gives the tokens' lengths and their characters glued together."""
+    got = sw.glued(text)
+    if got is None:
+        return
+    toks = sw.tokens(text)
+    assert got[0].tolist() == list(map(len, toks))
+    assert got[1].tolist() == list(map(ord, "".join(toks)))

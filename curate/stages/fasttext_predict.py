@@ -193,11 +193,12 @@ class FastPredictor:
         ids.append(self._eos)
         return np.array(ids, dtype=np.int64)
 
-    def predict(self, lines: list[str], word_lists: list[list[str]] | None = None
+    def predict(self, lines: list[str], word_lists: list[list[str]] | None = None, ids_out: list | None = None
                 ) -> tuple[list[list[str]], list[list[float]]]:
         """``model.predict(lines, k=1)``'s (labels, probabilities), as lists. A line this class
         does not handle (a lone surrogate) goes to fastText, which raises as it always does.
-        ``word_lists``: ``words(line)`` of each line, where the caller has them."""
+        ``word_lists``: ``words(line)`` of each line, where the caller has them. ``ids_out``: a
+        list that gets (word index, its ids of every line's words then ``</s>``, each line's end)."""
         try:
             if word_lists is None:
                 word_lists = [self.words(line) for line in lines]
@@ -211,7 +212,10 @@ class FastPredictor:
             flat.extend(map(index.__getitem__, words))
             flat.append(eos)
             ends[i] = len(flat)
-        nodes, scores = top_leaves(np.array(flat, dtype=np.int64), ends, self._starts, self._lens, self._flat,
+        flat = np.array(flat, dtype=np.int64)
+        if ids_out is not None:
+            ids_out.append((index, flat, ends))
+        nodes, scores = top_leaves(flat, ends, self._starts, self._lens, self._flat,
                                    self._matrix, self._out, self._left, self._right, self._osz,
                                    self._log_threshold)
         labels, probs = [], []

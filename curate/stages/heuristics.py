@@ -246,14 +246,19 @@ class GopherQuality(_HeuristicStage):
     def __init__(self, name: str, params=None):
         super().__init__(name, params)
         self._stop_words = frozenset(self.params.stop_words)
+        self._whole_stop_words = frozenset()  # stop words that are one chunk and spaCy's one token
+        if self.params.words == "spacy":
+            single = [w for w in self._stop_words if w.split() == [w]]
+            toks = spacy_words(self.params.language).chunk_tokens(single)
+            self._whole_stop_words = frozenset(w for w, t in zip(single, toks) if t == (w,))
 
     def check(self, text: str) -> str | None:
         p, on = self.params, self.on
-        toks = self.tokens(text)
-        n_tokens = len(toks)
         if p.words == "spacy":  # the counts of each chunk's tokens are remembered with its tokens
-            _, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
+            n_tokens, n_words, word_chars, tok_letter, word_letter = spacy_words(p.language).text_stats(text)
         else:
+            toks = self.tokens(text)
+            n_tokens = len(toks)
             words = list(filterfalse(PUNCTUATION.issuperset, toks))  # is_word, without a Python call per token
             n_words, word_chars = len(words), sum(map(len, words))
             tok_letter = word_letter = None
@@ -294,8 +299,16 @@ class GopherQuality(_HeuristicStage):
                 with_letter, pool_size = len(pool) - len(rest) + sum(map(has_letter, rest)), len(pool)
             if with_letter / pool_size < p.min_alpha_words_ratio:
                 return "gopher_alpha_words"
-        if on("gopher_stop_words") and len(self._stop_words.intersection(toks)) < p.min_stop_words:
-            return "gopher_stop_words"
+        if on("gopher_stop_words"):
+            if p.words == "spacy":
+                # a chunk that is a stop word is that token: when such chunks are enough, so are
+                # the tokens (looked at only where they are not)
+                sw = spacy_words(p.language)
+                if len(self._whole_stop_words.intersection(sw.split(text))) >= p.min_stop_words:
+                    return None
+                toks = sw.tokens(text)
+            if len(self._stop_words.intersection(toks)) < p.min_stop_words:
+                return "gopher_stop_words"
         return None
 
 
@@ -393,7 +406,7 @@ def glued_dup_chars(toks: list[str], ns, cum: np.ndarray, code: np.ndarray | Non
     equal class numbers and the result is exact (a hash collision only costs a comparison). Then DataTrove's left-to-right scan over the n-grams
     that occur twice or more. One numba call (``_glued_dup``)."""
     ns = list(ns)
-    if not ns or not toks:
+    if not ns or not len(toks):
         return {n: 0 for n in ns}
     if code is None:
         code = _code_points(toks)
@@ -407,7 +420,7 @@ def top_ngrams_chars(toks: list[str], ns, cum: np.ndarray, min_count: int = 1,
     numba call: the n-grams go into a hash table keyed by their tokens' hashes, equal keys compared
     token by token (exact)."""
     ns = list(ns)
-    if not toks:
+    if not len(toks):
         return [0] * len(ns)
     if code is None:
         code = _code_points(toks)
@@ -598,16 +611,24 @@ class GopherRepetition(_HeuristicStage):
             return "gopher_dup_line_frac"
         if on("gopher_dup_line_char_frac") and dup_chars / n_chars > p.dup_line_char_frac:
             return "gopher_dup_line_char_frac"
-        toks = self.tokens(text)
-        cum = np.zeros(len(toks) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), out=cum[1:])
+        glued = None
+        if p.words == "spacy" and not p.exact_ngrams:  # token lengths and characters by chunk id
+            glued = spacy_words(p.language).glued(text)
+        if glued is None:
+            toks = self.tokens(text)
+            lens, code = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks)), None
+        else:
+            (lens, code), toks = glued, glued[0]
+        cum = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=cum[1:])
         min_count = 2 if p.top_ngram_needs_repeat else 1
         last = DUP_NGRAMS[-1] if p.exact_ngrams else TOP_NGRAMS[-1]
         # exact n-grams stop early once none repeats (none longer can), unless a top n-gram seen
         # once still counts
         stop_early = p.top_ngram_needs_repeat or not any(on(f"gopher_top_{n}gram") for n in TOP_NGRAMS)
         if not p.exact_ngrams:  # the default: top n-grams and glued repeats, one numba call each
-            code = _code_points(toks)
+            if code is None:
+                code = _code_points(toks)
             for n, chars in zip(TOP_NGRAMS, top_ngrams_chars(toks, TOP_NGRAMS, cum, min_count, code)):
                 reason = f"gopher_top_{n}gram"
                 if on(reason) and chars / n_chars > getattr(p, f"top_{n}gram_frac"):
@@ -691,7 +712,10 @@ class C4Quality(_HeuristicStage):
         pieces = text.splitlines() if p.split_paragraph else self._sentences(text)
         n_sentences = 0
         kept = []
-        count = p.min_num_sentences != -1
+        # every kept line holds at least one sentence: sentences are counted only where the kept
+        # lines are fewer than the minimum (most documents have more)
+        count = p.min_num_sentences != -1 and on("c4_too_few_sentences")
+        pending: list[tuple] = []  # kept lines (chunks start:stop, line, its words and chunks), to count
         # spaCy's sentences of kept lines are counted at the end, over the document's chunks (the
         # chunks of its lines one after the other), in one call
         by_chunks = count and p.split_paragraph and p.words == "spacy"
@@ -725,14 +749,22 @@ class C4Quality(_HeuristicStage):
                 pass
             elif not p.split_paragraph:
                 n_sentences += 1
-            elif by_chunks and chunks is not None and len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
-                ranges.append((start, stop, line))  # single spaces only
             else:
-                n_sentences += count_sentences(line, p.words, p.language, chunks)
+                pending.append((start, stop, line, words, chunks))
             kept.append(line)
-        if ranges:
-            n_sentences += self._count_ranges(text, stop, ranges)
-        if on("c4_too_few_sentences") and n_sentences < p.min_num_sentences:
+        if count and p.split_paragraph:
+            n_sentences = sum(1 for line in kept if line)  # a lower bound: a line holds a sentence
+            if n_sentences < p.min_num_sentences:  # not enough: counted
+                n_sentences = 0
+                for start, stop_, line, words, chunks in pending:
+                    if by_chunks and chunks is not None and \
+                            len(line) - sum(map(len, words)) == line.count(" ") == len(words) - 1:
+                        ranges.append((start, stop_, line))  # single spaces only
+                    else:
+                        n_sentences += count_sentences(line, p.words, p.language, chunks)
+                if ranges:
+                    n_sentences += self._count_ranges(text, stop, ranges)
+        if count and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
         return None, ("\n" if p.split_paragraph else " ").join(kept).strip()
 
@@ -750,8 +782,6 @@ class C4Quality(_HeuristicStage):
     def apply(self, table: pa.Table) -> StageResult:
         texts = table.column(TEXT).to_pylist()
         p = self.params
-        if p.words == "spacy" and p.split_paragraph and p.min_num_sentences != -1:
-            spacy_words(p.language).prefetch_sentences(texts)
         results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])

@@ -139,10 +139,14 @@ class LangId(MapStage):
             lines = [one_line(t) for t in batch]
             if fast is not None:
                 split = list(map(fast.split_words, batch))  # a text's words are its line's
-                for t, (words, plain) in zip(batch, split):
-                    if plain:  # text.split(): the heuristic stages after this one split texts too
-                        remember_split(t, words)
-                labels, probs = fast.predict(lines, [w for w, _ in split])
+                found: list = []
+                labels, probs = fast.predict(lines, [w for w, _ in split], ids_out=found)
+                index, flat, ends = found[0] if found else (None, None, None)
+                for i, (t, (words, plain)) in enumerate(zip(batch, split)):
+                    if plain:  # text.split(): the heuristic stages after this one split texts too,
+                        # and look their chunks up by the ids fastText's word index gave them here
+                        ids = None if index is None else (index, flat[ends[i] - 1 - len(words):ends[i] - 1])
+                        remember_split(t, words, ids)
             else:
                 labels, probs = model.predict(lines, k=1)
             for i, (lab, pr) in enumerate(zip(labels, probs)):

@@ -171,18 +171,24 @@ def _mojibake_gate() -> re.Pattern:
         branches = tree[0][1][1] if len(tree) == 1 and tree[0][0] is parser.BRANCH else [tree]
     except Exception:  # a future ftfy whose regex we cannot read: gate on any non-ASCII text
         return re.compile(r"[^\x00-\x7f]")
-    singles = set()
+    singles, firsts, seconds = set(), set(), set()
     for branch in branches:
         items = list(branch)
-        if not any(non_ascii(a) and non_ascii(b) for a, b in zip(items, items[1:])):
-            needed = [chars(item) for item in items if non_ascii(item)]
-            if not needed:  # a pattern with no character it must contain: gate on any non-ASCII text
-                return re.compile(r"[^\x00-\x7f]")
-            singles |= needed[0]  # the pattern cannot match without one of these
-    pattern = r"[^\x00-\x7f]{2}"
+        adjacent = [(a, b) for a, b in zip(items, items[1:]) if non_ascii(a) and non_ascii(b)]
+        if adjacent:  # the pattern cannot match without two such characters side by side
+            firsts |= chars(adjacent[0][0])
+            seconds |= chars(adjacent[0][1])
+            continue
+        needed = [chars(item) for item in items if non_ascii(item)]
+        if not needed:  # a pattern with no character it must contain: gate on any non-ASCII text
+            return re.compile(r"[^\x00-\x7f]")
+        singles |= needed[0]  # the pattern cannot match without one of these
+    # one pair of classes (of all first characters, of all second ones): as fast as any two
+    # non-ASCII characters, and a superset of every pair
+    alternatives = [f"[{re.escape(''.join(sorted(firsts)))}][{re.escape(''.join(sorted(seconds)))}]"] if firsts else []
     if singles:
-        pattern += "|[" + re.escape("".join(sorted(singles))) + "]"
-    return re.compile(pattern)
+        alternatives.append("[" + re.escape("".join(sorted(singles))) + "]")
+    return re.compile("|".join(alternatives))
 
 
 _MOJIBAKE_GATE = _mojibake_gate()

@@ -7,7 +7,11 @@ whitespace-separated chunk; natural text repeats its chunks, so each chunk (``te
 tokenized once per process and remembered (a bounded memo, ``MEMO_SIZE`` chunks). A chunk is
 tokenized on its own, so the result never depends on which documents came before (spaCy's own
 output differs from that for about one chunk in a million, where its special-case matcher looks
-at the neighbouring chunk).
+at the neighbouring chunk). Chunks whose tokens are known without spaCy skip it: a word of letters,
+a word with simple marks around it (``plain_tokens``, the ``SHORTCUT_LANGUAGES``) and, for English,
+hyphenated words, possessives, numbers and words in quotes or brackets (``compound_tokens``), each
+checked against spaCy by ``tests/test_words.py``. Texts that ``langid`` split come with its word
+ids (``remember_split``), so a batch looks up only its distinct words here, not every chunk.
 
 ``words = "regex"`` is Quarry's own splitter (no spaCy; about 10x faster on text never seen
 before): words (letters and digits, keeping inner ``-`` and ``.``), numbers with separators
@@ -24,7 +28,7 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import chain, filterfalse, islice, repeat
 
 import numba as nb
 import numpy as np
@@ -82,21 +86,24 @@ def regex_sentences(text: str) -> list[str]:
 
 # --- whitespace chunks of recent texts, shared between stages -------------------------------------
 
-_SPLITS: dict[str, list[str]] = {}  # text -> text.split(), for the last RECENT_TEXTS texts
+_SPLITS: dict[str, tuple] = {}  # text -> (text.split(), word ids or None), for the last RECENT_TEXTS texts
 
 
-def remember_split(text: str, chunks: list[str]) -> None:
+def remember_split(text: str, chunks: list[str], ids: tuple | None = None) -> None:
     """Note that ``chunks`` is ``text.split()`` (``langid`` splits every text; the heuristic stages
-    after it then use the same lists, whose strings' hashes are known). Not to be modified."""
+    after it then use the same lists, whose strings' hashes are known). Not to be modified.
+    ``ids``: (``index``, ids) where ``index`` is a dict word -> id whose ids are its insertion
+    order and only grow (langid's fastText word index) and ``ids`` its id of each chunk, so that
+    ``SpacyWords.prefetch`` looks up only the distinct ids, not every chunk again."""
     if len(_SPLITS) >= RECENT_TEXTS:
         _SPLITS.clear()
-    _SPLITS[text] = chunks
+    _SPLITS[text] = (chunks, ids)
 
 
 def split_text(text: str) -> list[str]:
     """``text.split()``, the remembered list where there is one."""
-    chunks = _SPLITS.get(text)
-    return text.split() if chunks is None else chunks
+    entry = _SPLITS.get(text)
+    return text.split() if entry is None else entry[0]
 
 
 # --- spaCy splitter ----------------------------------------------------------------------------
@@ -141,8 +148,9 @@ class SpacyWords:
         self._rules = frozenset(self._tokenizer.rules or ())  # spaCy's special cases ("cannot", "e.g.")
         self._rule_cores = rule_cores(self._rules)
         self._shortcut = language in SHORTCUT_LANGUAGES
+        self._compound = self._shortcut and language in COMPOUND_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, tuple] = {}  # text -> (chunks, tokens, chunk ids or None)
+        self._recent: dict[str, list] = {}  # text -> [chunks, tokens or None (not made yet), chunk ids or None]
         self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
         self._clear_ids()
@@ -163,15 +171,23 @@ class SpacyWords:
         self._id_tokens: list[tuple[str, ...]] = []  # id -> its tokens
         self._id_stats = np.zeros((1024, 5), dtype=np.int64)  # id -> token_stats
         self._id_codes = np.full(1024, -1, dtype=np.int64)  # id -> packed sentence effect, -1: not known yet
+        self._id_ntok = np.zeros(1024, dtype=np.int64)  # id -> how many tokens
+        self._id_toff = np.zeros(1024, dtype=np.int64)  # id -> where its token lengths start in _tok_lens
+        self._tok_lens = np.zeros(4096, dtype=np.int64)
+        self._n_tok_lens = 0
         self._recent.clear()  # recent texts hold ids
+        self._generation = getattr(self, "_generation", 0) + 1  # ids given before this are void
+        self._lid_index = None  # the word index (see remember_split) whose ids _lid_map translates
+        self._lid_map = np.zeros(0, dtype=np.int64)  # its id -> chunk id, -1: not known yet
+        self._lid_words: list[str] = []  # its id -> word
 
     def _add_ids(self, new: list[str]) -> None:
         """Give ids to chunks without one (their tokens and stats are learned here if need be)."""
-        if not all(map(self._memo.__contains__, new)):  # the memo was emptied while learning
-            self._learn(new)
-        if not all(map(self._stats_memo.__contains__, new)):
-            self._fill_stats(new)
-        toks, stats = self.chunk_tokens(new), self._stats_memo
+        toks = self.chunk_tokens(new)  # learned here where the memo was emptied while learning
+        try:
+            packed = list(map(self._stats_memo.__getitem__, new))
+        except KeyError:
+            packed = list(map(_packed_stats, toks))
         base, n = len(self._id_chunks), len(new)
         if base + n > len(self._id_codes):
             size = max(2 * len(self._id_codes), base + n)
@@ -179,15 +195,28 @@ class SpacyWords:
             grown[:base] = self._id_stats[:base]
             self._id_stats = grown
             self._id_codes = np.concatenate([self._id_codes[:base], np.full(size - base, -1, dtype=np.int64)])
+            self._id_ntok = np.concatenate([self._id_ntok[:base], np.zeros(size - base, dtype=np.int64)])
+            self._id_toff = np.concatenate([self._id_toff[:base], np.zeros(size - base, dtype=np.int64)])
         self._ids.update(zip(new, range(base, base + n)))
         self._id_chunks.extend(new)
         self._id_tokens.extend(toks)
         # packed stats (five 48-bit fields) -> rows of five int64: 6 little-endian bytes a field
-        raw = b"".join(map(int.to_bytes, map(stats.__getitem__, new), repeat(5 * STATS_BITS // 8), repeat("little")))
+        raw = b"".join(map(int.to_bytes, packed, repeat(5 * STATS_BITS // 8), repeat("little")))
         wide = np.zeros((n, 5, 8), dtype=np.uint8)
         wide[:, :, :STATS_BITS // 8] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 5, STATS_BITS // 8)
         self._id_stats[base:base + n] = wide.view("<i8").reshape(n, 5)
         self._id_codes[base:base + n] = -1
+        ntok = np.fromiter(map(len, toks), dtype=np.int64, count=n)
+        lens = np.fromiter(map(len, chain.from_iterable(toks)), dtype=np.int64)
+        at = self._n_tok_lens
+        if at + len(lens) > len(self._tok_lens):
+            grown = np.zeros(max(2 * len(self._tok_lens), at + len(lens)), dtype=np.int64)
+            grown[:at] = self._tok_lens[:at]
+            self._tok_lens = grown
+        self._tok_lens[at:at + len(lens)] = lens
+        self._id_ntok[base:base + n] = ntok
+        self._id_toff[base:base + n] = at + np.cumsum(ntok) - ntok
+        self._n_tok_lens = at + len(lens)
 
     def _fill_codes(self, need: np.ndarray) -> None:
         """Learn the sentence codes of the chunks with ids ``need`` (distinct)."""
@@ -240,13 +269,31 @@ class SpacyWords:
         stats.update(zip(alpha, map(_ALPHA_STATS.__getitem__, map(len, alpha))))
         rest = []
         cores = self._rule_cores
-        for c in set(chunks).difference(alpha):
+        others = set(chunks).difference(alpha)
+        # the commonest case in bulk: a word of letters then one mark (".": after a lower-case ASCII
+        # letter), the word none of the rule cores (plain_tokens' tokens, without its regex)
+        marked = {c for c in others if c[-1] in _MARKS and c[:-1].isalpha()
+                  and (c[-1] != "." or c[-2] in _ASCII_LOWER)}
+        marked = {c for c in marked if c[:-1] not in cores}
+        memo.update((c, (c[:-1], c[-1])) for c in marked)
+        stats.update((c, _ONE_WORD + 1 + (len(c) - 1) * _WORD_CHAR) for c in marked)
+        for c in others.difference(marked):
             toks = plain_tokens(c, rules, cores)
             if toks is None:
                 rest.append(c)
             else:  # one word of letters, the rest punctuation marks of one character
                 memo[c] = toks
                 stats[c] = _ONE_WORD + (len(toks) - 1) + (len(c) - len(toks) + 1) * _WORD_CHAR
+        if self._compound:  # hyphenated words, possessives, curly quotes (see compound_tokens)
+            others, full = rest, self._tokenizer.rules or {}
+            rest = []
+            for c in others:
+                toks = compound_tokens(c, full)
+                if toks is None:
+                    rest.append(c)
+                else:
+                    memo[c] = toks
+                    stats[c] = _packed_stats(toks)
         return rest
 
     def prefetch(self, texts: list[str]) -> None:
@@ -257,30 +304,85 @@ class SpacyWords:
             self._prefetch(texts)
 
     def _prefetch(self, texts: list[str]) -> None:
-        recent, ids = self._recent, self._ids
+        recent = self._recent
         texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
-        split = list(map(split_text, texts))
-        missing = set(chain.from_iterable(split)).difference(ids)
+        entries = [_SPLITS.get(t) or (t.split(), None) for t in texts]
+        split = [e[0] for e in entries]
+        # texts whose chunks have ids in one word index (langid's): translated by an array
+        index = next((e[1][0] for e in entries if e[1] is not None), None)
+        by_index = [e[1] is not None and e[1][0] is index for e in entries]
+        other = [c for c, b in zip(split, by_index) if not b]
+        missing = set(chain.from_iterable(other)).difference(self._ids)
         if len(missing) >= MEMO_SIZE // 2:
             return
-        if len(ids) + len(missing) > MEMO_SIZE:
+        if len(self._ids) + len(missing) > MEMO_SIZE:
             self._clear_ids()
-            ids = self._ids
-            missing = set(chain.from_iterable(split))
+            missing = set(chain.from_iterable(other))
         if missing:
             self._learn(missing)
             self._add_ids(list(missing))
+        generation, ids = self._generation, self._ids
+        parts = []  # each text's chunk ids
+        if index is not None:
+            lids = np.concatenate([e[1][1] for e, b in zip(entries, by_index) if b])
+            all_ids = self._index_ids(index, lids)
+            if all_ids is None:  # too many new chunks at once
+                return
+            pos = 0
+            for c, b in zip(split, by_index):
+                if b:
+                    parts.append(all_ids[pos:pos + len(c)])
+                    pos += len(c)
+                else:
+                    parts.append(None)
+        else:
+            parts = [None] * len(texts)
+        if self._generation != generation:  # the ids were emptied while learning: no entries
+            return
         if len(recent) + len(texts) > RECENT_TEXTS:
             recent.clear()
-        # one dict lookup per chunk of all texts; each text's ids are a slice (a view) of these
-        n = sum(map(len, split))
-        all_ids = np.fromiter(map(ids.__getitem__, chain.from_iterable(split)), dtype=np.int64, count=n)
-        id_list, toks = all_ids.tolist(), self._id_tokens.__getitem__
-        pos = 0
-        for t, chunks in zip(texts, split):
-            end = pos + len(chunks)
-            recent[t] = (chunks, list(chain.from_iterable(map(toks, id_list[pos:end]))), all_ids[pos:end])
-            pos = end
+        for t, chunks, part in zip(texts, split, parts):
+            if part is None:
+                part = np.fromiter(map(ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+            recent[t] = [chunks, None, part]  # tokens made when asked for (``tokens``)
+
+    def _index_ids(self, index: dict, lids: np.ndarray) -> np.ndarray | None:
+        """The chunk ids of the words with ids ``lids`` in ``index`` (see ``remember_split``);
+        chunks not seen yet are learned. None when they are too many (the caller goes without)."""
+        if index is not self._lid_index:  # another index (langid's was emptied): a new translation
+            self._lid_index, self._lid_words = index, []
+            self._lid_map = np.full(max(1024, len(index)), -1, dtype=np.int64)
+        if len(self._lid_map) < len(index):
+            grown = np.full(max(2 * len(self._lid_map), len(index)), -1, dtype=np.int64)
+            grown[:len(self._lid_map)] = self._lid_map
+            self._lid_map = grown
+        out = self._lid_map[lids]
+        unknown = out < 0
+        if not unknown.any():
+            return out
+        flag = np.zeros(len(index), dtype=np.bool_)  # the distinct unknown ids, without sorting
+        flag[lids[unknown]] = True
+        need = np.flatnonzero(flag)
+        words = self._lid_words
+        if len(words) < len(index):  # the index's keys in id order (ids are insertion order)
+            words.extend(islice(index, len(words), None))
+        chunks = list(map(words.__getitem__, need.tolist()))
+        ids = self._ids
+        missing = list(filterfalse(ids.__contains__, chunks))  # distinct: the index's words are
+        if len(missing) >= MEMO_SIZE // 2:
+            return None
+        if len(ids) + len(missing) > MEMO_SIZE:
+            self._clear_ids()
+            return self._index_ids(index, lids)
+        base = len(self._id_chunks)
+        if missing:
+            self._learn(missing)
+            self._add_ids(missing)
+        if len(missing) == len(chunks):  # all new (the common case): ids given in their order
+            self._lid_map[need] = np.arange(base, base + len(chunks), dtype=np.int64)
+        else:
+            self._lid_map[need] = np.fromiter(map(ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+        return self._lid_map[lids]
 
     def chunk_tokens(self, chunks: list[str]) -> list[tuple[str, ...]]:
         """The tokens of each chunk (chunks hold no whitespace)."""
@@ -321,24 +423,6 @@ class SpacyWords:
         """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
         entry = self._recent.get(text)
         return split_text(text) if entry is None else entry[0]
-
-    def prefetch_sentences(self, texts: list[str]) -> None:
-        """Learn the sentence effects of the chunks of many texts at once."""
-        chunks, id_lists = set(), []
-        for t in texts:
-            entry = self._recent.get(t)
-            if entry is not None and entry[2] is not None:
-                id_lists.append(entry[2])
-            else:
-                chunks.update(self.split(t))
-        with _gc_paused():
-            if id_lists:
-                ids = np.unique(np.concatenate(id_lists))
-                need = ids[self._id_codes[ids] < 0]
-                if len(need):
-                    self._fill_codes(need)
-            if chunks:
-                self._learn_sentences(chunks)
 
     def text_sentence_codes(self, text: str) -> np.ndarray:
         """``sentence_code_array(text.split())``, gathered by chunk id for a prefetched text."""
@@ -417,7 +501,26 @@ class SpacyWords:
         """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
         after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
         modify the list)."""
-        return self._recent_entry(text)[1]
+        entry = self._recent_entry(text)
+        if entry[1] is None:  # a prefetched text: its chunks' tokens by id
+            entry[1] = list(chain.from_iterable(map(self._id_tokens.__getitem__, entry[2].tolist())))
+        return entry[1]
+
+    def glued(self, text: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(each token's length, the code points of the tokens glued together) of a prefetched
+        text, from its chunk ids (a chunk's tokens glued are the chunk); None for other texts."""
+        entry = self._recent.get(text)
+        if entry is None or entry[2] is None:
+            return None
+        ids = entry[2]
+        counts = self._id_ntok[ids]
+        ends = np.cumsum(counts)
+        # positions in _tok_lens: each chunk's run of token lengths, one after the other
+        at = np.repeat(self._id_toff[ids] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)
+        glued = "".join(entry[0])
+        if _SURROGATE_RE.search(glued):  # the tokens hold U+FFFD there
+            glued = "".join(self.tokens(text))
+        return self._tok_lens[at], np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
     def _recent_entry(self, text: str) -> tuple:
         """(``text.split()``, tokens, chunk ids or None) of ``text``, remembered for the last
@@ -426,7 +529,7 @@ class SpacyWords:
         entry = recent.get(text)
         if entry is None:
             chunks = split_text(text)
-            entry = chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None
+            entry = [chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None]
             if len(recent) >= RECENT_TEXTS:
                 recent.clear()
             recent[text] = entry
@@ -457,10 +560,14 @@ def token_stats(toks) -> tuple[int, int, int, int, int]:
 
 
 def _packed_stats(toks) -> int:
-    """``token_stats`` of ``toks`` packed in one integer, ``STATS_BITS`` bits a field."""
-    if len(toks) == 1 and toks[0].isalpha():  # one word of letters: the common case
-        return _ONE_WORD + (len(toks[0]) << (2 * STATS_BITS))
-    return sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats(toks)))
+    """``token_stats`` of ``toks`` packed in one integer, ``STATS_BITS`` bits a field: the sum of
+    each token's (every field is a sum over tokens)."""
+    return sum(_ALPHA_STATS[len(t)] if t.isalpha() else _token_packed(t) for t in toks)
+
+
+@lru_cache(maxsize=65536)
+def _token_packed(tok: str) -> int:
+    return sum(v << (i * STATS_BITS) for i, v in enumerate(token_stats((tok,))))
 
 
 def _has_letter(tok: str) -> bool:
@@ -469,6 +576,7 @@ def _has_letter(tok: str) -> bool:
 
 _ASCII_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_MARKS = frozenset(",;:!?.")
 _OPENERS = frozenset('"(')
 _CLOSERS = frozenset('")')
 
@@ -514,6 +622,57 @@ def plain_tokens(chunk: str, rules, cores=None) -> tuple[str, ...] | None:
                     if p + core + k + q in rules:
                         return None
     return tuple(x for x in (pre, core, mark, close) if x)
+
+
+# English words joined by hyphens or numbers joined by one, with a possessive, with quotes, brackets
+# and marks around them: spaCy's English rules split a hyphen, "--" or an em dash between letters
+# and a hyphen between numbers (infixes), "'s" and "’s" at the end (suffixes), and each of these
+# quotes, brackets and marks at either end (prefixes, suffixes). Only for languages listed here:
+# others' rules differ (German keeps "well-known", French splits "Peter'" "s").
+COMPOUND_LANGUAGES = frozenset({"en"})
+COMPOUND_OPENERS = "\"([_'\u201c\u2018\u2014"
+COMPOUND_CLOSERS = ",;:!?.\")]_'\u201d\u2019\u2014"
+_NUMBER_PART = "[0-9]+(?:[:,][0-9]+)*"
+# a word, with apostrophes inside (O'Brien, rock'n'roll: one token) but no "'s" at its end
+_WORD_PART = "[A-Za-z]+(?:['\u2019](?![sS](?![A-Za-z]))[A-Za-z]+)*"
+_COMPOUND_RE = re.compile(
+    f"([{re.escape(COMPOUND_OPENERS)}]*)"
+    f"({_WORD_PART}(?:(?:--|-|\u2014){_WORD_PART})*|{_NUMBER_PART}(?:-{_NUMBER_PART})*)"
+    "((?:['\u2019][sS])?)"
+    f"([{re.escape(COMPOUND_CLOSERS)}]*)")
+_JOINER_RE = re.compile("(--|-|\u2014)")
+# where spaCy's English rules split a final "." off: after a lower-case letter, a digit, a quote or
+# one of its punctuation marks (not after a capital, a "." or a dash)
+_BEFORE_PERIOD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,;:!?\")]_'\u201d\u2019")
+
+
+def compound_tokens(chunk: str, rules: dict) -> tuple[str, ...] | None:
+    """spaCy's English tokens of words of ASCII letters joined by ``-``, ``--`` or ``—`` (or numbers,
+    ``1:2,3``, joined by ``-``), an optional ``'s``/``’s`` after them and any of
+    ``COMPOUND_OPENERS`` before and ``COMPOUND_CLOSERS`` after, each a token of its own; None when
+    not sure. A ``.`` is split off only after a lower-case letter, a digit or one of the closers
+    but ``.`` and ``—`` (not in ``A.``, ``..``, ``—.``). The result is kept only when no run of its tokens glued
+    together is one of spaCy's special cases (``rules``; a rule that is one token left as it is
+    excepted): the affix rules find these tokens, and spaCy's special cases, which would change
+    them (``:)``, ``'em``, ``can't``), match none of their runs. ``tests/test_words.py`` compares
+    combinations of the shape with spaCy, and every such chunk of real text."""
+    m = _COMPOUND_RE.fullmatch(chunk)
+    if m is None:
+        return None
+    pre, core, poss, close = m.groups()
+    if "." in close:
+        for i, ch in enumerate(close):
+            if ch == "." and (close[i - 1] if i else (poss or core)[-1]) not in _BEFORE_PERIOD:
+                return None
+    toks = [*pre, *_JOINER_RE.split(core), *([poss] if poss else ()), *close]
+    for i in range(len(toks)):
+        glued = ""
+        for j in range(i, len(toks)):
+            glued += toks[j]
+            rule = rules.get(glued)
+            if rule is not None and not (i == j and [r.get(65) for r in rule] == [glued]):  # 65: ORTH
+                return None
+    return tuple(toks)
 
 
 @lru_cache(maxsize=None)
