@@ -299,7 +299,10 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
         rows.append({"dataset": d.name, "prefix": d.prefix, "documents": ix.num_documents,
                      "tokens": ix.num_tokens, "train_tokens": tt, "weight": w, "drawn": drawn,
                      "epochs": epochs})
-        if epochs > max_epochs:
+        if not tt:
+            warnings.append(f"{d.name} has no train tokens ({ix.num_documents:,} documents, split {split!r}): "
+                            "training on this blend fails; add data or change the split")
+        elif epochs > max_epochs:
             warnings.append(f"{d.name} would be repeated {epochs:.2f} times (more than {max_epochs:g} "
                             f"epochs) for {budget:,} train tokens: lower its weight or add data")
     return rows, warnings
