@@ -142,3 +142,28 @@ def test_three_node_cluster_whole_stage_list_matches_local_also_when_a_node_dies
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_ray_address_where_nothing_answers_fails_at_once_saying_what_to_do():
+    import socket
+    import time
+
+    from curate.executors.ray import check_address
+    from curate.pipeline import ConfigError
+
+    with socket.socket() as s:  # a port that was just free: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.time()
+    with pytest.raises(ConfigError, match="no Ray cluster answers there.*ray start --head"):
+        check_address(f"127.0.0.1:{port}")
+    assert time.time() - t0 < 10  # not ray.init's minutes of retries
+    for bad in ("garbage::x", "10.0.0.1", "host:99999", ":6379"):
+        with pytest.raises(ConfigError, match="HOST:PORT"):
+            check_address(bad)
+    with socket.socket() as s:  # something listening: the address is handed to ray.init
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_address(f"127.0.0.1:{s.getsockname()[1]}")
+        check_address(f"ray://127.0.0.1:{s.getsockname()[1]}")
+    check_address("auto")

@@ -12,9 +12,28 @@ so the driver's cost is linear in tasks. A task whose worker or node dies is ret
 """
 from __future__ import annotations
 
+import socket
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """Fail at once, saying what to do, when ``address`` is not ``auto`` and nothing answers at its host and
+    port (``ray.init`` would retry for minutes, then fail with a Ray log line)."""
+    from curate.pipeline import ConfigError
+
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--address {address!r}: give the head node as HOST:PORT (e.g. 10.0.0.1:6379, what "
+                          "`ray start --head` prints), ray://HOST:PORT for Ray Client, or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"--address {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
+                          "`ray start --head --port=6379` on the head node, or fix --address") from None
 
 
 class RayExecutor:
@@ -27,6 +46,7 @@ class RayExecutor:
         self._started = False
         if not ray.is_initialized():
             if address:
+                check_address(address)
                 ray.init(address=address, log_to_driver=False)
             else:
                 ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
