@@ -33,6 +33,7 @@ from pretrain.config import (
     load_config,
     total_train_samples,
 )
+from pretrain.fits import check_fits
 from pretrain.flops import flops_per_iteration
 from pretrain.mfu import device_peak
 from pretrain.model import GPT, num_params
@@ -403,6 +404,7 @@ def train(cfg: Config) -> dict:
         if resume_dir is not None:
             _adopt_checkpoint_model(cfg, resume_dir)
         finalize(cfg, world)
+        check_fits(cfg, world, device)  # before anything is allocated
         dtype = _compute_dtype(cfg, device)
         p, t = cfg.parallel, cfg.train
         env = init_parallel(Layout(tp=p.tp, pp=p.pp, dp=p.dp), device)

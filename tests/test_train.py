@@ -15,6 +15,7 @@ import pytest
 
 from pretrain.cli import main as cli_main
 from pretrain.config import load_config
+from pretrain.model import num_params
 from pretrain.train import LRSchedule, NonFiniteError, SyntheticDataset, local_batch
 from tests.distributed_helpers import config_dict, run_distributed, tiny_config, train_losses
 
@@ -275,3 +276,28 @@ def test_prefetcher_builds_batches_in_order_and_passes_errors_on():
     # get_batch (one vectorised call) gives the per-sample values
     idx = np.array([5, 0, 17])
     assert np.array_equal(ds.get_batch(idx), np.stack([ds[i] for i in idx]))
+
+
+@pytest.mark.parametrize("override", ["model.hidden_size=10000000", "data.seq_len=1000000000", "model.num_layers=100000"])
+def test_a_config_that_cannot_fit_stops_at_start_saying_what_to_change(override, tmp_path, capsys):
+    rc = cli_main(["train", "--config", str(ROOT / "pretrain/configs/tiny.toml"), "--set", "data.kind=synthetic",
+                   "--set", "model.vocab_size=64", "--set", "train.steps=1", "--set", override,
+                   "--set", f"checkpoint.dir='{tmp_path / 'ck'}'", "--set", "log.dir=''"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot fit" in err and "lower model.hidden_size" in err and "Traceback" not in err
+    assert not (tmp_path / "ck").exists()
+
+
+def test_the_memory_lower_bound_counts_parameters_from_below():
+    import torch
+
+    from pretrain.config import finalize
+    from pretrain.fits import param_count
+    from pretrain.model import GPT
+
+    for over in ([], ["model.mlp='swiglu'", "model.position='rope'", "model.tie_embeddings=false"]):
+        cfg = load_config(ROOT / "pretrain/configs/tiny.toml", ["data.kind='synthetic'", "model.vocab_size=300", *over])
+        finalize(cfg, 1)
+        with torch.device("meta"):
+            real = num_params(GPT(cfg.model))
+        assert 0.95 * real <= param_count(cfg) <= real  # never above: the check must not refuse what fits
