@@ -10,6 +10,8 @@ The tokenizer is ``--tokenizer`` or else the ``data.tokenizer`` of the run's con
 """
 from __future__ import annotations
 
+import math
+
 import sys
 
 import torch
@@ -36,8 +38,10 @@ def next_token(logits: torch.Tensor, temperature: float, top_k: int, generator: 
 def generate_ids(model: torch.nn.Module, prompt_ids: list[int], max_tokens: int, temperature: float = 1.0,
                  top_k: int = 0, eod_id: int | None = None, seed: int = 0) -> list[int]:
     """The ids generated after ``prompt_ids`` (not including them, nor the final EOD)."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not math.isfinite(temperature) or temperature < 0:  # nan passes `< 0`, then sampling fails inside torch
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if max_tokens < 0:
+        raise ValueError(f"max-tokens must be >= 0, got {max_tokens}")
     if top_k < 0:
         raise ValueError(f"top-k must be >= 0, got {top_k}")
     if not prompt_ids:

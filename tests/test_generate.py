@@ -99,8 +99,11 @@ def test_next_token_distribution():
     low_t = [next_token(logits, 0.05, 0, gen) for _ in range(200)]
     assert low_t.count(3) > 195
     assert next_token(logits, 0.0, 0, None) == 3
-    with pytest.raises(ValueError):
-        generate_ids(tiny_model(), [1], 2, temperature=-1.0)
+    for bad in (-1.0, float("nan"), float("inf")):  # nan passes `< 0`; torch.multinomial then fails
+        with pytest.raises(ValueError, match="temperature must be a finite number"):
+            generate_ids(tiny_model(), [1], 2, temperature=bad)
+    with pytest.raises(ValueError, match="max-tokens must be >= 0"):
+        generate_ids(tiny_model(), [1], -5)
 
 
 def test_cli_prints_prompt_then_greedy_continuation(tmp_path_factory, capsys):
