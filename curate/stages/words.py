@@ -480,7 +480,7 @@ class SpacyWords:
         rest = []
         for c in missing:
             if c.isalpha() and c not in rules:  # one token, a word of letters
-                memo[c] = _ONE_WORD + (len(c) << (2 * STATS_BITS))
+                memo[c] = _ALPHA_STATS[len(c)]
             else:
                 rest.append(c)
         for c, toks in zip(rest, self.chunk_tokens(rest)):
@@ -685,13 +685,6 @@ def check_splitter(words: str, language: str) -> None:
         raise ValueError(f"words = {words!r}; allowed: {', '.join(WORD_SPLITTERS)}")
     if words == "spacy":
         spacy_words(language)
-
-
-def tokens(text: str, words: str = "spacy", language: str = "en") -> list[str]:
-    """The tokens of ``text`` (words and punctuation) under splitter ``words``."""
-    if words == "regex":
-        return regex_tokens(text)
-    return spacy_words(language).tokens(text)
 
 
 # --- spaCy's sentencizer, over the tokens of one line --------------------------------------------
