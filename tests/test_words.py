@@ -186,7 +186,7 @@ def test_sentence_counts_by_document_equal_line_by_line():
                     stops.append(pos + k)
                     want += words.count_sentences(ln)
                 pos += k
-            assert words.line_sentences(sw.sentence_code_array(chunks), starts, stops) == want
+            assert words.line_sentences(sw.sentence_codes(chunks), starts, stops) == want
 
 
 @pytest.mark.parametrize("small_memo", [False, True])
@@ -202,11 +202,11 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
     for k, batch in enumerate([texts[i:i + 5] for i in range(0, 120, 4)] + [texts]):
         sw.prefetch(batch)
         if k == 0:
-            assert all(sw._recent[t][2] is not None for t in batch)  # the gathers by id are what is tested
+            assert all(words._RECENT[t].owner is sw and words._RECENT[t].ids is not None for t in batch)  # the gathers by id are what is tested
         for t in batch:
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
-            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_codes(t.split()).tolist()
             _assert_glued(sw, t)
 
 
@@ -228,9 +228,9 @@ def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_
     for k, batch in enumerate([texts[i:i + 9] for i in range(0, 120, 6)]):
         if k == 7:
             fast.reset_words()  # a new index: ids given before it mean other words now
-        words._SPLITS.clear()
+        words._RECENT.clear()
         stage.predict(batch)
-        assert all(words._SPLITS[t][1] is not None for t in batch if t.split() == fast.split_words(t)[0])
+        assert all(words._RECENT[t].word_ids is not None for t in batch if t.split() == fast.split_words(t)[0])
         sw.prefetch(batch)
         if sw._lid_index is not None:
             seen_index.add(id(sw._lid_index))
@@ -238,10 +238,10 @@ def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_
             assert sw.split(t) == t.split()
             assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
             assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
-            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_code_array(t.split()).tolist()
+            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_codes(t.split()).tolist()
             _assert_glued(sw, t)
     assert len(seen_index) >= (1 if small_memo else 2)
-    words._SPLITS.clear()
+    words._RECENT.clear()
 
 
 def _assert_glued(sw, text: str) -> None:
@@ -252,3 +252,16 @@ def _assert_glued(sw, text: str) -> None:
     toks = sw.tokens(text)
     assert got[0].tolist() == list(map(len, toks))
     assert got[1].tolist() == list(map(ord, "".join(toks)))
+
+
+def test_one_cache_of_recent_texts_keeps_each_splitters_tokens():
+    """Splitters of two languages share the cache of recent texts, never each other's tokens or ids."""
+    en, de = words.SpacyWords("en"), words.SpacyWords("de")
+    text = "a well-known word"
+    want = {en: ["a", "well", "-", "known", "word"], de: ["a", "well-known", "word"]}
+    for sw in (en, de, en, de):
+        sw.prefetch([text])
+        assert words._RECENT[text].owner is sw and sw.tokens(text) == want[sw]
+        assert sw.text_stats(text) == words.token_stats(want[sw])
+        _assert_glued(sw, text)
+    assert en.tokens(text) == want[en] and de.tokens(text) == want[de]

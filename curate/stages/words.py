@@ -10,8 +10,10 @@ output differs from that for about one chunk in a million, where its special-cas
 at the neighbouring chunk). Chunks whose tokens are known without spaCy skip it: a word of letters,
 a word with simple marks around it (``plain_tokens``, the ``SHORTCUT_LANGUAGES``) and, for English,
 hyphenated words, possessives, numbers and words in quotes or brackets (``compound_tokens``), each
-checked against spaCy by ``tests/test_words.py``. Texts that ``langid`` split come with its word
-ids (``remember_split``), so a batch looks up only its distinct words here, not every chunk.
+checked against spaCy by ``tests/test_words.py``. The last ``RECENT_TEXTS`` texts are remembered
+in one cache (``Recent``: chunks, langid's word ids, chunk ids here, tokens): texts that ``langid``
+split come with its word ids (``remember_split``), so a batch looks up only its distinct words
+here, and the heuristic stages after it share each text's chunk ids and tokens.
 
 ``words = "regex"`` is Quarry's own splitter (no spaCy; about 10x faster on text never seen
 before): words (letters and digits, keeping inner ``-`` and ``.``), numbers with separators
@@ -40,7 +42,6 @@ MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when 
 RECENT_TEXTS = 2048  # whole texts whose tokens are remembered (about one shard)
 # languages where the shortcut for plain words (see SpacyWords._shortcuts) is checked against spaCy
 SHORTCUT_LANGUAGES = frozenset({"en", "de", "es", "it", "pl", "ru", "cs", "fr", "nl", "pt"})
-_SPLIT_MARKS = frozenset(",;:!?.")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 # --- regex splitter --------------------------------------------------------------------------
@@ -84,9 +85,23 @@ def regex_sentences(text: str) -> list[str]:
     return out
 
 
-# --- whitespace chunks of recent texts, shared between stages -------------------------------------
+# --- recent texts, shared between stages --------------------------------------------------------
 
-_SPLITS: dict[str, tuple] = {}  # text -> (text.split(), word ids or None), for the last RECENT_TEXTS texts
+
+class Recent:
+    """What is remembered of one recent text: ``chunks`` (``text.split()``; not to be modified),
+    ``word_ids`` (langid's, see ``remember_split``, or None) and, for the ``SpacyWords`` that is
+    its ``owner``, the chunks' ids there (None: not prefetched) and the text's tokens (None: not
+    made yet)."""
+
+    __slots__ = ("chunks", "word_ids", "owner", "ids", "tokens")
+
+    def __init__(self, chunks: list[str], word_ids: tuple | None = None):
+        self.chunks, self.word_ids = chunks, word_ids
+        self.owner = self.ids = self.tokens = None
+
+
+_RECENT: dict[str, Recent] = {}  # text -> Recent, for the last RECENT_TEXTS texts
 
 
 def remember_split(text: str, chunks: list[str], ids: tuple | None = None) -> None:
@@ -95,15 +110,9 @@ def remember_split(text: str, chunks: list[str], ids: tuple | None = None) -> No
     ``ids``: (``index``, ids) where ``index`` is a dict word -> id whose ids are its insertion
     order and only grow (langid's fastText word index) and ``ids`` its id of each chunk, so that
     ``SpacyWords.prefetch`` looks up only the distinct ids, not every chunk again."""
-    if len(_SPLITS) >= RECENT_TEXTS:
-        _SPLITS.clear()
-    _SPLITS[text] = (chunks, ids)
-
-
-def split_text(text: str) -> list[str]:
-    """``text.split()``, the remembered list where there is one."""
-    entry = _SPLITS.get(text)
-    return text.split() if entry is None else entry[0]
+    if len(_RECENT) >= RECENT_TEXTS:
+        _RECENT.clear()
+    _RECENT[text] = Recent(chunks, ids)
 
 
 # --- spaCy splitter ----------------------------------------------------------------------------
@@ -150,14 +159,13 @@ class SpacyWords:
         self._shortcut = language in SHORTCUT_LANGUAGES
         self._compound = self._shortcut and language in COMPOUND_LANGUAGES
         self._memo: dict[str, tuple[str, ...]] = {}
-        self._recent: dict[str, list] = {}  # text -> [chunks, tokens or None (not made yet), chunk ids or None]
         self._sentence_memo: dict[str, int] = {}  # chunk -> its packed sentence effect
         self._stats_memo: dict[str, int] = {}  # chunk -> its token_stats, packed
         self._clear_ids()
 
     def reset(self) -> None:
         """Forget every remembered chunk and text (the pipeline stays loaded)."""
-        for memo in (self._memo, self._recent, self._sentence_memo, self._stats_memo, _SPLITS):
+        for memo in (self._memo, self._sentence_memo, self._stats_memo, _RECENT):
             memo.clear()
         self._clear_ids()
 
@@ -175,7 +183,9 @@ class SpacyWords:
         self._id_toff = np.zeros(1024, dtype=np.int64)  # id -> where its token lengths start in _tok_lens
         self._tok_lens = np.zeros(4096, dtype=np.int64)
         self._n_tok_lens = 0
-        self._recent.clear()  # recent texts hold ids
+        for entry in _RECENT.values():  # recent texts' ids here are void
+            if entry.owner is self:
+                entry.owner = entry.ids = entry.tokens = None
         self._generation = getattr(self, "_generation", 0) + 1  # ids given before this are void
         self._lid_index = None  # the word index (see remember_split) whose ids _lid_map translates
         self._lid_map = np.zeros(0, dtype=np.int64)  # its id -> chunk id, -1: not known yet
@@ -299,18 +309,18 @@ class SpacyWords:
     def prefetch(self, texts: list[str]) -> None:
         """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``, whose
         exit costs about half a millisecond) for a batch instead of one per text. The texts'
-        chunks and tokens are remembered as recent texts."""
+        chunk ids are remembered as recent texts (``Recent``)."""
         with _gc_paused():
             self._prefetch(texts)
 
     def _prefetch(self, texts: list[str]) -> None:
-        recent = self._recent
-        texts = [t for t in dict.fromkeys(texts[:RECENT_TEXTS]) if t not in recent]
-        entries = [_SPLITS.get(t) or (t.split(), None) for t in texts]
-        split = [e[0] for e in entries]
+        todo = [(t, _RECENT.get(t) or Recent(t.split())) for t in dict.fromkeys(texts[:RECENT_TEXTS])]
+        todo = [(t, e) for t, e in todo if e.owner is not self]  # not those prefetched or split here
+        texts, entries = [t for t, _ in todo], [e for _, e in todo]
+        split = [e.chunks for e in entries]
         # texts whose chunks have ids in one word index (langid's): translated by an array
-        index = next((e[1][0] for e in entries if e[1] is not None), None)
-        by_index = [e[1] is not None and e[1][0] is index for e in entries]
+        index = next((e.word_ids[0] for e in entries if e.word_ids is not None), None)
+        by_index = [e.word_ids is not None and e.word_ids[0] is index for e in entries]
         other = [c for c, b in zip(split, by_index) if not b]
         missing = set(chain.from_iterable(other)).difference(self._ids)
         if len(missing) >= MEMO_SIZE // 2:
@@ -324,7 +334,7 @@ class SpacyWords:
         generation, ids = self._generation, self._ids
         parts = []  # each text's chunk ids
         if index is not None:
-            lids = np.concatenate([e[1][1] for e, b in zip(entries, by_index) if b])
+            lids = np.concatenate([e.word_ids[1] for e, b in zip(entries, by_index) if b])
             all_ids = self._index_ids(index, lids)
             if all_ids is None:  # too many new chunks at once
                 return
@@ -339,12 +349,13 @@ class SpacyWords:
             parts = [None] * len(texts)
         if self._generation != generation:  # the ids were emptied while learning: no entries
             return
-        if len(recent) + len(texts) > RECENT_TEXTS:
-            recent.clear()
-        for t, chunks, part in zip(texts, split, parts):
+        if len(_RECENT) + sum(t not in _RECENT for t in texts) > RECENT_TEXTS:
+            _RECENT.clear()
+        for t, entry, part in zip(texts, entries, parts):
             if part is None:
-                part = np.fromiter(map(ids.__getitem__, chunks), dtype=np.int64, count=len(chunks))
-            recent[t] = [chunks, None, part]  # tokens made when asked for (``tokens``)
+                part = np.fromiter(map(ids.__getitem__, entry.chunks), dtype=np.int64, count=len(entry.chunks))
+            entry.owner, entry.ids, entry.tokens = self, part, None  # tokens made when asked for
+            _RECENT[t] = entry
 
     def _index_ids(self, index: dict, lids: np.ndarray) -> np.ndarray | None:
         """The chunk ids of the words with ids ``lids`` in ``index`` (see ``remember_split``);
@@ -397,39 +408,22 @@ class SpacyWords:
             self._memo = {}
             return [self._tokenize_alone(c) for c in chunks]
 
-    def sentence_effects(self, chunks: list[str]) -> list[tuple[int, bool, int, bool]]:
-        """``_sentence_effect`` of each chunk's tokens, remembered per chunk."""
-        return [_decode_effect(c) for c in self.sentence_codes(chunks)]
-
-    def sentence_codes(self, chunks: list[str]) -> list[int]:
+    def sentence_codes(self, chunks: list[str]) -> np.ndarray:
         """``_sentence_effect`` of each chunk's tokens, packed in one integer (``_encode_effect``),
         remembered per chunk."""
-        memo = self._sentence_memo
-        try:
-            return list(map(memo.__getitem__, chunks))
-        except KeyError:
-            self._learn_sentences(set(chunks))
-        return list(map(memo.__getitem__, chunks))
-
-    def sentence_code_array(self, chunks: list[str]) -> np.ndarray:
-        """``sentence_codes`` as an int64 array."""
         get = self._sentence_memo.__getitem__
         try:
             return np.fromiter(map(get, chunks), dtype=np.int64, count=len(chunks))
         except KeyError:
-            return np.array(self.sentence_codes(chunks), dtype=np.int64)
-
-    def split(self, text: str) -> list[str]:
-        """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
-        entry = self._recent.get(text)
-        return split_text(text) if entry is None else entry[0]
+            self._learn_sentences(set(chunks))
+        return np.fromiter(map(get, chunks), dtype=np.int64, count=len(chunks))
 
     def text_sentence_codes(self, text: str) -> np.ndarray:
-        """``sentence_code_array(text.split())``, gathered by chunk id for a prefetched text."""
-        entry = self._recent.get(text)
-        if entry is None or entry[2] is None:
-            return self.sentence_code_array(self.split(text))
-        ids = entry[2]
+        """``sentence_codes(text.split())``, gathered by chunk id for a prefetched text."""
+        entry = self._prefetched(text)
+        if entry is None:
+            return self.sentence_codes(self.split(text))
+        ids = entry.ids
         codes = self._id_codes[ids]
         unknown = codes < 0
         if unknown.any():
@@ -461,10 +455,10 @@ class SpacyWords:
         """``token_stats`` of the tokens of ``text``: each chunk's counts are remembered packed in
         one integer (``STATS_BITS`` bits a field), so the sum of the packed integers is the packed
         sums (no field comes near 2**40)."""
-        entry = self._recent_entry(text)
-        if entry[2] is not None:  # a prefetched text: a gather by chunk id
-            return tuple(self._id_stats[entry[2]].sum(axis=0).tolist())
-        chunks = entry[0]
+        entry = self._prefetched(text)
+        if entry is not None:  # a gather by chunk id
+            return tuple(self._id_stats[entry.ids].sum(axis=0).tolist())
+        chunks = self.split(text)
         memo = self._stats_memo
         try:
             packed = sum(map(memo.__getitem__, chunks))
@@ -486,7 +480,7 @@ class SpacyWords:
         rest = []
         for c in missing:
             if c.isalpha() and c not in rules:  # one token, a word of letters
-                memo[c] = _ONE_WORD + (len(c) << (2 * STATS_BITS))
+                memo[c] = _ALPHA_STATS[len(c)]
             else:
                 rest.append(c)
         for c, toks in zip(rest, self.chunk_tokens(rest)):
@@ -497,43 +491,49 @@ class SpacyWords:
         with self._nlp.memory_zone():
             return tuple(t.text for t in self._tokenizer(chunk) if not t.is_space)
 
+    def split(self, text: str) -> list[str]:
+        """``text.split()`` (remembered for recent texts: the same string objects, hashes known)."""
+        entry = _RECENT.get(text)
+        return text.split() if entry is None else entry.chunks
+
+    def _prefetched(self, text: str) -> Recent | None:
+        """The recent entry of ``text`` where it holds chunk ids here."""
+        entry = _RECENT.get(text)
+        return entry if entry is not None and entry.owner is self and entry.ids is not None else None
+
     def tokens(self, text: str) -> list[str]:
         """The tokens of ``text``. The heuristic stages of one pipeline split the same documents one
         after the other, so the last ``RECENT_TEXTS`` texts' tokens are kept (callers must not
         modify the list)."""
-        entry = self._recent_entry(text)
-        if entry[1] is None:  # a prefetched text: its chunks' tokens by id
-            entry[1] = list(chain.from_iterable(map(self._id_tokens.__getitem__, entry[2].tolist())))
-        return entry[1]
+        entry = _RECENT.get(text)
+        if entry is None or entry.owner is not self:
+            if entry is None:
+                if len(_RECENT) >= RECENT_TEXTS:
+                    _RECENT.clear()
+                _RECENT[text] = entry = Recent(text.split())
+            entry.owner, entry.ids, entry.tokens = self, None, None
+        if entry.tokens is None:
+            if entry.ids is None:
+                entry.tokens = list(chain.from_iterable(self.chunk_tokens(entry.chunks)))
+            else:  # a prefetched text: its chunks' tokens by id
+                entry.tokens = list(chain.from_iterable(map(self._id_tokens.__getitem__, entry.ids.tolist())))
+        return entry.tokens
 
     def glued(self, text: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(each token's length, the code points of the tokens glued together) of a prefetched
         text, from its chunk ids (a chunk's tokens glued are the chunk); None for other texts."""
-        entry = self._recent.get(text)
-        if entry is None or entry[2] is None:
+        entry = self._prefetched(text)
+        if entry is None:
             return None
-        ids = entry[2]
+        ids = entry.ids
         counts = self._id_ntok[ids]
         ends = np.cumsum(counts)
         # positions in _tok_lens: each chunk's run of token lengths, one after the other
         at = np.repeat(self._id_toff[ids] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)
-        glued = "".join(entry[0])
+        glued = "".join(entry.chunks)
         if _SURROGATE_RE.search(glued):  # the tokens hold U+FFFD there
             glued = "".join(self.tokens(text))
         return self._tok_lens[at], np.frombuffer(glued.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
-    def _recent_entry(self, text: str) -> tuple:
-        """(``text.split()``, tokens, chunk ids or None) of ``text``, remembered for the last
-        ``RECENT_TEXTS`` texts (ids for texts that came through ``prefetch``)."""
-        recent = self._recent
-        entry = recent.get(text)
-        if entry is None:
-            chunks = split_text(text)
-            entry = [chunks, list(chain.from_iterable(self.chunk_tokens(chunks))), None]
-            if len(recent) >= RECENT_TEXTS:
-                recent.clear()
-            recent[text] = entry
-        return entry
 
 
 STATS_BITS = 48
@@ -577,8 +577,6 @@ def _has_letter(tok: str) -> bool:
 _ASCII_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _MARKS = frozenset(",;:!?.")
-_OPENERS = frozenset('"(')
-_CLOSERS = frozenset('")')
 
 
 _PLAIN_RE = re.compile(r'(["(]?)([^\W\d_]+)([,;:!?.]?)([")]?)')  # the shape plain_tokens handles
@@ -689,13 +687,6 @@ def check_splitter(words: str, language: str) -> None:
         spacy_words(language)
 
 
-def tokens(text: str, words: str = "spacy", language: str = "en") -> list[str]:
-    """The tokens of ``text`` (words and punctuation) under splitter ``words``."""
-    if words == "regex":
-        return regex_tokens(text)
-    return spacy_words(language).tokens(text)
-
-
 # --- spaCy's sentencizer, over the tokens of one line --------------------------------------------
 
 # spacy.pipeline.Sentencizer.default_punct_chars
@@ -721,7 +712,7 @@ def count_sentences(line: str, words: str = "spacy", language: str = "en", chunk
         return len(regex_sentences(line))
     if chunks is None:
         chunks = line.split()
-    effects = spacy_words(language).sentence_effects(chunks)
+    effects = map(_decode_effect, spacy_words(language).sentence_codes(chunks).tolist())
     n, seen_end = 1, False
     if len(line) - sum(map(len, chunks)) == line.count(" ") == len(chunks) - 1:  # single spaces only
         for eff in effects:
@@ -782,7 +773,7 @@ def _line_sentences(codes, starts, ends) -> int:
 
 def line_sentences(codes: np.ndarray, starts: list[int], stops: list[int]) -> int:
     """``count_sentences`` summed over lines given as ranges ``starts[k]:stops[k]`` of a document's
-    chunk codes (``SpacyWords.sentence_code_array``); each line's chunks separated by single spaces."""
+    chunk codes (``SpacyWords.text_sentence_codes``); each line's chunks separated by single spaces."""
     if not starts:
         return 0
     return int(_line_sentences(codes, np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)))
