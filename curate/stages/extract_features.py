@@ -500,9 +500,9 @@ def _bits(values: list[int], n_bits: int) -> np.ndarray:
 def _title_overlap(texts: list[str], title: str) -> np.ndarray:
     """Per block: share of its words in the page title, share of the title's words in it (blocks of up to
     300 characters; words: lower-cased ``\\w+``, each counted once). All short blocks are lower-cased in one
-    pass and their words counted with numpy: each word is a run of word characters (``_classes``, the same
-    ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its code points (two different words
-    of one page sharing a hash: odds about 1e-13 per page)."""
+    pass and their words counted by one compiled scan (``_title_counts``): each word is a run of word
+    characters (``_classes``, the same ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its
+    code points (``_word_hash``; two different words of one block sharing a hash: odds about 1e-17)."""
     tw = set(_WORD_RE.findall(title.lower()))
     out = np.zeros((len(texts), 2), dtype=np.float32)
     if not tw:
@@ -520,66 +520,79 @@ def _title_overlap(texts: list[str], title: str) -> np.ndarray:
                 out[i, 0] = common / len(bw)
                 out[i, 1] = common / len(tw)
         return out
-    block, key = _word_hashes(joined)
-    if block.size == 0:
-        return out
-    title_key = np.array([_word_hash(w) for w in tw], dtype=np.uint64)
-    # one entry per (block, word): the word's hash mixed with its block's number
-    pair = key + block.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    _, first = np.unique(pair, return_index=True)
-    ub = block[first]
-    in_title = np.isin(key[first], title_key)
-    n_words = np.bincount(ub, minlength=len(short))
-    common = np.bincount(ub, weights=in_title, minlength=len(short))
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    title_key = np.sort(np.array([_word_hash(w) for w in tw], dtype=np.uint64))
+    ok, n_words, common = _title_counts(cps, _CLASS_TABLE, title_key, len(short))
+    if not ok:  # code points not seen before: fill their classes, then count
+        _classes(cps)
+        ok, n_words, common = _title_counts(cps, _CLASS_TABLE, title_key, len(short))
     has = np.flatnonzero(n_words)
     rows = np.asarray(short, dtype=np.int64)[has]
+    common = common.astype(np.float64)
     out[rows, 0] = common[has] / n_words[has]
     out[rows, 1] = common[has] / len(tw)
     return out
 
 
 _HASH_BASE = 0x100000001B3
-_POWERS = np.ones(1, dtype=np.uint64)      # B**k modulo 2**64
-_INV_POWERS = np.ones(1, dtype=np.uint64)  # B**-k modulo 2**64 (B is odd: it has an inverse)
 
 
 def _word_hash(word: str) -> int:
-    """``sum cp[k] * B**k`` modulo 2**64 over the code points of ``word`` (what ``_word_hashes`` gives)."""
+    """``sum cp[k] * B**k`` modulo 2**64 over the code points of ``word`` (what ``_title_counts`` computes)."""
     return sum(ord(ch) * pow(_HASH_BASE, k, 2**64) for k, ch in enumerate(word)) % 2**64
 
 
-def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``_POWERS`` and ``_INV_POWERS`` with at least ``n`` entries (grown as pages need)."""
-    global _POWERS, _INV_POWERS
-    if _POWERS.size < n:
-        size = max(n, 2 * _POWERS.size, 4096)
-        for base in (_HASH_BASE, pow(_HASH_BASE, -1, 2**64)):
-            p = np.empty(size, dtype=np.uint64)
-            p[0] = 1
-            np.cumprod(np.full(size - 1, base, dtype=np.uint64), out=p[1:])
-            if base == _HASH_BASE:
-                _POWERS = p
-            else:
-                _INV_POWERS = p
-    return _POWERS, _INV_POWERS
-
-
-def _word_hashes(s: str) -> tuple[np.ndarray, np.ndarray]:
-    """The words (maximal runs of ``\\w``) of ``s``: for each, the number of "\\x00" before it (its block) and
-    ``_word_hash`` of it."""
-    cps = np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    n = cps.size
-    isw = np.zeros(n + 2, dtype=bool)
-    isw[1:-1] = (_classes(cps) & 1).view(bool)
-    starts = np.flatnonzero(isw[1:-1] & ~isw[:-2])
-    ends = np.flatnonzero(isw[1:-1] & ~isw[2:]) + 1
-    powers, inv = _power_tables(n + 1)
-    prefix = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(cps * powers[:n], out=prefix[1:])
-    # (prefix[end] - prefix[start]) / B**start, all modulo 2**64
-    key = (prefix[ends] - prefix[starts]) * inv[starts]
-    block = np.cumsum(cps == 0)[starts]
-    return block, key
+@nb.njit(cache=True)
+def _title_counts(cps, table, title_key, n_blocks):
+    """One pass over the code points of the "\\x00"-joined blocks: per block, how many distinct words (runs of
+    ``\\w``, told apart by ``_word_hash``) and how many of them are in ``title_key`` (sorted). ok = False when a
+    code point's class is not in ``table`` yet (255)."""
+    n_words = np.zeros(n_blocks, dtype=np.int64)
+    common = np.zeros(n_blocks, dtype=np.int64)
+    keys = np.empty(cps.size // 2 + 1, dtype=np.uint64)
+    base = np.uint64(_HASH_BASE)
+    m = 0  # words of the current block so far
+    block = 0
+    h = np.uint64(0)
+    p = np.uint64(1)
+    in_word = False
+    for i in range(cps.size + 1):
+        if i < cps.size:
+            cp = cps[i]
+            k = table[cp]
+            if k == 255:
+                return False, n_words, common
+        else:  # past the end: the last block ends
+            cp = np.uint32(0)
+            k = np.uint8(0)
+        if k & 1:
+            if not in_word:
+                in_word = True
+                h = np.uint64(0)
+                p = np.uint64(1)
+            h += np.uint64(cp) * p
+            p *= base
+            continue
+        if in_word:
+            keys[m] = h
+            m += 1
+            in_word = False
+        if cp == 0:  # the end of a block (or of the last one)
+            if m:
+                ks = np.sort(keys[:m])
+                distinct = 0
+                hit = 0
+                for j in range(m):
+                    if j == 0 or ks[j] != ks[j - 1]:
+                        distinct += 1
+                        t = np.searchsorted(title_key, ks[j])
+                        if t < title_key.size and title_key[t] == ks[j]:
+                            hit += 1
+                n_words[block] = distinct
+                common[block] = hit
+            m = 0
+            block += 1
+    return True, n_words, common
 
 
 _CLASS_CACHE: dict[int, int] = {}
@@ -601,41 +614,74 @@ def _char_class(cp: int) -> int:
     return k
 
 
-_CODE_BITS = ((np.arange(64)[:, None] >> np.arange(6)) & 1).astype(np.int64)  # code -> its bits
-
-
 def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
-    """Per-block text features, counted over the page's code points at once (numpy). ``pre``: blocks
-    whose white space was kept (``<pre>``); the others hold single spaces between words."""
+    """Per-block text features, counted by one compiled scan over the page's code points (``_text_counts``).
+    ``pre``: blocks whose white space was kept (``<pre>``); the others hold single spaces between words."""
     n = len(texts)
     chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     cps = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cls = _classes(cps)
-    # block of each code point (the \x00 separators belong to the block before them and are no word character)
-    starts = np.concatenate(([0], np.cumsum(chars[:-1] + 1)))
-    block = np.repeat(np.arange(n), chars + 1)[: cps.size]
-    isw = (cls & 1).astype(np.uint8)
-    wstart = isw.copy()
-    wstart[1:] &= 1 - isw[:-1]
-    # one histogram per block over a 6-bit code: word start, digit, sentence mark, separator, comma, space
-    code = (cls & 30) | wstart | ((cps == 32).astype(np.uint8) << 5)
-    hist = np.bincount(block * 64 + code, minlength=n * 64).reshape(n, 64)
-    counts = (hist @ _CODE_BITS).astype(np.float32)  # [n, 6]: how many code points have each bit
-    wtok, digits, sent, seps, comma, spaces = counts.T
+    ok, counts, ends = _text_counts(cps, _CLASS_TABLE, chars)
+    if not ok:  # code points not seen before: fill their classes, then count
+        _classes(cps)
+        ok, counts, ends = _text_counts(cps, _CLASS_TABLE, chars)
+    wtok, digits, sent, seps, comma, spaces = counts.astype(np.float32).T
     # words (str.split): single spaces between them, except in <pre> blocks
     words = spaces + 1
     for i in np.flatnonzero(pre):
         words[i] = len(texts[i].split())
-    first = cls[starts]
-    last = cps[starts + chars - 1]
-    upper0 = ((first & 32) != 0).astype(np.float32)
-    endp = ((cls[starts + chars - 1] & 4) != 0).astype(np.float32)
-    colon = (last == ord(":")).astype(np.float32)
+    upper0, endp, colon = ends.astype(np.float32).T
     chars = chars.astype(np.float32)
     lchars = np.log1p(chars)
     return np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(chars, 1), np.log1p(sent),
                      sent / np.maximum(words, 1), np.log1p(comma), np.log1p(seps), digits / np.maximum(chars, 1),
                      upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
+
+
+@nb.njit(cache=True)
+def _text_counts(cps, table, chars):
+    """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
+    separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
+    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits); and whether its first
+    code point is upper case, its last a sentence mark, its last a colon. ok = False when a code point's
+    class is not in ``table`` yet (255)."""
+    n = chars.size
+    counts = np.zeros((n, 6), dtype=np.int64)
+    ends = np.zeros((n, 3), dtype=np.int64)
+    i = 0
+    prev_w = False
+    for b in range(n):
+        start = i
+        stop = i + chars[b] + 1
+        if stop > cps.size:
+            stop = cps.size
+        for j in range(start, stop):
+            cp = cps[j]
+            k = table[cp]
+            if k == 255:
+                return False, counts, ends
+            w = (k & 1) != 0
+            if w and not prev_w:
+                counts[b, 0] += 1
+            prev_w = w
+            if k & 2:
+                counts[b, 1] += 1
+            if k & 4:
+                counts[b, 2] += 1
+            if k & 8:
+                counts[b, 3] += 1
+            if k & 16:
+                counts[b, 4] += 1
+            if cp == 32:
+                counts[b, 5] += 1
+        last = start + chars[b] - 1
+        if last < 0:
+            last += cps.size
+        if start < cps.size:
+            ends[b, 0] = (table[cps[start]] & 32) != 0
+        ends[b, 1] = (table[cps[last]] & 4) != 0
+        ends[b, 2] = cps[last] == 58  # ":"
+        i = stop
+    return True, counts, ends
 
 
 N_TEXT = 14
