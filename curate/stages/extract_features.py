@@ -188,6 +188,184 @@ def strip_html(html: str) -> str:
     return _STRIP_RE.sub(" ", html)
 
 
+def strip_utf8(data, valid: bool = False) -> bytes | None:
+    """``strip_html`` of a page given as UTF-8 bytes (``bytes`` or a uint8 array), done by one compiled scan
+    over its "<" (``_strip_scan``): the same bytes as ``strip_html(data.decode()).encode()``. ``valid``: the
+    caller knows the bytes are valid UTF-8 (``str.encode`` gave them, or Arrow validated the column). None
+    when they are not, or when a "<" or "</" is followed by a non-ASCII character where the regular
+    expression's Unicode rules could decide (``re.I`` folds "ſ" to "s" and "İ", "ı" to "i"; ``\\s`` and
+    ``\\b`` know Unicode spaces and letters): the caller then takes the ``str`` path."""
+    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    if not valid and not _utf8_valid(buf):
+        return None
+    out, size = _strip_scan(buf, np.flatnonzero(buf == 60))
+    if size < 0:
+        return None
+    return out[:size].tobytes()
+
+
+@nb.njit(cache=True)
+def _utf8_valid(buf):
+    """Whether ``buf`` is UTF-8 that Python's strict decoder accepts (no overlong forms, no surrogates, at
+    most U+10FFFF)."""
+    n = buf.size
+    i = 0
+    while i < n:
+        b = buf[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            k = 1
+            lo, hi = 0x80, 0xBF
+        elif 0xE0 <= b <= 0xEF:
+            k = 2
+            lo = 0xA0 if b == 0xE0 else 0x80
+            hi = 0x9F if b == 0xED else 0xBF
+        elif 0xF0 <= b <= 0xF4:
+            k = 3
+            lo = 0x90 if b == 0xF0 else 0x80
+            hi = 0x8F if b == 0xF4 else 0xBF
+        else:
+            return False
+        if i + k >= n:
+            return False
+        c = buf[i + 1]
+        if c < lo or c > hi:
+            return False
+        for j in range(2, k + 1):
+            c = buf[i + j]
+            if c < 0x80 or c > 0xBF:
+                return False
+        i += k + 1
+    return True
+
+
+# the element names of _STRIP_RE, as lower-case ASCII bytes, in the order the alternation tries them
+_STRIP_NAMES = np.array([list(b"script\0\0"), list(b"style\0\0\0"), list(b"svg\0\0\0\0\0"), list(b"template")],
+                        dtype=np.uint8)
+_STRIP_LENS = np.array([6, 5, 3, 8], dtype=np.int64)
+_NO_MATCH = -1
+_UNSURE = -2
+
+
+@nb.njit(cache=True, inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
+
+
+@nb.njit(cache=True, inline="always")
+def _ascii_word(c):
+    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+
+
+@nb.njit(cache=True, inline="always")
+def _ascii_space(c):
+    # str.isspace() of the ASCII code points: \t \n \v \f \r, \x1c-\x1f and the space
+    return (9 <= c <= 13) or (28 <= c <= 32)
+
+
+@nb.njit(cache=True)
+def _match_at(buf, lt, t, names, lens):
+    """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
+    "<"); ``_NO_MATCH``; or ``_UNSURE`` where a non-ASCII character could change the regular expression's
+    verdict."""
+    n = buf.size
+    i = lt[t]
+    for w in range(names.shape[0]):
+        m = lens[w]
+        j = 0
+        while j < m:
+            q = i + 1 + j
+            if q >= n:
+                break
+            c = buf[q]
+            if c >= 0x80:
+                return _UNSURE
+            if _lower(c) != names[w, j]:
+                break
+            j += 1
+        if j < m:
+            continue
+        q = i + 1 + m
+        if q < n:
+            if buf[q] >= 0x80:
+                return _UNSURE
+            if _ascii_word(buf[q]):
+                continue  # no \b after the name
+        # the opening tag ends at the first ">"
+        while q < n and buf[q] != 62:
+            q += 1
+        if q >= n:
+            return _NO_MATCH  # the name's first letter rules out a comment too
+        # the first "</name\s*>" after it (name compared case-insensitively)
+        u = t + 1
+        while u < lt.size and lt[u] <= q:
+            u += 1
+        while u < lt.size:
+            p = lt[u]
+            u += 1
+            if p + 1 < n and buf[p + 1] == 47:
+                k = 0
+                while k < m:
+                    r = p + 2 + k
+                    if r >= n:
+                        break
+                    c = buf[r]
+                    if c >= 0x80:
+                        return _UNSURE
+                    if _lower(c) != names[w, k]:
+                        break
+                    k += 1
+                if k == m:
+                    r = p + 2 + m
+                    while r < n and _ascii_space(buf[r]):
+                        r += 1
+                    if r < n:
+                        if buf[r] >= 0x80:
+                            return _UNSURE
+                        if buf[r] == 62:
+                            return r + 1
+        return _NO_MATCH
+    # "<!--" ... "-->"
+    if i + 3 < n and buf[i + 1] == 33 and buf[i + 2] == 45 and buf[i + 3] == 45:
+        q = i + 4
+        while q + 2 < n:
+            if buf[q] == 45 and buf[q + 1] == 45 and buf[q + 2] == 62:
+                return q + 3
+            q += 1
+    return _NO_MATCH
+
+
+@nb.njit(cache=True)
+def _strip_scan(buf, lt):
+    """``_STRIP_RE.sub(" ", ...)`` over UTF-8 bytes (``lt``: the positions of "<"): (output buffer, its
+    length), length -1 when unsure. The text between matches is copied in slices."""
+    n = buf.size
+    out = np.empty(n, dtype=np.uint8)
+    o = 0
+    i = 0  # bytes before i are done
+    t = 0
+    while t < lt.size:
+        p = lt[t]
+        if p < i:  # inside the last match
+            t += 1
+            continue
+        e = _match_at(buf, lt, t, _STRIP_NAMES, _STRIP_LENS)
+        if e == _UNSURE:
+            return out, -1
+        if e >= 0:
+            out[o:o + p - i] = buf[i:p]
+            o += p - i
+            out[o] = 32
+            o += 1
+            i = e
+        t += 1
+    out[o:o + n - i] = buf[i:n]
+    o += n - i
+    return out, o
+
+
 # -------------------------------------------------------------------------------------------- tags
 BLOCK_TAGS = {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "tr", "table", "pre",
               "blockquote", "section", "article", "main", "header", "footer", "nav", "aside", "dd", "dt", "dl",
@@ -285,12 +463,16 @@ def utf8(html: str) -> bytes | None:
         return None
 
 
-def parse(html: str, data: bytes | None = None):
+def parse(html: str | None, data: bytes | None = None):
     """lexbor (selectolax) tree of the (already stripped) HTML, or None. ``data``: ``utf8(html)`` when the
-    caller has it (lexbor then parses those bytes instead of encoding the text again)."""
+    caller has it (lexbor then parses those bytes instead of encoding the text again); ``html`` may then be
+    None."""
     from selectolax.lexbor import LexborHTMLParser
 
-    if not html or html.isspace():
+    if html is None:  # only the bytes (a page of white space gives no block either way)
+        if not data or data.isspace():
+            return None
+    elif not html or html.isspace():
         return None
     try:
         tree = LexborHTMLParser(html if data is None else data)
@@ -689,13 +871,19 @@ MAX_DEPTH = 200  # elements below this depth are read as plain text (real pages 
 GROUP_LEVELS = (1, 2, 4, 8)
 
 
-def features(html: str, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
+def features(html: str | None, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
     """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
-    stripped page's ``utf8`` bytes, when the caller has them."""
-    if not stripped:
-        html = strip_html(html)
-        data = None
-    m = _OG_TYPE_RE.search(html, 0, 20000)
+    stripped page's ``utf8`` bytes, when the caller has them (then ``html`` may be None)."""
+    if html is None:
+        # the Open Graph type is looked for in the first 20,000 characters, which lie in the first 80,000
+        # bytes (a character an "ignore" drops at that cut lies beyond them)
+        head = data[:80000].decode("utf-8", "ignore")
+    else:
+        if not stripped:
+            html = strip_html(html)
+            data = None
+        head = html
+    m = _OG_TYPE_RE.search(head, 0, 20000)
     og = m.group(1).lower() if m else ""
     tree = parse(html, data)
     if tree is None:
