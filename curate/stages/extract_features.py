@@ -429,14 +429,26 @@ class Blocks:
 
 
 _class_cache: dict[str, int] = {}
+_token_cache: dict[str, int] = {}
 
 
 def _class_mask(s: str) -> int:
+    """The bits of the ``CLASS_WORDS`` that ``_CLASS_WORD_RE.findall(s.lower())`` finds. No class word holds
+    white space, so no match crosses it: the matches are those of each white-space separated token, and a
+    token's bits are cached on their own (class lists are new on almost every site, their tokens are not)."""
     m = _class_cache.get(s)
     if m is None:
         m = 0
-        for w in _CLASS_WORD_RE.findall(s.lower()):
-            m |= _CLASS_WORD_BIT[w]
+        for tok in s.split():
+            b = _token_cache.get(tok)
+            if b is None:
+                b = 0
+                for w in _CLASS_WORD_RE.findall(tok.lower()):
+                    b |= _CLASS_WORD_BIT[w]
+                if len(_token_cache) > 200_000:
+                    _token_cache.clear()
+                _token_cache[tok] = b
+            m |= b
         if len(_class_cache) > 200_000:
             _class_cache.clear()
         _class_cache[s] = m
