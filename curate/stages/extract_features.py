@@ -773,7 +773,14 @@ def _title_counts(cps, table, title_key, n_blocks):
             in_word = False
         if cp == 0:  # the end of a block (or of the last one)
             if m:
-                ks = np.sort(keys[:m])
+                ks = keys[:m]
+                for j in range(1, m):  # insertion sort: a short block has few words
+                    v = ks[j]
+                    t = j - 1
+                    while t >= 0 and ks[t] > v:
+                        ks[t + 1] = ks[t]
+                        t -= 1
+                    ks[t + 1] = v
                 distinct = 0
                 hit = 0
                 for j in range(m):
@@ -888,8 +895,10 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     stripped page's ``utf8`` bytes, when the caller has them (then ``html`` may be None)."""
     if html is None:
         # the Open Graph type is looked for in the first 20,000 characters, which lie in the first 80,000
-        # bytes (a character an "ignore" drops at that cut lies beyond them)
-        head = data[:80000].decode("utf-8", "ignore")
+        # bytes (a character an "ignore" drops at that cut lies beyond them); only ASCII matches "og:type"
+        # under re.I, so without those bytes (in any case) there is none
+        head = data[:80000]
+        head = head.decode("utf-8", "ignore") if b"og:type" in head.lower() else ""
     else:
         if not stripped:
             html = strip_html(html)

@@ -15,10 +15,12 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
    owner (``extract_features.GROUP_LEVELS``);
 3. ``p = sigmoid(h Wout + bout)``.
 
-Inference is numpy matrix products and numba-compiled loops (``_standardise``, ``_segment_means``,
-``_context_sum``); a context layer is computed from its parts (the blocks' own and neighbours' weights in
-one product, each container's mean times its weights once per container), the same function as the
-plain-numpy statement of the context in ``segments`` / ``context`` followed by one product.
+Inference is numpy matrix products and numba-compiled loops (``_sparse_product``, ``_segment_means``,
+``_context_sum``): the standardisation is folded into the first layer, whose product adds up only the
+features that are not zero (most are 0/1 flags); a context layer is computed from its parts (the blocks'
+own and neighbours' weights in one product, each container's mean times its weights once per container),
+the same function as the plain-numpy statement of the context in ``segments`` / ``context`` followed by
+one product (float32 rounding aside: probabilities agree to about 1e-6).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class BlockModel:
     meta: dict
     _inv_scale: np.ndarray | None = field(default=None, repr=False, compare=False)
     _split: list | None = field(default=None, repr=False, compare=False)
+    _first: tuple | None = field(default=None, repr=False, compare=False)
 
     def predict(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Probability that each block (row of ``x``, all blocks of one page in order) is main content.
@@ -73,17 +76,24 @@ class BlockModel:
             self._inv_scale = (1.0 / self.scale).astype(np.float32)
             self._split = [_split_context(w) if 0 < i < len(self.weights) - 1 else None
                            for i, w in enumerate(self.weights)]
-        h = _standardise(np.ascontiguousarray(x, dtype=np.float32), self.mean, self._inv_scale)
+            # the standardisation folded into the first layer: ((x - mean) / scale) W0 + b0 = x W0' + b0'
+            w0 = self.weights[0].astype(np.float64)
+            self._first = ((w0 / self.scale[:, None]).astype(np.float32),
+                           (self.biases[0] - (self.mean / self.scale).astype(np.float64) @ w0).astype(np.float32))
         seg, order, starts, inv_size = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
         n_segs = [int(np.searchsorted(starts[k], len(x))) for k in range(starts.shape[0])]
         last = len(self.weights) - 1
+        h = None
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            if 0 < i < last:
+            if i == 0:  # most features are 0/1 flags, mostly 0: the product over the non-zero ones only
+                h = _sparse_product(np.ascontiguousarray(x, dtype=np.float32), *self._first)
+            elif 0 < i < last:
                 local, per_group, page = self._split[i]
                 hw = h @ local
                 means = _segment_means(h, seg, inv_size)
-                group_w = np.stack([_padded(means[k, :n_segs[k]] @ per_group[k], len(x))
-                                    for k in range(len(per_group))])
+                group_w = np.empty((len(per_group), len(x), b.size), dtype=np.float32)
+                for k, wk in enumerate(per_group):  # rows past a level's segment count are never read
+                    np.matmul(means[k, :n_segs[k]], wk, out=group_w[k, :n_segs[k]])
                 h = _context_sum(hw, group_w, seg, h.mean(axis=0) @ page + b)
             else:
                 h = h @ w
@@ -156,17 +166,6 @@ def context(h: np.ndarray, segs) -> np.ndarray:
 # ``segments`` + ``context`` above are the plain-numpy statement of a context layer's input (what training
 # computes and the tests compare against); inference computes the layer from its parts (``predict``).
 @nb.njit(cache=True)
-def _standardise(x, mean, inv_scale):
-    """``(x - mean) * inv_scale`` in float32, one pass."""
-    n, m = x.shape
-    out = np.empty((n, m), dtype=np.float32)
-    for i in range(n):
-        for j in range(m):
-            out[i, j] = (x[i, j] - mean[j]) * inv_scale[j]
-    return out
-
-
-@nb.njit(cache=True)
 def _segment_ids(groups):
     """Per group column k: ``seg[k, i]``, the segment (0, 1, ... in order of first appearance) of block i;
     ``order[k]``, the blocks sorted by segment (page order inside one); ``starts[k, s]``, where segment s
@@ -222,9 +221,20 @@ def _split_context(w: np.ndarray):
     return local, [np.ascontiguousarray(p) for p in parts[n_local:-1]], np.ascontiguousarray(parts[-1])
 
 
-def _padded(a: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros((n, a.shape[1]), dtype=np.float32)
-    out[:len(a)] = a
+@nb.njit(cache=True)
+def _sparse_product(x, w, b):
+    """``x @ w + b`` (float32) adding up only the rows of ``w`` whose entry in ``x`` is not zero."""
+    n, m = x.shape
+    d = w.shape[1]
+    out = np.empty((n, d), dtype=np.float32)
+    for i in range(n):
+        for k in range(d):
+            out[i, k] = b[k]
+        for j in range(m):
+            v = x[i, j]
+            if v != 0:
+                for k in range(d):
+                    out[i, k] += v * w[j, k]
     return out
 
 
