@@ -3,9 +3,12 @@
 Rows whose ``content_type`` is ``text/html`` get their ``text`` replaced by the page's main text and
 ``content_type`` set to ``text/plain``; every other row passes through untouched.
 
-Every page first loses its scripts, styles, comments, SVG and templates (one linear regular expression,
-``extract_features.strip_html``); the size limit ``max_html_bytes`` applies to what is left, so real pages
-of several MB (mostly inline JavaScript and JSON) extract. Engines (``engine = ...``):
+The stage reads each page as the UTF-8 bytes of the Arrow text column (no Python string is made of the
+HTML). Every page first loses its scripts, styles, comments, SVG and templates (``extract_features.strip_utf8``,
+one compiled scan over the bytes that gives the same bytes as the regular expression ``strip_html``, which
+takes over where a non-ASCII character could decide); the size limit ``max_html_bytes`` applies to what is
+left, so real pages of several MB (mostly inline JavaScript and JSON) extract. Bytes that are not UTF-8
+are decoded with replacement characters. Engines (``engine = ...``):
 
 - ``blocks`` (default): the page is cut into blocks (paragraphs, headings, list items, table cells, ...) on
   lexbor's DOM (``extract_features``); a small learned classifier (``extract_model``: per-block features,
