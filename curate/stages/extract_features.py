@@ -675,11 +675,21 @@ def _id_info() -> dict[int, tuple]:
 _ROLE_BITS = {r: 1 << CLASS_WORDS.index(w) for r, w in _ROLE_WORDS.items()}
 
 
-def _ancestor(el_parent: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
-    out = idx.copy()
-    for _ in range(k):
-        nxt = el_parent[out]
-        out = np.where(nxt >= 0, nxt, out)
+@nb.njit(cache=True)
+def _ancestors(el_parent, idx, levels):
+    """Per element of ``idx`` and level k of ``levels`` (increasing): its ancestor k levels up (the root where
+    the chain ends sooner)."""
+    out = np.empty((idx.size, levels.size), dtype=np.int64)
+    for i in range(idx.size):
+        a = idx[i]
+        up = 0
+        for t in range(levels.size):
+            while up < levels[t]:
+                nxt = el_parent[a]
+                if nxt >= 0:
+                    a = nxt
+                up += 1
+            out[i, t] = a
     return out
 
 
@@ -933,13 +943,11 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     el_chars = np.array(el_chars, dtype=np.float32)
     el_link = np.array(el_link, dtype=np.float32)
     bel = np.array(b_el, dtype=np.int64)
-    cont, groups = [], []
-    for k in GROUP_LEVELS:
-        a = _ancestor(el_parent, bel, k)
-        groups.append(a)
-        c = el_chars[a]
-        cont += [np.log1p(c), el_link[a] / np.maximum(c, 1)]
-    cont = np.stack(cont, axis=1)
+    groups = _ancestors(el_parent, bel, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
+    c = el_chars[groups]
+    cont = np.empty((n, 2 * len(GROUP_LEVELS)), dtype=np.float32)
+    cont[:, 0::2] = np.log1p(c)
+    cont[:, 1::2] = el_link[groups] / np.maximum(c, 1)
 
     chars = np.exp(ts[:, 0]) - 1
     total = float(chars.sum())
@@ -980,7 +988,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     rel = (ts[:, 0] - ts[:, 0].max())[:, None]
     feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, neigh, page, rel,
                             _title_overlap(texts, title)], axis=1)
-    return Blocks(texts, feats.astype(np.float32), tags, np.stack(groups, axis=1))
+    return Blocks(texts, feats.astype(np.float32), tags, groups)
 
 
 TEXT_NAMES = ["log_chars", "log_words", "log_tokens", "link_density", "log_sentence_marks", "sentence_marks_per_word",
