@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python benchmarks/extract_quality.py            # all 1,497 pages (about 15-20 min)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 3 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
 over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
@@ -16,8 +16,9 @@ over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
 
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
-(``--speed-pages``, default 150), in interleaved rounds (A B C, B C A, C A B); a figure is the median over
-rounds, a ratio the median of per-round ratios (each round's ratio is printed too). Quarry is timed as
+(``--speed-pages``, default 150), in interleaved rounds (``--rounds``, default 5; the order rotates each
+round: A B C D, B C D A, ...; on a shared machine one round's ratio can be off by a third); a figure is
+the median over rounds, a ratio the median of per-round ratios (each round's ratio is printed too). Quarry is timed as
 the stage runs it on an Arrow table of the pages: reading the rows' UTF-8 bytes, cutting scripts and
 styles, parsing, features, the classifier, assembling the text, writing the output column;
 trafilatura and resiliparse get the same pages as Python strings.
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
                     help="read the cross-validated page texts that `python -m curate.stages.extract_train --oof FILE` "
                          "wrote (same folds, same code) instead of training the folds again here")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
     a = ap.parse_args(argv)
 
