@@ -505,8 +505,8 @@ def _flush(raw: str, owner: tuple, link: int, ea: int, en: int, blocks: list, el
             return
     n = len(text)
     lk = link if link < n else n
-    blocks.append((text, lk, owner, ea, en))
     ei = owner[0]
+    blocks.append((text, lk, ei, owner[1], owner[2] | ea, owner[3] | en, owner[4] | en, owner[5], owner[6]))
     el_chars[ei] += n
     el_link[ei] += lk
 
@@ -514,9 +514,11 @@ def _flush(raw: str, owner: tuple, link: int, ea: int, en: int, blocks: list, el
 def walk(tree):
     """One pass over the tree: (blocks, element parents, element chars, element link chars).
 
-    A block is ``(text, link chars, owner, inline ancestor bits, inline class bits)``; its *owner* is the
-    nearest block-level element above its text (or the body), a tuple (element index, own tag index,
-    ancestor tag bits, near class bits, any class bits, depth, tag, own class bits). Text of inline elements
+    A block is ``(text, link chars, owner's element index, owner's tag index, ancestor tag bits, near class
+    bits, any class bits, depth, tag)``; its *owner* is the nearest block-level element above its text (or
+    the body), a tuple (element index, own tag index, ancestor tag bits, near class bits, any class bits,
+    depth, tag, own class bits); the block's bits are its owner's with those of the inline elements its
+    text passed through. Text of inline elements
     joins the current block; the block is written when a block-level element starts or ends. An element's
     chars and link chars count the text of all blocks below it. Iterative (an explicit stack), so deep
     pages cost no recursion; below MAX_DEPTH levels an element's text is read as one run."""
@@ -923,11 +925,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     n = len(blocks)
     if n == 0:
         return None
-    texts, link, owners, extra_anc, extra_near = map(list, zip(*blocks))
-    b_el, own, anc, near, cls_any, depth, tags, _ = map(list, zip(*owners))
-    anc = [a | e for a, e in zip(anc, extra_anc)]
-    near = [a | e for a, e in zip(near, extra_near)]
-    cls_any = [a | e for a, e in zip(cls_any, extra_near)]
+    texts, link, b_el, own, anc, near, cls_any, depth, tags = map(list, zip(*blocks))
     title_node = tree.css_first("title")
     title = title_node.text() if title_node is not None else ""
     link = np.array(link, dtype=np.float32)
