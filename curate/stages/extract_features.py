@@ -14,15 +14,17 @@ break inside the block. Each block gets one row of numeric, language-neutral fea
 - position on the page, the same text features of the two blocks before and after it;
 - the page: total text, link density, share of text in lists and tables, Open Graph type.
 
-Scripts, styles, comments, SVG and templates are cut out of the HTML with one regular expression before
-parsing (:func:`strip_html`): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON)
-cheap, and what the stage's size limit is applied to.
+Scripts, styles, comments, SVG and templates are cut out of the HTML before parsing (:func:`strip_html`,
+one regular expression; :func:`strip_utf8`, the same cut as one compiled scan over UTF-8 bytes, which the
+stage uses): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON) cheap, and what
+the stage's size limit is applied to.
 
 Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes that the depth check
 :func:`too_deep_utf8` already scanned), walked once in Python (:func:`walk`, a loop with an explicit stack,
-tags read by lexbor's tag id); all per-block arithmetic is numpy over the finished block table, the text
-statistics and title overlap over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
-a change here leaves the features of WCXB's development pages as they were (the shipped model reads them).
+tags read by lexbor's tag id); the per-block arithmetic is numpy over the finished block table, with
+compiled scans (numba) for the text statistics and title overlap over the code points of all blocks at
+once and for the container ancestors. ``benchmarks/extract_features_check.py`` checks that a change here
+leaves the features of WCXB's development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
 
