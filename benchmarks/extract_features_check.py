@@ -5,10 +5,12 @@
 
 ``--dump`` writes, for every page of WCXB's development split (or ``--limit`` pages), the stripped HTML's
 hash, the block texts, tags, container groups and feature matrix of ``extract_features.features`` and the
-text the stage's path gives (``strip_utf8`` then ``extract_blocks_utf8``), into one compressed ``.npz`` per page plus ``texts.json``. ``--check``
+text the stage's path gives (``strip_utf8`` then ``extract_blocks_utf8``), into one compressed ``.npz`` per
+page plus ``texts.json``. ``--check``
 recomputes them with the code as it is now and compares: block texts, tags, groups and the integer / 0-1
 feature columns exactly; the other (float) columns with ``np.allclose(rtol=1e-6, atol=1e-6)``; extracted
-texts exactly; and that the byte-level stripping gives the regular expression's bytes. It prints the pages that differ (first few) and exits 1 when any does.
+texts exactly; and that the byte-level stripping gives the regular expression's bytes. It prints the pages
+that differ (first few) and exits 1 when any does.
 
 The feature matrix is what the shipped model (and any model trained on it) reads: a speed-up of the
 feature code must not change it.
