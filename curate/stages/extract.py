@@ -22,9 +22,9 @@ are decoded with replacement characters. Engines (``engine = ...``):
   plain resiliparse 0.776; per type CV / trafilatura: article 0.937 / 0.929, collection 0.676 / 0.581,
   documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
   service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine shared
-  with other benchmarks): 110-153 docs/s per core, 8.4-11.4x trafilatura over five runs (median of the
-  runs' ratios 9.4x; single rounds 6.8-13.6x; resiliparse alone: 15-19x): the 10x goal is met in some runs,
-  not reliably.
+  with other benchmarks; five runs of 5 rounds): 95-126 docs/s per core, 8.4-10.8x trafilatura (median
+  9.9x; single rounds 7.1-12.9x; resiliparse alone: 16-19x): the 10x goal is met in some runs, not
+  reliably.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
