@@ -5,10 +5,12 @@
 
 ``--dump`` writes, for every page of WCXB's development split (or ``--limit`` pages), the stripped HTML's
 hash, the block texts, tags, container groups and feature matrix of ``extract_features.features`` and the
-text ``extract_blocks`` gives, into one compressed ``.npz`` per page plus ``texts.json``. ``--check``
+text the stage's path gives (``strip_utf8`` then ``extract_blocks_utf8``), into one compressed ``.npz`` per
+page plus ``texts.json``. ``--check``
 recomputes them with the code as it is now and compares: block texts, tags, groups and the integer / 0-1
 feature columns exactly; the other (float) columns with ``np.allclose(rtol=1e-6, atol=1e-6)``; extracted
-texts exactly. It prints the pages that differ (first few) and exits 1 when any does.
+texts exactly; and that the byte-level stripping gives the regular expression's bytes. It prints the pages
+that differ (first few) and exits 1 when any does.
 
 The feature matrix is what the shipped model (and any model trained on it) reads: a speed-up of the
 feature code must not change it.
@@ -28,14 +30,22 @@ DATA = "/work/shared/corpora/extraction"
 
 
 def compute(html: str):
+    """(hash of the stripped page, blocks of the ``str`` path, the text the stage's path gives, whether the
+    stage's byte-level stripping gave the same bytes as the regular expression or left the page to it)."""
     from curate.stages import extract_features as F
-    from curate.stages.extract import extract_blocks
+    from curate.stages.extract import extract_blocks, extract_blocks_utf8
 
     stripped = F.strip_html(html)
     b = F.features(stripped, stripped=True)
-    text = extract_blocks(html)
+    data = F.utf8(html)
+    if data is None:  # lone surrogates: the str path
+        text, same_strip = extract_blocks(html), True
+    else:  # the stage's path: strip the UTF-8 bytes, extract from them
+        s8 = F.strip_utf8(data, valid=True)
+        same_strip = s8 is None or s8 == stripped.encode("utf-8")
+        text = extract_blocks_utf8(stripped.encode("utf-8") if s8 is None else s8)
     digest = hashlib.sha256(stripped.encode("utf-8", "surrogatepass")).hexdigest()
-    return digest, b, text
+    return digest, b, text, same_strip
 
 
 def _pack(b) -> dict:
@@ -91,7 +101,7 @@ def main(argv=None) -> int:
         d.mkdir(parents=True, exist_ok=True)
         texts = {}
         for i, p in enumerate(pages):
-            digest, b, text = compute(p.html)
+            digest, b, text, _ = compute(p.html)
             np.savez_compressed(d / f"{i:05d}.npz", **_pack(b))
             texts[p.id] = {"text": text, "stripped_sha256": digest, "index": i}
         (d / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
@@ -99,10 +109,10 @@ def main(argv=None) -> int:
         return 0
     ref_texts = json.loads((d / "texts.json").read_text())
     bad = {}
-    stats = {"features": 0, "text": 0, "stripped": 0}
+    stats = {"features": 0, "text": 0, "stripped": 0, "byte strip": 0}
     for i, p in enumerate(pages):
         r = ref_texts[p.id]
-        digest, b, text = compute(p.html)
+        digest, b, text, same_strip = compute(p.html)
         with np.load(d / f"{r['index']:05d}.npz") as z:
             diffs = _compare(dict(z), b)
         if diffs:
@@ -113,11 +123,14 @@ def main(argv=None) -> int:
         if text != r["text"]:
             stats["text"] += 1
             diffs.append("extracted text")
+        if not same_strip:
+            stats["byte strip"] += 1
+            diffs.append("byte-level stripping")
         if diffs:
             bad[p.id] = diffs
     print(f"{len(pages)} pages checked against {d} ({time.perf_counter() - t0:.0f} s): "
           f"features differ on {stats['features']}, stripped HTML on {stats['stripped']}, "
-          f"extracted text on {stats['text']}")
+          f"extracted text on {stats['text']}, byte-level stripping on {stats['byte strip']}")
     for pid, diffs in list(bad.items())[:10]:
         print(f"  {pid}: {'; '.join(diffs)}")
     return 1 if bad else 0

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python benchmarks/extract_quality.py            # all 1,497 pages (about 15-20 min)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 3 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
 over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
@@ -16,9 +16,13 @@ over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
 
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
-(``--speed-pages``, default 150), in interleaved rounds (A B C, B C A, C A B); a figure is the median over
-rounds, a ratio the median of per-round ratios. Quarry is timed as the stage runs it: cutting scripts and
-styles, parsing, features, the classifier, assembling the text.
+(``--speed-pages``, default 150), in interleaved rounds (``--rounds``, default 5; the order rotates each
+round: A B C D, B C D A, ...; on a shared machine one round's ratio can be off by a third); a figure is
+the median over rounds, a ratio the median of per-round ratios (each round's ratio is printed too), after
+a warm-up of every engine on 30 other pages. Quarry is timed as
+the stage runs it on an Arrow table of the pages: reading the rows' UTF-8 bytes, cutting scripts and
+styles, parsing, features, the classifier, assembling the text, writing the output column;
+trafilatura and resiliparse get the same pages as Python strings.
 
 Data: WCXB (Web Content eXtraction Benchmark), Murrough Foley, 2026, CC-BY-4.0; its development split only.
 """
@@ -62,7 +66,8 @@ def main(argv=None) -> int:
                     help="read the cross-validated page texts that `python -m curate.stages.extract_train --oof FILE` "
                          "wrote (same folds, same code) instead of training the folds again here")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
     a = ap.parse_args(argv)
 
@@ -136,7 +141,7 @@ def main(argv=None) -> int:
     return speed(pages, a.speed_pages, a.rounds)
 
 
-def speed(pages, n_pages: int, rounds: int) -> int:
+def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
     """docs/s per core of the three engines on the same pages, side by side (see the module's doc)."""
     from resiliparse.extract.html2text import extract_plain_text
 
@@ -160,7 +165,18 @@ def speed(pages, n_pages: int, rounds: int) -> int:
            "trafilatura": lambda: [trafilatura.extract(p.html) for p in sp],
            "resiliparse": lambda: [extract_plain_text(p.html, main_content=True) for p in sp],
            "trafilatura_stage": lambda: traf_stage.apply(table)}
-    stage.apply(table.slice(0, 3))
+    # warm-up on other pages (the ones after the timed ones): each engine's one-time costs (compiled
+    # kernels, a process's first allocations, caches of common class names) out of the figures, while the
+    # first timed round still meets its pages for the first time
+    timed = {id(p) for p in sp}
+    warm = [p for p in pages[1:: max(1, n // n_pages)] if id(p) not in timed][:n_warm]
+    warm_table = documents_to_table([{"id": str(i), "text": p.html, "source": "wcxb", "url": "",
+                                      "content_type": HTML} for i, p in enumerate(warm)])
+    stage.apply(warm_table)
+    traf_stage.apply(warm_table)
+    for p in warm:
+        trafilatura.extract(p.html)
+        extract_plain_text(p.html, main_content=True)
     times: dict[str, list[float]] = defaultdict(list)
     names = list(fns)
     for r in range(rounds):
@@ -168,13 +184,16 @@ def speed(pages, n_pages: int, rounds: int) -> int:
             t0 = time.process_time()
             fns[k]()
             times[k].append(time.process_time() - t0)
-    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {rounds} interleaved rounds, CPU time of this process")
+    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {rounds} interleaved rounds after a warm-up on {len(warm)} "
+          f"other pages, CPU time of this process")
     label = {"quarry": "quarry extract stage (blocks)", "trafilatura": "trafilatura.extract(html)",
              "resiliparse": "resiliparse main_content", "trafilatura_stage": "extract stage, engine=trafilatura"}
     for k in names:
         med = statistics.median(times[k])
         ratio = statistics.median(t / q for t, q in zip(times["trafilatura"], times[k]))
-        print(f"  {label[k]:<34} {len(sp) / med:8.1f} docs/s per core  {mb / med:6.2f} MB/s   {ratio:5.1f}x trafilatura")
+        rounds_x = " ".join(f"{t / q:.1f}" for t, q in zip(times["trafilatura"], times[k]))
+        print(f"  {label[k]:<34} {len(sp) / med:8.1f} docs/s per core  {mb / med:6.2f} MB/s   {ratio:5.1f}x trafilatura"
+              f"  (rounds: {rounds_x})")
     print("  (the extract stage cuts scripts and styles out before any engine; trafilatura.extract(html) gets the "
           "page as fetched)")
     return 0

@@ -150,13 +150,13 @@ def test_empty_page_is_dropped_with_no_main_text(engine):
 def test_timeout_stops_a_slow_engine_and_the_shard_goes_on(monkeypatch):
     good = "<html><body><p>" + "Useful content sentence. " * 20 + "</p></body></html>"
 
-    def slow(html, url="", **kw):
-        if "SLOW" in html:
+    def slow(html, url="", **kw):  # the stage hands the engine the stripped page's UTF-8 bytes
+        if b"SLOW" in html:
             while True:  # CPU-bound pure Python, never returns by itself
                 pass
         return "x" * 100
 
-    monkeypatch.setattr(ex, "extract_blocks", slow)
+    monkeypatch.setattr(ex, "extract_blocks_utf8", slow)
     t = _table([("slow", "<html><body>SLOW</body></html>", HTML), ("ok", good, HTML)])
     start = time.perf_counter()
     res = Extract("extract", Params(timeout_s=0.2)).apply(t)
@@ -192,12 +192,12 @@ def test_extractor_exception_and_oversized_html_are_set_aside(monkeypatch):
     calls = []
 
     def flaky(html, url="", **kw):
-        calls.append(html)
-        if "BOOM" in html:
+        calls.append(html.decode())
+        if "BOOM" in calls[-1]:
             raise RuntimeError("parser bug")
         return "fine main text " * 10
 
-    monkeypatch.setattr(ex, "extract_blocks", flaky)
+    monkeypatch.setattr(ex, "extract_blocks_utf8", flaky)
     big = "<html><body>" + "ü" * 600 + "</body></html>"  # 1,226 UTF-8 bytes but only 626 characters
     t = _table([("boom", "<p>BOOM</p>", HTML), ("big", big, HTML), ("ok", "<p>ok</p>", HTML)])
     res = Extract("extract", Params(max_html_bytes=1000)).apply(t)
@@ -483,15 +483,15 @@ def test_pages_a_limit_sets_aside_have_their_size_in_the_stats(monkeypatch, tmp_
                             "html_too_large_stripped_bytes": len(strip_html(big).encode())}
     assert len(strip_html(big)) < len(big) - 30000
 
-    real = ex.extract_blocks
+    real = ex.extract_blocks_utf8
 
     def slow(html, url="", **kw):
-        if "SLOW" in html:
+        if b"SLOW" in html:
             while True:
                 pass
         return real(html, url, **kw)
 
-    monkeypatch.setattr(ex, "extract_blocks", slow)
+    monkeypatch.setattr(ex, "extract_blocks_utf8", slow)
     res = Extract("extract", Params(timeout_s=0.2)).apply(_table([("slow", slow_page, HTML)]))
     assert res.dropped["reason"].to_pylist() == ["extract_timeout"]
     assert res.counters == {"extract_timeout_html_bytes": len(slow_page),
@@ -580,3 +580,46 @@ print(res.kept.num_rows, res.dropped["reason"].to_pylist())
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "[]"], out.stdout
+
+
+def test_byte_level_stripping_gives_the_regular_expressions_bytes(wcxb_pages):
+    import random
+
+    from curate.stages.extract_features import strip_utf8
+
+    rng = random.Random(1)
+    pieces = ["<script>", "</script>", "<SCRIPT type=x>", "</Script >", "</script\t\n>", "<style>", "</style>", "<svg>",
+              "</svg>", "<template>", "</TEMPLATE>", "<scripts>", "<script-x>", "<script", "</script", "<!--", "-->",
+              "<!-->", "--", ">", "<", "x", "é", "中", "<ſcript>", "</ſcript>", "<scrİpt>", "</scrİpt>", "<scrıpt>",
+              "</script\u00a0>", "<scripté>", "<p>", "</", "<s", "<sv", "<tem", "\x1c", "</style\x1c>", "<!---->", " ",
+              "\n", "<script/>", "\U0001F600", "<STYLE", "</svg\x0b>"]
+    sure = 0
+    for _ in range(5000):
+        s = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        got = strip_utf8(s.encode())
+        if got is not None:  # None: a non-ASCII character where re's Unicode rules decide; the caller uses re
+            assert got == strip_html(s).encode(), s
+            sure += 1
+    assert sure > 2000
+    for p in wcxb_pages:
+        assert strip_utf8(p["html"].encode()) == strip_html(p["html"]).encode(), p["id"]
+    assert strip_utf8(b"<p>\xff</p>") is None  # not UTF-8
+
+
+def test_stage_reads_the_text_column_as_arrow_bytes(wcxb_pages):
+    # a sliced table (Arrow offsets), string and large_string columns, several chunks, bytes that are not UTF-8
+    page = next(p["html"] for p in wcxb_pages if "</head>" in p["html"] and "<p>" in p["html"])
+    page = page.replace("<p>", "<p>Ünïcode ").replace("</head>", "<script>var x = '<p>not text</p>';</script></head>")
+    want = Extract("extract", Params()).apply(_table([("a", page, HTML)])).kept["text"][0].as_py()
+    assert want == extract_blocks(page) and "Ünïcode" in want and "not text" not in want
+    t = _table([("x", "plain text", PLAIN), ("a", page, HTML), ("b", page.replace("<p", "<P"), HTML)])
+    for table in (t.slice(1), pa.concat_tables([t.slice(0, 2), t.slice(2)]),
+                  t.cast(t.schema.set(t.schema.get_field_index("text"), pa.field("text", pa.string(), False)))):
+        res = Extract("extract", Params()).apply(table)
+        assert res.kept["text"][res.kept["id"].to_pylist().index("a")].as_py() == want
+        assert res.kept.schema == table.schema
+    broken = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(page.encode()) + 2]).tobytes()),
+                                                           pa.py_buffer(b"\xff\xfe" + page.encode())])
+    bad = _table([("bad", "", HTML)]).set_column(1, pa.field("text", pa.large_string(), False), broken)
+    res = Extract("extract", Params()).apply(bad)  # decoded with replacement characters, not a crash
+    assert res.kept["text"][0].as_py() == want

@@ -43,24 +43,25 @@ def test_numpy_inference_matches_the_torch_network_it_was_trained_as(ds):
     np.testing.assert_allclose(model.predict(ds.x[sl], ds.groups[sl]), 1 / (1 + np.exp(-logits)), atol=1e-5)
 
 
-def test_compiled_context_is_the_numpy_context_to_the_bit(ds):
+def test_context_layer_from_its_parts_is_the_numpy_context_times_the_weights(ds):
     rng = np.random.default_rng(0)
-    for sl in T._page_slices(ds.page).values():
-        groups = ds.groups[sl]
-        for d in (1, 5, 64):
-            # sizes past numpy's pairwise-sum block (128) and unroll (8): container means summed the same way
-            h = rng.random((len(groups), d), dtype=np.float32) * 10
-            want = em.context(h, em.segments(groups))
-            got = np.empty_like(want)
-            em._context_into(h, *em._segment_ids(np.ascontiguousarray(groups, dtype=np.int64)), got)
-            got[:, -d:] = h.mean(axis=0)
-            assert (got == want).all()
-    one = np.zeros((300, 4), dtype=np.int64)  # one container of 300 blocks
-    h = rng.random((300, 3), dtype=np.float32)
-    got = np.empty((300, 3 * em.CONTEXT_PARTS), dtype=np.float32)
-    em._context_into(h, *em._segment_ids(one), got)
-    got[:, -3:] = h.mean(axis=0)
-    assert (got == em.context(h, em.segments(one))).all()
+    for sl in list(T._page_slices(ds.page).values()) + [slice(0, 0)]:
+        groups = ds.groups[sl] if sl.stop else np.zeros((300, 4), dtype=np.int64)  # also one container of 300
+        n = len(groups)
+        seg, order, starts, inv_size = em._segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
+        n_segs = [int(np.searchsorted(starts[k], n)) for k in range(starts.shape[0])]
+        for d, d_out in ((1, 1), (5, 3), (64, 32)):
+            h = rng.random((n, d), dtype=np.float32) * 10
+            w = rng.standard_normal((d * em.CONTEXT_PARTS, d_out)).astype(np.float32)
+            b = rng.standard_normal(d_out).astype(np.float32)
+            want = em.context(h, em.segments(groups)).astype(np.float64) @ w + b
+            local, per_group, page = em._split_context(w)
+            means = em._segment_means(h, seg, inv_size)
+            group_w = np.zeros((len(per_group), n, d_out), dtype=np.float32)
+            for k, wk in enumerate(per_group):
+                group_w[k, :n_segs[k]] = means[k, :n_segs[k]] @ wk
+            got = em._context_sum(h @ local, group_w, seg, h.mean(axis=0) @ page + b)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * d)
 
 
 def test_cross_validation_is_reproducible_and_really_out_of_fold(ds):

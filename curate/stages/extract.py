@@ -3,9 +3,12 @@
 Rows whose ``content_type`` is ``text/html`` get their ``text`` replaced by the page's main text and
 ``content_type`` set to ``text/plain``; every other row passes through untouched.
 
-Every page first loses its scripts, styles, comments, SVG and templates (one linear regular expression,
-``extract_features.strip_html``); the size limit ``max_html_bytes`` applies to what is left, so real pages
-of several MB (mostly inline JavaScript and JSON) extract. Engines (``engine = ...``):
+The stage reads each page as the UTF-8 bytes of the Arrow text column (no Python string is made of the
+HTML). Every page first loses its scripts, styles, comments, SVG and templates (``extract_features.strip_utf8``,
+one compiled scan over the bytes that gives the same bytes as the regular expression ``strip_html``, which
+takes over where a non-ASCII character could decide); the size limit ``max_html_bytes`` applies to what is
+left, so real pages of several MB (mostly inline JavaScript and JSON) extract. Bytes that are not UTF-8
+are decoded with replacement characters. Engines (``engine = ...``):
 
 - ``blocks`` (default): the page is cut into blocks (paragraphs, headings, list items, table cells, ...) on
   lexbor's DOM (``extract_features``); a small learned classifier (``extract_model``: per-block features,
@@ -18,8 +21,10 @@ of several MB (mostly inline JavaScript and JSON) extract. Engines (``engine = .
   1,497 WCXB development pages, word F1): 5-fold CV 0.860 (in-sample 0.900), trafilatura 2.3.1 0.818,
   plain resiliparse 0.776; per type CV / trafilatura: article 0.937 / 0.929, collection 0.676 / 0.581,
   documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
-  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine): 88-107
-  docs/s per core, 7.6-7.7x trafilatura (resiliparse alone: 19x), short of the 10x goal.
+  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine shared
+  with other benchmarks; five runs of 5 rounds): 95-126 docs/s per core, 8.4-10.8x trafilatura (median
+  9.9x; single rounds 7.1-12.9x; resiliparse alone: 16-19x): the 10x goal is met in some runs, not
+  reliably.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
@@ -67,6 +72,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -258,19 +264,36 @@ def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = F
     (``extract_model``) gives it at least the model's threshold. ``stripped``: ``html`` already went
     through ``extract_features.strip_html``."""
     from curate.stages import extract_features as F
-    from curate.stages.extract_model import cached
 
     if not stripped:
         html = F.strip_html(html)
     data = F.utf8(html)
-    if F.too_deep(html, F.MAX_DEPTH) if data is None else F.too_deep_utf8(data, F.MAX_DEPTH):
-        # the parser would take O(elements x depth): the rules engine's linear whole-page path instead
+    if data is not None:
+        return extract_blocks_utf8(data, url, model)
+    # lone surrogates (selectolax drops them when it encodes the text itself)
+    if F.too_deep(html, F.MAX_DEPTH):
         return extract_resiliparse(html, url)
-    b = F.features(html, stripped=True, data=data)
+    return _assemble_blocks(F.features(html, stripped=True), html, url, model)
+
+
+def extract_blocks_utf8(data: bytes, url: str = "", model: str = "") -> str:
+    """``extract_blocks`` of a page given as the UTF-8 bytes of its stripped HTML (what the stage hands it:
+    the bytes of the Arrow column, stripped by ``extract_features.strip_utf8``)."""
+    from curate.stages import extract_features as F
+
+    if F.too_deep_utf8(data, F.MAX_DEPTH):
+        # the parser would take O(elements x depth): the rules engine's linear whole-page path instead
+        return extract_resiliparse(data.decode("utf-8"), url)
+    return _assemble_blocks(F.features(None, stripped=True, data=data), data, url, model)
+
+
+def _assemble_blocks(b, html, url: str, model: str) -> str:
+    from curate.stages.extract_model import cached
+
     if b is None:
         # no visible block (the whole page hidden, as in some script-rendered pages that stream their
         # content into a hidden element): the rules engine, which reads hidden elements too
-        return extract_resiliparse(html, url)
+        return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
     m = cached(model)
     return assemble(b.texts, b.tags, m.predict(b.features, b.groups), m.threshold)
 
@@ -285,24 +308,20 @@ def warm_blocks(model: str = "") -> None:
     per process, before any per-document time limit is armed: a first compile takes seconds (about 10 s on
     a loaded 2-core machine), which would otherwise set the first page aside as ``extract_timeout``."""
     if model not in _WARM:
-        extract_blocks(_WARM_PAGE, model=model)
+        from curate.stages.extract_features import strip_utf8
+
+        extract_blocks_utf8(strip_utf8(_WARM_PAGE.encode()), model=model)
         _WARM.add(model)
 
 
-def engine_function(params: Params) -> Callable[[str, str], str]:
+def engine_function(params: Params) -> Callable[[bytes, str], str]:
+    """The engine as the stage calls it: on the UTF-8 bytes of the stripped page."""
     if params.engine == "blocks":
-        return lambda html, url: extract_blocks(html, url, model=params.model, stripped=True)
+        return lambda data, url: extract_blocks_utf8(data, url, model=params.model)
     if params.engine == "trafilatura":
-        return lambda html, url: extract_trafilatura(html, url, comments=params.comments)
-    return lambda html, url: extract_resiliparse(html, url, cleanup=params.cleanup, comments=params.comments)
-
-
-def _utf8_len_over(s: str, limit: int) -> bool:
-    if len(s) > limit:
-        return True
-    if len(s) * 4 <= limit or s.isascii():
-        return False
-    return len(s.encode("utf-8", "surrogatepass")) > limit
+        return lambda data, url: extract_trafilatura(data.decode("utf-8"), url, comments=params.comments)
+    return lambda data, url: extract_resiliparse(data.decode("utf-8"), url, cleanup=params.cleanup,
+                                                 comments=params.comments)
 
 
 # ----------------------------------------------------------------------------------------- timeout
@@ -359,10 +378,10 @@ class Extract(MapStage):
         is_html = pc.fill_null(pc.equal(table.column(CONTENT_TYPE), HTML), False).to_pylist()
         if not any(is_html):
             return split(table, self.name, [None] * n)
-        texts = table.column(TEXT).to_pylist()
+        pages, valid = _utf8_rows(table.column(TEXT))
         urls = table.column(URL).to_pylist() if URL in table.column_names else [""] * n
-        ctypes = table.column(CONTENT_TYPE).to_pylist()
         reasons: list[str | None] = [None] * n
+        outs: list[str | None] = [None] * n
         counters: dict[str, int] = {}
         fn = engine_function(p)
         if p.engine == "blocks":
@@ -371,21 +390,22 @@ class Extract(MapStage):
             for i in range(n):
                 if not is_html[i]:
                     continue
+                raw = pages[i]
                 try:
-                    html = deadline.call(strip_html, texts[i] or "")
+                    html = deadline.call(_strip, raw, valid[i])
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
-                    _count_size(counters, "extract_timeout", texts[i] or "", None)
+                    _count_size(counters, "extract_timeout", raw, None)
                     continue
-                if _utf8_len_over(html, p.max_html_bytes):
+                if len(html) > p.max_html_bytes:
                     reasons[i] = "html_too_large"
-                    _count_size(counters, "html_too_large", texts[i] or "", html)
+                    _count_size(counters, "html_too_large", raw, html)
                     continue
                 try:
                     out = deadline.call(fn, html, urls[i] or "")
                 except ExtractTimeout:
                     reasons[i] = "extract_timeout"
-                    _count_size(counters, "extract_timeout", texts[i] or "", html)
+                    _count_size(counters, "extract_timeout", raw, html)
                     continue
                 except Exception:
                     reasons[i] = "extract_error"
@@ -394,29 +414,76 @@ class Extract(MapStage):
                 if len(out) < max(p.min_chars, 1):
                     reasons[i] = "no_main_text"
                     continue
-                texts[i] = out
-                ctypes[i] = PLAIN
-        text_type = table.schema.field(TEXT).type
-        ctype_type = table.schema.field(CONTENT_TYPE).type
-        table = table.set_column(table.column_names.index(TEXT), table.schema.field(TEXT), pa.array(texts, text_type))
-        table = table.set_column(table.column_names.index(CONTENT_TYPE), table.schema.field(CONTENT_TYPE),
-                                 pa.array(ctypes, ctype_type))
+                outs[i] = out
+        # the extracted rows get their text and text/plain; every other row keeps its own
+        text_field = table.schema.field(TEXT)
+        ctype_field = table.schema.field(CONTENT_TYPE)
+        texts = pc.coalesce(pa.array(outs, text_field.type), table.column(TEXT))
+        done = pa.array([o is not None for o in outs])
+        ctypes = pc.if_else(done, pa.scalar(PLAIN, ctype_field.type), table.column(CONTENT_TYPE))
+        table = table.set_column(table.column_names.index(TEXT), text_field, texts)
+        table = table.set_column(table.column_names.index(CONTENT_TYPE), ctype_field, ctypes)
         result = split(table, self.name, reasons)
         result.counters = counters
         return result
 
 
-def _count_size(counters: dict, reason: str, raw: str, stripped: str | None) -> None:
+_EMPTY = np.frombuffer(b"", dtype=np.uint8)  # read-only, as every page's view (one compiled kernel for both)
+
+
+def _utf8_rows(column: pa.ChunkedArray) -> tuple[list, list[bool]]:
+    """Per row of a text column: its UTF-8 bytes as a uint8 array (a view of Arrow's buffer, no copy; empty
+    for a null) and whether they are valid UTF-8 (Arrow validates each chunk)."""
+    pages: list = []
+    valid: list[bool] = []
+    for chunk in column.chunks:
+        m = len(chunk)
+        if m == 0:
+            continue
+        if pa.types.is_large_string(chunk.type):
+            off_type = np.int64
+        elif pa.types.is_string(chunk.type):
+            off_type = np.int32
+        else:  # another layout (string views, ...): through Python strings
+            for s in chunk.to_pylist():
+                pages.append(_EMPTY if s is None else np.frombuffer(s.encode("utf-8", "replace"), dtype=np.uint8))
+                valid.append(True)
+            continue
+        try:
+            chunk.validate(full=True)
+            ok = True
+        except pa.ArrowInvalid:
+            ok = False
+        _, off_buf, data_buf = chunk.buffers()
+        offsets = np.frombuffer(off_buf, dtype=off_type)[chunk.offset: chunk.offset + m + 1]
+        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else _EMPTY
+        data.flags.writeable = False  # as np.frombuffer(bytes): numba compiles the kernels once
+        null = chunk.is_null().to_numpy(zero_copy_only=False) if chunk.null_count else None
+        for k in range(m):
+            pages.append(_EMPTY if null is not None and null[k] else data[offsets[k]:offsets[k + 1]])
+        valid += [ok] * m
+    return pages, valid
+
+
+def _strip(raw: np.ndarray, valid: bool) -> bytes:
+    """The page's UTF-8 bytes without scripts, styles and comments (``extract_features.strip_utf8``; the
+    ``str`` regular expression where that one is unsure; bytes that are not UTF-8 are decoded with
+    replacement characters first)."""
+    from curate.stages.extract_features import strip_utf8
+
+    out = strip_utf8(raw, valid)
+    if out is None:
+        out = strip_html(raw.tobytes().decode("utf-8", "replace")).encode("utf-8")
+    return out
+
+
+def _count_size(counters: dict, reason: str, raw, stripped: bytes | None) -> None:
     """A page a limit set aside: its size goes into the stage's counters in stats.json, summed over the pages
-    of that reason (``<reason>_html_bytes``: the page as fetched; ``<reason>_stripped_bytes``: without
-    scripts, styles and comments, what ``max_html_bytes`` is compared to; absent when stripping itself ran
-    out of time). Divided by ``dropped[reason]``: the mean size."""
+    of that reason (``<reason>_html_bytes``: the page as fetched, UTF-8 bytes; ``<reason>_stripped_bytes``:
+    without scripts, styles and comments, what ``max_html_bytes`` is compared to; absent when stripping
+    itself ran out of time). Divided by ``dropped[reason]``: the mean size."""
     key = reason + "_html_bytes"
-    counters[key] = counters.get(key, 0) + _utf8_len(raw)
+    counters[key] = counters.get(key, 0) + len(raw)
     if stripped is not None:
         key = reason + "_stripped_bytes"
-        counters[key] = counters.get(key, 0) + _utf8_len(stripped)
-
-
-def _utf8_len(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
+        counters[key] = counters.get(key, 0) + len(stripped)

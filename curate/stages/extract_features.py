@@ -14,15 +14,17 @@ break inside the block. Each block gets one row of numeric, language-neutral fea
 - position on the page, the same text features of the two blocks before and after it;
 - the page: total text, link density, share of text in lists and tables, Open Graph type.
 
-Scripts, styles, comments, SVG and templates are cut out of the HTML with one regular expression before
-parsing (:func:`strip_html`): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON)
-cheap, and what the stage's size limit is applied to.
+Scripts, styles, comments, SVG and templates are cut out of the HTML before parsing (:func:`strip_html`,
+one regular expression; :func:`strip_utf8`, the same cut as one compiled scan over UTF-8 bytes, which the
+stage uses): that is what makes multi-megabyte pages (mostly inline JavaScript and JSON) cheap, and what
+the stage's size limit is applied to.
 
 Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes that the depth check
 :func:`too_deep_utf8` already scanned), walked once in Python (:func:`walk`, a loop with an explicit stack,
-tags read by lexbor's tag id); all per-block arithmetic is numpy over the finished block table, the text
-statistics and title overlap over the code points of all blocks at once. ``benchmarks/extract_features_check.py`` checks that
-a change here leaves the features of WCXB's development pages as they were (the shipped model reads them).
+tags read by lexbor's tag id); the per-block arithmetic is numpy over the finished block table, with
+compiled scans (numba) for the text statistics and title overlap over the code points of all blocks at
+once and for the container ancestors. ``benchmarks/extract_features_check.py`` checks that a change here
+leaves the features of WCXB's development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
 
@@ -188,6 +190,184 @@ def strip_html(html: str) -> str:
     return _STRIP_RE.sub(" ", html)
 
 
+def strip_utf8(data, valid: bool = False) -> bytes | None:
+    """``strip_html`` of a page given as UTF-8 bytes (``bytes`` or a uint8 array), done by one compiled scan
+    over its "<" (``_strip_scan``): the same bytes as ``strip_html(data.decode()).encode()``. ``valid``: the
+    caller knows the bytes are valid UTF-8 (``str.encode`` gave them, or Arrow validated the column). None
+    when they are not, or when a "<" or "</" is followed by a non-ASCII character where the regular
+    expression's Unicode rules could decide (``re.I`` folds "ſ" to "s" and "İ", "ı" to "i"; ``\\s`` and
+    ``\\b`` know Unicode spaces and letters): the caller then takes the ``str`` path."""
+    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    if not valid and not _utf8_valid(buf):
+        return None
+    out, size = _strip_scan(buf, np.flatnonzero(buf == 60))
+    if size < 0:
+        return None
+    return out[:size].tobytes()
+
+
+@nb.njit(cache=True)
+def _utf8_valid(buf):
+    """Whether ``buf`` is UTF-8 that Python's strict decoder accepts (no overlong forms, no surrogates, at
+    most U+10FFFF)."""
+    n = buf.size
+    i = 0
+    while i < n:
+        b = buf[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            k = 1
+            lo, hi = 0x80, 0xBF
+        elif 0xE0 <= b <= 0xEF:
+            k = 2
+            lo = 0xA0 if b == 0xE0 else 0x80
+            hi = 0x9F if b == 0xED else 0xBF
+        elif 0xF0 <= b <= 0xF4:
+            k = 3
+            lo = 0x90 if b == 0xF0 else 0x80
+            hi = 0x8F if b == 0xF4 else 0xBF
+        else:
+            return False
+        if i + k >= n:
+            return False
+        c = buf[i + 1]
+        if c < lo or c > hi:
+            return False
+        for j in range(2, k + 1):
+            c = buf[i + j]
+            if c < 0x80 or c > 0xBF:
+                return False
+        i += k + 1
+    return True
+
+
+# the element names of _STRIP_RE, as lower-case ASCII bytes, in the order the alternation tries them
+_STRIP_NAMES = np.array([list(b"script\0\0"), list(b"style\0\0\0"), list(b"svg\0\0\0\0\0"), list(b"template")],
+                        dtype=np.uint8)
+_STRIP_LENS = np.array([6, 5, 3, 8], dtype=np.int64)
+_NO_MATCH = -1
+_UNSURE = -2
+
+
+@nb.njit(cache=True, inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
+
+
+@nb.njit(cache=True, inline="always")
+def _ascii_word(c):
+    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+
+
+@nb.njit(cache=True, inline="always")
+def _ascii_space(c):
+    # str.isspace() of the ASCII code points: \t \n \v \f \r, \x1c-\x1f and the space
+    return (9 <= c <= 13) or (28 <= c <= 32)
+
+
+@nb.njit(cache=True)
+def _match_at(buf, lt, t, names, lens):
+    """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
+    "<"); ``_NO_MATCH``; or ``_UNSURE`` where a non-ASCII character could change the regular expression's
+    verdict."""
+    n = buf.size
+    i = lt[t]
+    for w in range(names.shape[0]):
+        m = lens[w]
+        j = 0
+        while j < m:
+            q = i + 1 + j
+            if q >= n:
+                break
+            c = buf[q]
+            if c >= 0x80:
+                return _UNSURE
+            if _lower(c) != names[w, j]:
+                break
+            j += 1
+        if j < m:
+            continue
+        q = i + 1 + m
+        if q < n:
+            if buf[q] >= 0x80:
+                return _UNSURE
+            if _ascii_word(buf[q]):
+                continue  # no \b after the name
+        # the opening tag ends at the first ">"
+        while q < n and buf[q] != 62:
+            q += 1
+        if q >= n:
+            return _NO_MATCH  # the name's first letter rules out a comment too
+        # the first "</name\s*>" after it (name compared case-insensitively)
+        u = t + 1
+        while u < lt.size and lt[u] <= q:
+            u += 1
+        while u < lt.size:
+            p = lt[u]
+            u += 1
+            if p + 1 < n and buf[p + 1] == 47:
+                k = 0
+                while k < m:
+                    r = p + 2 + k
+                    if r >= n:
+                        break
+                    c = buf[r]
+                    if c >= 0x80:
+                        return _UNSURE
+                    if _lower(c) != names[w, k]:
+                        break
+                    k += 1
+                if k == m:
+                    r = p + 2 + m
+                    while r < n and _ascii_space(buf[r]):
+                        r += 1
+                    if r < n:
+                        if buf[r] >= 0x80:
+                            return _UNSURE
+                        if buf[r] == 62:
+                            return r + 1
+        return _NO_MATCH
+    # "<!--" ... "-->"
+    if i + 3 < n and buf[i + 1] == 33 and buf[i + 2] == 45 and buf[i + 3] == 45:
+        q = i + 4
+        while q + 2 < n:
+            if buf[q] == 45 and buf[q + 1] == 45 and buf[q + 2] == 62:
+                return q + 3
+            q += 1
+    return _NO_MATCH
+
+
+@nb.njit(cache=True)
+def _strip_scan(buf, lt):
+    """``_STRIP_RE.sub(" ", ...)`` over UTF-8 bytes (``lt``: the positions of "<"): (output buffer, its
+    length), length -1 when unsure. The text between matches is copied in slices."""
+    n = buf.size
+    out = np.empty(n, dtype=np.uint8)
+    o = 0
+    i = 0  # bytes before i are done
+    t = 0
+    while t < lt.size:
+        p = lt[t]
+        if p < i:  # inside the last match
+            t += 1
+            continue
+        e = _match_at(buf, lt, t, _STRIP_NAMES, _STRIP_LENS)
+        if e == _UNSURE:
+            return out, -1
+        if e >= 0:
+            out[o:o + p - i] = buf[i:p]
+            o += p - i
+            out[o] = 32
+            o += 1
+            i = e
+        t += 1
+    out[o:o + n - i] = buf[i:n]
+    o += n - i
+    return out, o
+
+
 # -------------------------------------------------------------------------------------------- tags
 BLOCK_TAGS = {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "tr", "table", "pre",
               "blockquote", "section", "article", "main", "header", "footer", "nav", "aside", "dd", "dt", "dl",
@@ -251,14 +431,26 @@ class Blocks:
 
 
 _class_cache: dict[str, int] = {}
+_token_cache: dict[str, int] = {}
 
 
 def _class_mask(s: str) -> int:
+    """The bits of the ``CLASS_WORDS`` that ``_CLASS_WORD_RE.findall(s.lower())`` finds. No class word holds
+    white space, so no match crosses it: the matches are those of each white-space separated token, and a
+    token's bits are cached on their own (class lists are new on almost every site, their tokens are not)."""
     m = _class_cache.get(s)
     if m is None:
         m = 0
-        for w in _CLASS_WORD_RE.findall(s.lower()):
-            m |= _CLASS_WORD_BIT[w]
+        for tok in s.split():
+            b = _token_cache.get(tok)
+            if b is None:
+                b = 0
+                for w in _CLASS_WORD_RE.findall(tok.lower()):
+                    b |= _CLASS_WORD_BIT[w]
+                if len(_token_cache) > 200_000:
+                    _token_cache.clear()
+                _token_cache[tok] = b
+            m |= b
         if len(_class_cache) > 200_000:
             _class_cache.clear()
         _class_cache[s] = m
@@ -285,12 +477,16 @@ def utf8(html: str) -> bytes | None:
         return None
 
 
-def parse(html: str, data: bytes | None = None):
+def parse(html: str | None, data: bytes | None = None):
     """lexbor (selectolax) tree of the (already stripped) HTML, or None. ``data``: ``utf8(html)`` when the
-    caller has it (lexbor then parses those bytes instead of encoding the text again)."""
+    caller has it (lexbor then parses those bytes instead of encoding the text again); ``html`` may then be
+    None."""
     from selectolax.lexbor import LexborHTMLParser
 
-    if not html or html.isspace():
+    if html is None:  # only the bytes (a page of white space gives no block either way)
+        if not data or data.isspace():
+            return None
+    elif not html or html.isspace():
         return None
     try:
         tree = LexborHTMLParser(html if data is None else data)
@@ -311,8 +507,8 @@ def _flush(raw: str, owner: tuple, link: int, ea: int, en: int, blocks: list, el
             return
     n = len(text)
     lk = link if link < n else n
-    blocks.append((text, lk, owner, ea, en))
     ei = owner[0]
+    blocks.append((text, lk, ei, owner[1], owner[2] | ea, owner[3] | en, owner[4] | en, owner[5], owner[6]))
     el_chars[ei] += n
     el_link[ei] += lk
 
@@ -320,9 +516,11 @@ def _flush(raw: str, owner: tuple, link: int, ea: int, en: int, blocks: list, el
 def walk(tree):
     """One pass over the tree: (blocks, element parents, element chars, element link chars).
 
-    A block is ``(text, link chars, owner, inline ancestor bits, inline class bits)``; its *owner* is the
-    nearest block-level element above its text (or the body), a tuple (element index, own tag index,
-    ancestor tag bits, near class bits, any class bits, depth, tag, own class bits). Text of inline elements
+    A block is ``(text, link chars, owner's element index, owner's tag index, ancestor tag bits, near class
+    bits, any class bits, depth, tag)``; its *owner* is the nearest block-level element above its text (or
+    the body), a tuple (element index, own tag index, ancestor tag bits, near class bits, any class bits,
+    depth, tag, own class bits); the block's bits are its owner's with those of the inline elements its
+    text passed through. Text of inline elements
     joins the current block; the block is written when a block-level element starts or ends. An element's
     chars and link chars count the text of all blocks below it. Iterative (an explicit stack), so deep
     pages cost no recursion; below MAX_DEPTH levels an element's text is read as one run."""
@@ -481,11 +679,21 @@ def _id_info() -> dict[int, tuple]:
 _ROLE_BITS = {r: 1 << CLASS_WORDS.index(w) for r, w in _ROLE_WORDS.items()}
 
 
-def _ancestor(el_parent: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
-    out = idx.copy()
-    for _ in range(k):
-        nxt = el_parent[out]
-        out = np.where(nxt >= 0, nxt, out)
+@nb.njit(cache=True)
+def _ancestors(el_parent, idx, levels):
+    """Per element of ``idx`` and level k of ``levels`` (increasing): its ancestor k levels up (the root where
+    the chain ends sooner)."""
+    out = np.empty((idx.size, levels.size), dtype=np.int64)
+    for i in range(idx.size):
+        a = idx[i]
+        up = 0
+        for t in range(levels.size):
+            while up < levels[t]:
+                nxt = el_parent[a]
+                if nxt >= 0:
+                    a = nxt
+                up += 1
+            out[i, t] = a
     return out
 
 
@@ -500,9 +708,9 @@ def _bits(values: list[int], n_bits: int) -> np.ndarray:
 def _title_overlap(texts: list[str], title: str) -> np.ndarray:
     """Per block: share of its words in the page title, share of the title's words in it (blocks of up to
     300 characters; words: lower-cased ``\\w+``, each counted once). All short blocks are lower-cased in one
-    pass and their words counted with numpy: each word is a run of word characters (``_classes``, the same
-    ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its code points (two different words
-    of one page sharing a hash: odds about 1e-13 per page)."""
+    pass and their words counted by one compiled scan (``_title_counts``): each word is a run of word
+    characters (``_classes``, the same ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its
+    code points (``_word_hash``; two different words of one block sharing a hash: odds about 1e-17)."""
     tw = set(_WORD_RE.findall(title.lower()))
     out = np.zeros((len(texts), 2), dtype=np.float32)
     if not tw:
@@ -520,66 +728,86 @@ def _title_overlap(texts: list[str], title: str) -> np.ndarray:
                 out[i, 0] = common / len(bw)
                 out[i, 1] = common / len(tw)
         return out
-    block, key = _word_hashes(joined)
-    if block.size == 0:
-        return out
-    title_key = np.array([_word_hash(w) for w in tw], dtype=np.uint64)
-    # one entry per (block, word): the word's hash mixed with its block's number
-    pair = key + block.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    _, first = np.unique(pair, return_index=True)
-    ub = block[first]
-    in_title = np.isin(key[first], title_key)
-    n_words = np.bincount(ub, minlength=len(short))
-    common = np.bincount(ub, weights=in_title, minlength=len(short))
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    title_key = np.sort(np.array([_word_hash(w) for w in tw], dtype=np.uint64))
+    ok, n_words, common = _title_counts(cps, _CLASS_TABLE, title_key, len(short))
+    if not ok:  # code points not seen before: fill their classes, then count
+        _classes(cps)
+        ok, n_words, common = _title_counts(cps, _CLASS_TABLE, title_key, len(short))
     has = np.flatnonzero(n_words)
     rows = np.asarray(short, dtype=np.int64)[has]
+    common = common.astype(np.float64)
     out[rows, 0] = common[has] / n_words[has]
     out[rows, 1] = common[has] / len(tw)
     return out
 
 
 _HASH_BASE = 0x100000001B3
-_POWERS = np.ones(1, dtype=np.uint64)      # B**k modulo 2**64
-_INV_POWERS = np.ones(1, dtype=np.uint64)  # B**-k modulo 2**64 (B is odd: it has an inverse)
 
 
 def _word_hash(word: str) -> int:
-    """``sum cp[k] * B**k`` modulo 2**64 over the code points of ``word`` (what ``_word_hashes`` gives)."""
+    """``sum cp[k] * B**k`` modulo 2**64 over the code points of ``word`` (what ``_title_counts`` computes)."""
     return sum(ord(ch) * pow(_HASH_BASE, k, 2**64) for k, ch in enumerate(word)) % 2**64
 
 
-def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``_POWERS`` and ``_INV_POWERS`` with at least ``n`` entries (grown as pages need)."""
-    global _POWERS, _INV_POWERS
-    if _POWERS.size < n:
-        size = max(n, 2 * _POWERS.size, 4096)
-        for base in (_HASH_BASE, pow(_HASH_BASE, -1, 2**64)):
-            p = np.empty(size, dtype=np.uint64)
-            p[0] = 1
-            np.cumprod(np.full(size - 1, base, dtype=np.uint64), out=p[1:])
-            if base == _HASH_BASE:
-                _POWERS = p
-            else:
-                _INV_POWERS = p
-    return _POWERS, _INV_POWERS
-
-
-def _word_hashes(s: str) -> tuple[np.ndarray, np.ndarray]:
-    """The words (maximal runs of ``\\w``) of ``s``: for each, the number of "\\x00" before it (its block) and
-    ``_word_hash`` of it."""
-    cps = np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    n = cps.size
-    isw = np.zeros(n + 2, dtype=bool)
-    isw[1:-1] = (_classes(cps) & 1).view(bool)
-    starts = np.flatnonzero(isw[1:-1] & ~isw[:-2])
-    ends = np.flatnonzero(isw[1:-1] & ~isw[2:]) + 1
-    powers, inv = _power_tables(n + 1)
-    prefix = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(cps * powers[:n], out=prefix[1:])
-    # (prefix[end] - prefix[start]) / B**start, all modulo 2**64
-    key = (prefix[ends] - prefix[starts]) * inv[starts]
-    block = np.cumsum(cps == 0)[starts]
-    return block, key
+@nb.njit(cache=True)
+def _title_counts(cps, table, title_key, n_blocks):
+    """One pass over the code points of the "\\x00"-joined blocks: per block, how many distinct words (runs of
+    ``\\w``, told apart by ``_word_hash``) and how many of them are in ``title_key`` (sorted). ok = False when a
+    code point's class is not in ``table`` yet (255)."""
+    n_words = np.zeros(n_blocks, dtype=np.int64)
+    common = np.zeros(n_blocks, dtype=np.int64)
+    keys = np.empty(cps.size // 2 + 1, dtype=np.uint64)
+    base = np.uint64(_HASH_BASE)
+    m = 0  # words of the current block so far
+    block = 0
+    h = np.uint64(0)
+    p = np.uint64(1)
+    in_word = False
+    for i in range(cps.size + 1):
+        if i < cps.size:
+            cp = cps[i]
+            k = table[cp]
+            if k == 255:
+                return False, n_words, common
+        else:  # past the end: the last block ends
+            cp = np.uint32(0)
+            k = np.uint8(0)
+        if k & 1:
+            if not in_word:
+                in_word = True
+                h = np.uint64(0)
+                p = np.uint64(1)
+            h += np.uint64(cp) * p
+            p *= base
+            continue
+        if in_word:
+            keys[m] = h
+            m += 1
+            in_word = False
+        if cp == 0:  # the end of a block (or of the last one)
+            if m:
+                ks = keys[:m]
+                for j in range(1, m):  # insertion sort: a short block has few words
+                    v = ks[j]
+                    t = j - 1
+                    while t >= 0 and ks[t] > v:
+                        ks[t + 1] = ks[t]
+                        t -= 1
+                    ks[t + 1] = v
+                distinct = 0
+                hit = 0
+                for j in range(m):
+                    if j == 0 or ks[j] != ks[j - 1]:
+                        distinct += 1
+                        t = np.searchsorted(title_key, ks[j])
+                        if t < title_key.size and title_key[t] == ks[j]:
+                            hit += 1
+                n_words[block] = distinct
+                common[block] = hit
+            m = 0
+            block += 1
+    return True, n_words, common
 
 
 _CLASS_CACHE: dict[int, int] = {}
@@ -601,36 +829,22 @@ def _char_class(cp: int) -> int:
     return k
 
 
-_CODE_BITS = ((np.arange(64)[:, None] >> np.arange(6)) & 1).astype(np.int64)  # code -> its bits
-
-
 def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
-    """Per-block text features, counted over the page's code points at once (numpy). ``pre``: blocks
-    whose white space was kept (``<pre>``); the others hold single spaces between words."""
+    """Per-block text features, counted by one compiled scan over the page's code points (``_text_counts``).
+    ``pre``: blocks whose white space was kept (``<pre>``); the others hold single spaces between words."""
     n = len(texts)
     chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     cps = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cls = _classes(cps)
-    # block of each code point (the \x00 separators belong to the block before them and are no word character)
-    starts = np.concatenate(([0], np.cumsum(chars[:-1] + 1)))
-    block = np.repeat(np.arange(n), chars + 1)[: cps.size]
-    isw = (cls & 1).astype(np.uint8)
-    wstart = isw.copy()
-    wstart[1:] &= 1 - isw[:-1]
-    # one histogram per block over a 6-bit code: word start, digit, sentence mark, separator, comma, space
-    code = (cls & 30) | wstart | ((cps == 32).astype(np.uint8) << 5)
-    hist = np.bincount(block * 64 + code, minlength=n * 64).reshape(n, 64)
-    counts = (hist @ _CODE_BITS).astype(np.float32)  # [n, 6]: how many code points have each bit
-    wtok, digits, sent, seps, comma, spaces = counts.T
+    ok, counts, ends = _text_counts(cps, _CLASS_TABLE, chars)
+    if not ok:  # code points not seen before: fill their classes, then count
+        _classes(cps)
+        ok, counts, ends = _text_counts(cps, _CLASS_TABLE, chars)
+    wtok, digits, sent, seps, comma, spaces = counts.astype(np.float32).T
     # words (str.split): single spaces between them, except in <pre> blocks
     words = spaces + 1
     for i in np.flatnonzero(pre):
         words[i] = len(texts[i].split())
-    first = cls[starts]
-    last = cps[starts + chars - 1]
-    upper0 = ((first & 32) != 0).astype(np.float32)
-    endp = ((cls[starts + chars - 1] & 4) != 0).astype(np.float32)
-    colon = (last == ord(":")).astype(np.float32)
+    upper0, endp, colon = ends.astype(np.float32).T
     chars = chars.astype(np.float32)
     lchars = np.log1p(chars)
     return np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(chars, 1), np.log1p(sent),
@@ -638,18 +852,73 @@ def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
                      upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
 
 
+@nb.njit(cache=True)
+def _text_counts(cps, table, chars):
+    """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
+    separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
+    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits); and whether its first
+    code point is upper case, its last a sentence mark, its last a colon. ok = False when a code point's
+    class is not in ``table`` yet (255)."""
+    n = chars.size
+    counts = np.zeros((n, 6), dtype=np.int64)
+    ends = np.zeros((n, 3), dtype=np.int64)
+    i = 0
+    prev_w = False
+    for b in range(n):
+        start = i
+        stop = i + chars[b] + 1
+        if stop > cps.size:
+            stop = cps.size
+        for j in range(start, stop):
+            cp = cps[j]
+            k = table[cp]
+            if k == 255:
+                return False, counts, ends
+            w = (k & 1) != 0
+            if w and not prev_w:
+                counts[b, 0] += 1
+            prev_w = w
+            if k & 2:
+                counts[b, 1] += 1
+            if k & 4:
+                counts[b, 2] += 1
+            if k & 8:
+                counts[b, 3] += 1
+            if k & 16:
+                counts[b, 4] += 1
+            if cp == 32:
+                counts[b, 5] += 1
+        last = start + chars[b] - 1
+        if last < 0:
+            last += cps.size
+        if start < cps.size:
+            ends[b, 0] = (table[cps[start]] & 32) != 0
+        ends[b, 1] = (table[cps[last]] & 4) != 0
+        ends[b, 2] = cps[last] == 58  # ":"
+        i = stop
+    return True, counts, ends
+
+
 N_TEXT = 14
 MAX_DEPTH = 200  # elements below this depth are read as plain text (real pages nest 10-40 deep)
 GROUP_LEVELS = (1, 2, 4, 8)
 
 
-def features(html: str, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
+def features(html: str | None, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
     """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
-    stripped page's ``utf8`` bytes, when the caller has them."""
-    if not stripped:
-        html = strip_html(html)
-        data = None
-    m = _OG_TYPE_RE.search(html, 0, 20000)
+    stripped page's ``utf8`` bytes, when the caller has them (then ``html`` may be None)."""
+    if html is None:
+        # the Open Graph type is looked for in the first 20,000 characters, which lie in the first 80,000
+        # bytes (a character an "ignore" drops at that cut lies beyond them); only ASCII matches "og:type"
+        # under re.I, so without those bytes (in any case) there is none
+        head = data[:80000]
+        head = head.decode("utf-8", "ignore") if b"og:type" in head.lower() else ""
+    else:
+        if not stripped:
+            html = strip_html(html)
+            data = None
+        head = html
+    m = _OG_TYPE_RE.search(head, 0, 20000)
     og = m.group(1).lower() if m else ""
     tree = parse(html, data)
     if tree is None:
@@ -658,11 +927,7 @@ def features(html: str, stripped: bool = False, data: bytes | None = None) -> Bl
     n = len(blocks)
     if n == 0:
         return None
-    texts, link, owners, extra_anc, extra_near = map(list, zip(*blocks))
-    b_el, own, anc, near, cls_any, depth, tags, _ = map(list, zip(*owners))
-    anc = [a | e for a, e in zip(anc, extra_anc)]
-    near = [a | e for a, e in zip(near, extra_near)]
-    cls_any = [a | e for a, e in zip(cls_any, extra_near)]
+    texts, link, b_el, own, anc, near, cls_any, depth, tags = map(list, zip(*blocks))
     title_node = tree.css_first("title")
     title = title_node.text() if title_node is not None else ""
     link = np.array(link, dtype=np.float32)
@@ -678,13 +943,11 @@ def features(html: str, stripped: bool = False, data: bytes | None = None) -> Bl
     el_chars = np.array(el_chars, dtype=np.float32)
     el_link = np.array(el_link, dtype=np.float32)
     bel = np.array(b_el, dtype=np.int64)
-    cont, groups = [], []
-    for k in GROUP_LEVELS:
-        a = _ancestor(el_parent, bel, k)
-        groups.append(a)
-        c = el_chars[a]
-        cont += [np.log1p(c), el_link[a] / np.maximum(c, 1)]
-    cont = np.stack(cont, axis=1)
+    groups = _ancestors(el_parent, bel, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
+    c = el_chars[groups]
+    cont = np.empty((n, 2 * len(GROUP_LEVELS)), dtype=np.float32)
+    cont[:, 0::2] = np.log1p(c)
+    cont[:, 1::2] = el_link[groups] / np.maximum(c, 1)
 
     chars = np.exp(ts[:, 0]) - 1
     total = float(chars.sum())
@@ -725,7 +988,7 @@ def features(html: str, stripped: bool = False, data: bytes | None = None) -> Bl
     rel = (ts[:, 0] - ts[:, 0].max())[:, None]
     feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, neigh, page, rel,
                             _title_overlap(texts, title)], axis=1)
-    return Blocks(texts, feats.astype(np.float32), tags, np.stack(groups, axis=1))
+    return Blocks(texts, feats.astype(np.float32), tags, groups)
 
 
 TEXT_NAMES = ["log_chars", "log_words", "log_tokens", "link_density", "log_sentence_marks", "sentence_marks_per_word",

@@ -15,9 +15,12 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
    owner (``extract_features.GROUP_LEVELS``);
 3. ``p = sigmoid(h Wout + bout)``.
 
-Inference is numpy matrix products; the standardisation and the context layers' shifted copies and
-container means run as numba-compiled loops (``_standardise``, ``_context_into``) that give the same
-numbers, to the bit, as the plain-numpy statement of the context in ``segments`` / ``context``.
+Inference is numpy matrix products and numba-compiled loops (``_sparse_product``, ``_segment_means``,
+``_context_sum``): the standardisation is folded into the first layer, whose product adds up only the
+features that are not zero (most are 0/1 flags); a context layer is computed from its parts (the blocks'
+own and neighbours' weights in one product, each container's mean times its weights once per container),
+the same function as the plain-numpy statement of the context in ``segments`` / ``context`` followed by
+one product (float32 rounding aside: probabilities agree to about 1e-6).
 """
 from __future__ import annotations
 
@@ -56,27 +59,45 @@ class BlockModel:
     threshold: float
     meta: dict
     _inv_scale: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _split: list | None = field(default=None, repr=False, compare=False)
+    _first: tuple | None = field(default=None, repr=False, compare=False)
 
     def predict(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        """Probability that each block (row of ``x``, all blocks of one page in order) is main content."""
+        """Probability that each block (row of ``x``, all blocks of one page in order) is main content.
+
+        A context layer is linear in its parts, so it is computed without the [n, d * CONTEXT_PARTS] context
+        matrix: ``h`` times the weights of the block itself and of its four neighbours at once, then shifted
+        and added (``_context_sum``); the container means times their weights once per container, not once
+        per block; the page mean once. The same function as ``context(h, segments(groups)) @ w``, summed in
+        another order (float32 rounding aside)."""
         if len(x) == 0:
             return np.zeros(0, dtype=np.float32)
         if self._inv_scale is None:
             self._inv_scale = (1.0 / self.scale).astype(np.float32)
-        h = _standardise(np.ascontiguousarray(x, dtype=np.float32), self.mean, self._inv_scale)
+            self._split = [_split_context(w) if 0 < i < len(self.weights) - 1 else None
+                           for i, w in enumerate(self.weights)]
+            # the standardisation folded into the first layer: ((x - mean) / scale) W0 + b0 = x W0' + b0'
+            w0 = self.weights[0].astype(np.float64)
+            self._first = ((w0 / self.scale[:, None]).astype(np.float32),
+                           (self.biases[0] - (self.mean / self.scale).astype(np.float64) @ w0).astype(np.float32))
         seg, order, starts, inv_size = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
+        n_segs = [int(np.searchsorted(starts[k], len(x))) for k in range(starts.shape[0])]
         last = len(self.weights) - 1
-        buf = None
+        h = None
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            if 0 < i < last:
-                n, d = h.shape
-                if buf is None or buf.shape[1] != d * CONTEXT_PARTS:
-                    buf = np.empty((n, d * CONTEXT_PARTS), dtype=np.float32)
-                _context_into(h, seg, order, starts, inv_size, buf)
-                buf[:, -d:] = h.mean(axis=0)
-                h = buf
-            h = h @ w
-            h += b
+            if i == 0:  # most features are 0/1 flags, mostly 0: the product over the non-zero ones only
+                h = _sparse_product(np.ascontiguousarray(x, dtype=np.float32), *self._first)
+            elif 0 < i < last:
+                local, per_group, page = self._split[i]
+                hw = h @ local
+                means = _segment_means(h, seg, inv_size)
+                group_w = np.empty((len(per_group), len(x), b.size), dtype=np.float32)
+                for k, wk in enumerate(per_group):  # rows past a level's segment count are never read
+                    np.matmul(means[k, :n_segs[k]], wk, out=group_w[k, :n_segs[k]])
+                h = _context_sum(hw, group_w, seg, h.mean(axis=0) @ page + b)
+            else:
+                h = h @ w
+                h += b
             if i < last:
                 np.maximum(h, 0, out=h)
         return 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -30, 30)))
@@ -142,21 +163,8 @@ def context(h: np.ndarray, segs) -> np.ndarray:
     return out
 
 
-# The same context as ``segments`` + ``context`` above (those stay as the plain-numpy statement of it, which
-# the tests compare against), in compiled loops without the temporaries. The container means add up the
-# blocks of a container in page order the way ``np.add.reduceat`` does (the first row, then numpy's pairwise
-# sum of the others), so the numbers are the same to the bit.
-@nb.njit(cache=True)
-def _standardise(x, mean, inv_scale):
-    """``(x - mean) * inv_scale`` in float32, one pass."""
-    n, m = x.shape
-    out = np.empty((n, m), dtype=np.float32)
-    for i in range(n):
-        for j in range(m):
-            out[i, j] = (x[i, j] - mean[j]) * inv_scale[j]
-    return out
-
-
+# ``segments`` + ``context`` above are the plain-numpy statement of a context layer's input (what training
+# computes and the tests compare against); inference computes the layer from its parts (``predict``).
 @nb.njit(cache=True)
 def _segment_ids(groups):
     """Per group column k: ``seg[k, i]``, the segment (0, 1, ... in order of first appearance) of block i;
@@ -203,91 +211,77 @@ def _segment_ids(groups):
     return seg, order, starts, inv_size
 
 
-@nb.njit(cache=True)
-def _pairwise(h, order, a, n, j):
-    """numpy's pairwise float32 sum of ``h[order[a:a+n], j]`` (``FLOAT_pairwise_sum``)."""
-    if n < 8:
-        res = np.float32(0.0)
-        for i in range(n):
-            res += h[order[a + i], j]
-        return res
-    if n <= 128:
-        r0 = h[order[a], j]
-        r1 = h[order[a + 1], j]
-        r2 = h[order[a + 2], j]
-        r3 = h[order[a + 3], j]
-        r4 = h[order[a + 4], j]
-        r5 = h[order[a + 5], j]
-        r6 = h[order[a + 6], j]
-        r7 = h[order[a + 7], j]
-        i = 8
-        while i < n - (n % 8):
-            r0 += h[order[a + i], j]
-            r1 += h[order[a + i + 1], j]
-            r2 += h[order[a + i + 2], j]
-            r3 += h[order[a + i + 3], j]
-            r4 += h[order[a + i + 4], j]
-            r5 += h[order[a + i + 5], j]
-            r6 += h[order[a + i + 6], j]
-            r7 += h[order[a + i + 7], j]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += h[order[a + i], j]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise(h, order, a, n2, j) + _pairwise(h, order, a + n2, n - n2, j)
+def _split_context(w: np.ndarray):
+    """A context layer's weights [d * CONTEXT_PARTS, d_out] by part: (the block's own and its neighbours'
+    side by side [d, (1 + len(SHIFTS)) * d_out], one [d, d_out] per container level, the page mean's)."""
+    d = w.shape[0] // CONTEXT_PARTS
+    parts = [w[k * d:(k + 1) * d] for k in range(CONTEXT_PARTS)]
+    n_local = 1 + len(SHIFTS)
+    local = np.ascontiguousarray(np.concatenate(parts[:n_local], axis=1))
+    return local, [np.ascontiguousarray(p) for p in parts[n_local:-1]], np.ascontiguousarray(parts[-1])
 
 
 @nb.njit(cache=True)
-def _context_into(h, seg, order, starts, inv_size, out):
-    """``context(h, segments(groups))`` written into ``out`` ([n, d * CONTEXT_PARTS], float32), all but its
-    last ``d`` columns (the page mean)."""
-    n, d = h.shape
+def _sparse_product(x, w, b):
+    """``x @ w + b`` (float32) adding up only the rows of ``w`` whose entry in ``x`` is not zero."""
+    n, m = x.shape
+    d = w.shape[1]
+    out = np.empty((n, d), dtype=np.float32)
     for i in range(n):
-        for j in range(d):
-            out[i, j] = h[i, j]
-    c = d
-    for s in (-2, -1, 1, 2):
-        for i in range(n):
-            src = i + s
-            if 0 <= src < n:
-                for j in range(d):
-                    out[i, c + j] = h[src, j]
-            else:
-                for j in range(d):
-                    out[i, c + j] = 0.0
-        c += d
-    mean = np.empty((n, d), dtype=np.float32)
-    rest = np.empty(d, dtype=np.float32)
-    for k in range(seg.shape[0]):
-        s = 0
-        while starts[k, s] < n:
-            a = starts[k, s]
-            size = starts[k, s + 1] - a
-            f = inv_size[k, s]
-            first = order[k, a]
-            if size - 1 < 8:  # the pairwise sum of under 8 numbers: 0 + each in turn
-                rest[:] = 0.0
-                for i in range(a + 1, a + size):
-                    r = order[k, i]
-                    for j in range(d):
-                        rest[j] += h[r, j]
-            else:
-                for j in range(d):
-                    rest[j] = _pairwise(h, order[k], a + 1, size - 1, j)
-            for j in range(d):
-                mean[s, j] = (h[first, j] + rest[j]) * f
-            s += 1
+        for k in range(d):
+            out[i, k] = b[k]
+        for j in range(m):
+            v = x[i, j]
+            if v != 0:
+                for k in range(d):
+                    out[i, k] += v * w[j, k]
+    return out
+
+
+@nb.njit(cache=True)
+def _segment_means(h, seg, inv_size):
+    """Per group column k and segment s: the mean of ``h`` over the blocks of s ([k, n, d]; rows past the
+    column's segment count are zeros)."""
+    n, d = h.shape
+    k_cols = seg.shape[0]
+    out = np.zeros((k_cols, n, d), dtype=np.float32)
+    for k in range(k_cols):
         for i in range(n):
             s = seg[k, i]
             for j in range(d):
-                out[i, c + j] = mean[s, j]
-        c += d
-    # the last d columns, the page mean, are left to the caller (``h.mean(axis=0)``: numpy's own summation
-    # order, which depends on d)
+                out[k, s, j] += h[i, j]
+        for s in range(n):
+            f = inv_size[k, s]
+            if f == 0:
+                break
+            for j in range(d):
+                out[k, s, j] *= f
+    return out
+
+
+@nb.njit(cache=True)
+def _context_sum(hw, group_w, seg, const):
+    """A context layer's output: the block's own part ``hw[i, :d]`` plus its neighbours' (block ``i + s``'s
+    part ``hw[i + s, ...]`` for each shift in ``SHIFTS``, nothing past the page's ends), plus each
+    container level's ``group_w[k, seg[k, i]]``, plus ``const`` (page mean part and bias)."""
+    n = hw.shape[0]
+    d = const.size
+    out = np.empty((n, d), dtype=np.float32)
+    shifts = (-2, -1, 1, 2)
+    for i in range(n):
+        for j in range(d):
+            out[i, j] = hw[i, j] + const[j]
+        for t in range(4):
+            src = i + shifts[t]
+            if 0 <= src < n:
+                c = (t + 1) * d
+                for j in range(d):
+                    out[i, j] += hw[src, c + j]
+        for k in range(seg.shape[0]):
+            g = seg[k, i]
+            for j in range(d):
+                out[i, j] += group_w[k, g, j]
+    return out
 
 
 def _round(a: np.ndarray):
