@@ -23,8 +23,8 @@ are decoded with replacement characters. Engines (``engine = ...``):
   documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
   service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine shared
   with other benchmarks; five runs of 5 rounds): 95-126 docs/s per core, 8.4-10.8x trafilatura (median
-  9.9x; single rounds 7.1-12.9x; resiliparse alone: 16-19x): the 10x goal is met in some runs, not
-  reliably.
+  9.9x; single rounds 7.1-12.9x; resiliparse alone: 16-19x); on a quiet machine 10.8x, 11.1x, 9.9x: the
+  10x goal is met in most runs, not in every one.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
