@@ -20,8 +20,10 @@ stage uses): that is what makes multi-megabyte pages (mostly inline JavaScript a
 the stage's size limit is applied to.
 
 Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes that the depth check
-:func:`too_deep_utf8` already scanned), walked once in Python (:func:`walk`, a loop with an explicit stack,
-tags read by lexbor's tag id); the per-block arithmetic is numpy over the finished block table, with
+:func:`too_deep_utf8` already scanned). The tree is walked once: :func:`walk` does it in Python (a loop with
+an explicit stack, tags read by lexbor's tag id); ``extract_dom`` does the same walk as one compiled scan of
+lexbor's serialization of the body (2-3x faster) and falls back to :func:`walk` where it cannot read a page,
+so :func:`walk` is the definition and the compiled scan must give what it gives. The per-block arithmetic is numpy over the finished block table, with
 compiled scans (numba) for the text statistics and title overlap over the code points of all blocks at
 once and for the container ancestors. ``benchmarks/extract_features_check.py`` checks that a change here
 leaves the features of WCXB's development pages as they were (the shipped model reads them).
@@ -267,6 +269,23 @@ def _ascii_space(c):
     return (9 <= c <= 13) or (28 <= c <= 32)
 
 
+@nb.njit(cache=True, inline="always")
+def _name_at(buf, q, names, w, m):
+    """Whether the ``m`` letters of ``names[w]`` stand at byte q (ASCII compared case-insensitively): 1 or 0;
+    ``_UNSURE`` where a non-ASCII byte comes first (the regular expression's ``re.I`` folds some of those)."""
+    n = buf.size
+    for j in range(m):
+        r = q + j
+        if r >= n:
+            return 0
+        c = buf[r]
+        if c >= 0x80:
+            return _UNSURE
+        if _lower(c) != names[w, j]:
+            return 0
+    return 1
+
+
 @nb.njit(cache=True)
 def _match_at(buf, lt, t, names, lens):
     """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
@@ -276,18 +295,10 @@ def _match_at(buf, lt, t, names, lens):
     i = lt[t]
     for w in range(names.shape[0]):
         m = lens[w]
-        j = 0
-        while j < m:
-            q = i + 1 + j
-            if q >= n:
-                break
-            c = buf[q]
-            if c >= 0x80:
-                return _UNSURE
-            if _lower(c) != names[w, j]:
-                break
-            j += 1
-        if j < m:
+        at = _name_at(buf, i + 1, names, w, m)
+        if at == _UNSURE:
+            return _UNSURE
+        if at == 0:
             continue
         q = i + 1 + m
         if q < n:
@@ -308,18 +319,10 @@ def _match_at(buf, lt, t, names, lens):
             p = lt[u]
             u += 1
             if p + 1 < n and buf[p + 1] == 47:
-                k = 0
-                while k < m:
-                    r = p + 2 + k
-                    if r >= n:
-                        break
-                    c = buf[r]
-                    if c >= 0x80:
-                        return _UNSURE
-                    if _lower(c) != names[w, k]:
-                        break
-                    k += 1
-                if k == m:
+                at = _name_at(buf, p + 2, names, w, m)
+                if at == _UNSURE:
+                    return _UNSURE
+                if at == 1:
                     r = p + 2 + m
                     while r < n and _ascii_space(buf[r]):
                         r += 1
@@ -697,11 +700,10 @@ def _ancestors(el_parent, idx, levels):
     return out
 
 
-def _bits(values: list[int], n_bits: int) -> np.ndarray:
-    """Bit flags (Python ints) as a float32 0/1 matrix [len(values), n_bits]."""
-    nbytes = (n_bits + 7) // 8
-    raw = b"".join(v.to_bytes(nbytes, "little") for v in values)
-    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(values), nbytes), axis=1, bitorder="little")
+def _bits(words: np.ndarray, n_bits: int) -> np.ndarray:
+    """Bit sets given as 64-bit words (``[n, k]``, word 0 holding bits 0-63) as 0/1 columns ``[n, n_bits]``."""
+    w = np.ascontiguousarray(words).astype("<u8", copy=False)
+    bits = np.unpackbits(w.view(np.uint8).reshape(len(w), -1), axis=1, bitorder="little")
     return bits[:, :n_bits].astype(np.float32)
 
 
@@ -923,27 +925,27 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     tree = parse(html, data)
     if tree is None:
         return None
-    blocks, el_parent, el_chars, el_link = walk(tree)
-    n = len(blocks)
+    from curate.stages.extract_dom import walk_arrays
+
+    w = walk_arrays(tree)
+    n = len(w.texts)
     if n == 0:
         return None
-    texts, link, b_el, own, anc, near, cls_any, depth, tags = map(list, zip(*blocks))
+    texts, tags = w.texts, w.tags
     title_node = tree.css_first("title")
     title = title_node.text() if title_node is not None else ""
-    link = np.array(link, dtype=np.float32)
+    link = w.link.astype(np.float32)
     ts = _text_stats(texts, link, np.array([t == "pre" for t in tags], dtype=bool))  # [n, N_TEXT]
     own_1h = np.zeros((n, len(OWN_TAGS)), dtype=np.float32)
-    own_1h[np.arange(n), np.array(own)] = 1.0
-    anc_b = _bits(anc, len(ANCESTOR_TAGS))
-    near_b = _bits(near, len(CLASS_WORDS))
-    any_b = _bits(cls_any, len(CLASS_WORDS))
-    depth = np.array(depth, dtype=np.float32)
+    own_1h[np.arange(n), w.own] = 1.0
+    anc_b = _bits(w.anc[:, None], len(ANCESTOR_TAGS))
+    near_b = _bits(w.near, len(CLASS_WORDS))
+    any_b = _bits(w.any, len(CLASS_WORDS))
+    depth = w.depth.astype(np.float32)
 
-    el_parent = np.array(el_parent, dtype=np.int64)
-    el_chars = np.array(el_chars, dtype=np.float32)
-    el_link = np.array(el_link, dtype=np.float32)
-    bel = np.array(b_el, dtype=np.int64)
-    groups = _ancestors(el_parent, bel, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
+    el_chars = w.el_chars.astype(np.float32)
+    el_link = w.el_link.astype(np.float32)
+    groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
     c = el_chars[groups]
     cont = np.empty((n, 2 * len(GROUP_LEVELS)), dtype=np.float32)
     cont[:, 0::2] = np.log1p(c)
@@ -976,9 +978,8 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     # the page
     li_bit = _ANC_BIT["li"]
     tab_bit = _ANC_BIT["table"]
-    ancarr = np.array(anc, dtype=np.int64)
-    in_li = ((ancarr & li_bit) != 0)
-    in_tab = ((ancarr & tab_bit) != 0)
+    in_li = ((w.anc & li_bit) != 0)
+    in_tab = ((w.anc & tab_bit) != 0)
     page = np.array([np.log1p(total), float(link.sum()) / max(total, 1.0), np.log1p(n),
                      float(chars[in_li].sum()) / max(total, 1.0), float(chars[in_tab].sum()) / max(total, 1.0),
                      float((own_1h[:, _OWN_INDEX["h1"]] + own_1h[:, _OWN_INDEX["h2"]]).sum()) / 10.0,

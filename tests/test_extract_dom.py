@@ -1,0 +1,155 @@
+"""The compiled block walk (``extract_dom``) gives what ``extract_features.walk`` gives, on real pages and on
+generated tag soup made to hit every corner of lexbor's serialization; where it cannot read a page it says
+so and the Python walk answers."""
+import gzip
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curate.readers import read_file
+from curate.stages import extract_dom as X
+from curate.stages import extract_features as F
+
+DATA = Path(__file__).resolve().parent / "data" / "extract"
+
+
+def _tree(html: str):
+    data = F.utf8(html)
+    return F.parse(None, F.strip_utf8(data)) if data is not None else F.parse(F.strip_html(html))
+
+
+def _differs(a: X.Walked, b: X.Walked) -> str | None:
+    for k in ("texts", "tags"):
+        if getattr(a, k) != getattr(b, k):
+            return k
+    for k in ("link", "el", "own", "anc", "near", "any", "depth", "el_parent", "el_chars", "el_link"):
+        x, y = getattr(a, k), getattr(b, k)
+        if x.shape != y.shape or not np.array_equal(x, y):
+            return k
+    return None
+
+
+def _check(html: str) -> bool:
+    """Compare on one page; True when the compiled scan read it."""
+    tree = _tree(html)
+    if tree is None:
+        return False
+    ref = X.from_walk(*F.walk(tree))
+    got = X.compiled_walk(tree)
+    if got is not None:
+        assert _differs(ref, got) is None, (_differs(ref, got), html[:3000])
+    assert _differs(ref, X.walk_arrays(tree)) is None
+    return got is not None
+
+
+def _real_pages() -> list[str]:
+    with gzip.open(DATA / "wcxb_pages.jsonl.gz", "rt", encoding="utf-8") as f:
+        pages = [d["html"] for d in map(json.loads, f)]
+    for item in read_file(str(DATA / "web-pages-87.warc.gz"), "warc"):
+        if item[0] == "doc" and item[1].get("text"):
+            pages.append(item[1]["text"])
+    return pages
+
+
+def test_real_pages_are_read_by_the_compiled_scan_and_match_walk():
+    pages = _real_pages()
+    assert len(pages) >= 100
+    compiled = sum(_check(h) for h in pages)
+    assert compiled == len(pages)  # no real page needs the Python walk
+
+
+# ------------------------------------------------------------------------------------------ tag soup
+
+TAGS = ["p", "div", "span", "a", "li", "ul", "ol", "pre", "b", "i", "code", "em", "section", "article", "nav",
+        "footer", "h1", "h3", "table", "tr", "td", "th", "tbody", "blockquote", "label", "button", "form", "center",
+        "noscript", "font", "custom-el", "x-y", "dl", "dt", "dd", "figure", "figcaption", "small", "sup", "q"]
+RARE = ["xmp", "noembed", "noframes", "iframe", "script", "style", "textarea", "title", "select", "option",
+        "svg", "math", "template", "object", "video", "head", "body", "html", "listing", "menuitem", "ruby", "rt"]
+VOID = ["br", "hr", "img", "wbr", "input", "embed", "meta", "link", "area", "source", "col", "param", "keygen"]
+WORDS = ["content", "nav", "menu", "Sidebar", "post-entry", "sr-only", "price", "comment", "İtem", "\u212aard",
+         "main", "s\u212aip-link", "x", "social-share", "byline", "&amp;", "a&b", "q\"uote", "it's", "\u00a0nav", "DISPLAY", "none"]
+TEXTS = ["Hello world.", "  spaced   out  ", "\n\nlines\n", "a &amp; b", "x &lt; y &gt; z", "non&nbsp;breaking",
+         "&#160;", "&copy; 2026", "&quot;q&quot;", "\u00a0\u2003\u3000\u1680\u202f\u205f\u2028", "\x1c\x1d\x85",
+         "中文字符。", "ภาษาไทย", "العربية؟", "emoji 😀", "\r\nwin\r\n", "tab\tsep", "\x00nul", "<", "& alone",
+         "&", "a<b", "]]>", "-->", "\ufeffbom", "İstanbul", "\u212a", "."]
+STYLES = ["display:none", "DISPLAY:NONE", "display: none", "Display:None", "visibility:hidden", "color:red",
+          "visibility : hidden", "x:none", "display:\u00a0none", "display:nonE"]
+ROLES = ["navigation", "banner", "main", "Navigation", "menu", "dialog", "x", ""]
+
+
+def _attrs(rng: random.Random) -> str:
+    out = []
+    for _ in range(rng.choice([0, 0, 1, 2, 3])):
+        k = rng.random()
+        if k < 0.35:
+            out.append(f'class="{" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 3)))}"')
+        elif k < 0.45:
+            out.append(f"id='{rng.choice(WORDS)}{rng.choice(WORDS)}'")
+        elif k < 0.6:
+            out.append(f'style="{rng.choice(STYLES)}"')
+        elif k < 0.65:
+            out.append("hidden")
+        elif k < 0.75:
+            role = rng.choice(ROLES)
+            out.append(f"role={role}" if role else 'role=""')
+        elif k < 0.8:
+            out.append(rng.choice(["=x", 'a"b=1', "<c=2", "d/e=3", "class", "ID=content", "CLASS=nav",
+                                   "class=a class=b", "data-x=&gt;&lt;"]))
+        else:
+            out.append(f'href="/{rng.choice(WORDS)}" title="{rng.choice(TEXTS)}"')
+    return (" " + " ".join(out)) if out else ""
+
+
+def _soup(rng: random.Random, n: int) -> str:
+    parts: list[str] = []
+    open_: list[str] = []
+    for _ in range(n):
+        k = rng.random()
+        if k < 0.3:
+            t = rng.choice(TAGS) if rng.random() < 0.9 else rng.choice(RARE)
+            parts.append(f"<{t.upper() if rng.random() < 0.1 else t}{_attrs(rng)}>")
+            open_.append(t)
+        elif k < 0.5 and open_:
+            t = open_.pop() if rng.random() < 0.85 else rng.choice(TAGS)
+            parts.append(f"</{t}>")
+        elif k < 0.58:
+            parts.append(f"<{rng.choice(VOID)}{_attrs(rng)}{'/' if rng.random() < 0.3 else ''}>")
+        elif k < 0.62:
+            parts.append(rng.choice(["<!-- c -->", "<!---->", "<?pi x?>", "<![CDATA[a<b]]>", "<!x>", "</>",
+                                     "<!-- a -- b --!>", "<plaintext>" if rng.random() < 0.05 else "<p/>"]))
+        else:
+            parts.append(rng.choice(TEXTS))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_tag_soup_matches_walk(seed):
+    rng = random.Random(seed)
+    compiled = total = 0
+    for i in range(150):
+        html = _soup(rng, rng.randint(5, 120))
+        if rng.random() < 0.3:
+            html = f"<html><head><title>{rng.choice(TEXTS)}</title></head><body{_attrs(rng)}>{html}</body></html>"
+        total += 1
+        compiled += _check(html)
+    # the soup is hostile on purpose, but most of it must take the compiled path, or this tests little
+    assert compiled >= 0.7 * total, (compiled, total)
+
+
+def test_what_the_scan_cannot_read_goes_to_walk_with_the_same_result():
+    deep = "<div>" * (F.MAX_DEPTH + 20) + "deep text" + "</div>" * (F.MAX_DEPTH + 20)
+    plaintext = "<p>before</p><plaintext>a</plaintext><b>c"
+    for html in (deep, plaintext):
+        tree = _tree(html)
+        assert X.compiled_walk(tree) is None
+        assert _differs(X.from_walk(*F.walk(tree)), X.walk_arrays(tree)) is None
+
+
+def test_pages_larger_than_the_buffers_grow_them():
+    html = "".join(f"<p class='c{i % 7} content'>para {i} &amp; more</p><span>s{i}</span>" for i in range(9000))
+    assert _check(html)
+    b = X.compiled_walk(_tree(html))
+    assert len(b.texts) == 18000 and b.texts[17999] == "s8999"
