@@ -153,3 +153,11 @@ def test_pages_larger_than_the_buffers_grow_them():
     assert _check(html)
     b = X.compiled_walk(_tree(html))
     assert len(b.texts) == 18000 and b.texts[17999] == "s8999"
+
+
+def test_buffers_of_a_very_large_page_are_not_kept(monkeypatch):
+    monkeypatch.setattr(X, "KEEP_BYTES", 1000)
+    kept = X._WS.size
+    html = "<div>" + "<p>big page &amp; text</p>" * 200 + "</div>"
+    assert _check(html)
+    assert X._WS.size == kept  # the thread's buffers stayed as they were

@@ -75,6 +75,10 @@ def _tables():
         wbit[j] = i
     counts = np.bincount([w.encode()[0] for _, w in words], minlength=256)
     first[1:] = np.cumsum(counts)
+    pairs = np.zeros(256 * 256, dtype=np.bool_)  # the first two bytes of some class word (all have two or more)
+    for w in F.CLASS_WORDS:
+        assert len(w) >= 2, w
+        pairs[w.encode()[0] * 256 + w.encode()[1]] = True
     roles = list(F._ROLE_BITS)
     rbytes = np.zeros((len(roles), max(map(len, roles))), dtype=np.uint8)
     rlen = np.zeros(len(roles), dtype=np.int64)
@@ -85,7 +89,7 @@ def _tables():
         rbits[j] = _split_bits(F._ROLE_BITS[r])
     body = tag_names.index("body")
     pre = tag_names.index("pre")
-    return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, rbytes, rlen, rbits, body, pre), tag_names
+    return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body, pre), tag_names
 
 
 _TABLES: list = []
@@ -185,7 +189,7 @@ def _contains(a, n, pat):
 
 
 @nb.njit(cache=True)
-def _class_bits(v, n, wbytes, wlen, wbit, first, scratch, cm):
+def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
     """OR into ``cm`` the class words that ``_CLASS_WORD_RE.findall(value.lower())`` finds in the unescaped
     value v[:n]: lower-case ASCII; U+0130 lower-cases to "i" and a combining dot, U+212A to "k"; any other
     non-ASCII character to one that no class word holds."""
@@ -211,8 +215,11 @@ def _class_bits(v, n, wbytes, wlen, wbit, first, scratch, cm):
             m += 1
         i += k
     p = 0
-    while p < m:
+    while p + 1 < m:
         c = scratch[p]
+        if not pairs[c * 256 + scratch[p + 1]]:  # no class word starts with these two bytes
+            p += 1
+            continue
         hit = 0
         for w in range(first[c], first[c + 1]):
             L = wlen[w]
@@ -357,7 +364,7 @@ def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre
 
 @nb.njit(cache=True)
 def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, default, wbytes, wlen, wbit, first,
-          rbytes, rlen, rbits, body_tag, pre_tag, max_depth):
+          pairs, rbytes, rlen, rbits, body_tag, pre_tag, max_depth):
     """The scan (see the module's doc). Writes the blocks' texts into ``out``, the block table into ``blk`` /
     ``bbits`` and the elements into ``els``, and returns (OK, GIVE_UP or NEED_ROOM, bytes of text, blocks,
     elements)."""
@@ -421,7 +428,6 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
                 j += 1
             if skip_at < 0:
                 has_parts = True
-                pre = own[ot, O_TAG] == pre_tag
                 ok, o, cp, link, pending, nonws = _text_run(buf, i, j, False, out, o, cp, cs, link, in_link,
                                                             pending, nonws, own[ot, O_TAG] == pre_tag)
                 if not ok:
@@ -522,12 +528,12 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, scratch, cm)
+                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
                 elif al == 2 and buf[a0] == 105 and buf[a0 + 1] == 100:  # id
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, scratch, cm)
+                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
                 elif al == 6 and buf[a0] == 104 and buf[a0 + 1] == 105 and buf[a0 + 2] == 100 \
                         and buf[a0 + 3] == 100 and buf[a0 + 4] == 101 and buf[a0 + 5] == 110:  # hidden
                     hidden = True
@@ -735,9 +741,13 @@ class _Workspace(threading.local):
 
 
 _WS = _Workspace()
+KEEP_BYTES = 1 << 22  # buffers for pages up to this size (stripped, serialized) are kept between pages
+KEEP_ROWS = 1 << 17
 
 
 def _workspace(size: int, rows: int) -> _Workspace:
+    if size > KEEP_BYTES or rows > KEEP_ROWS:
+        return _Workspace().fit(size, rows)  # a page this large is rare: its buffers go with it
     return _WS.fit(size, rows)
 
 

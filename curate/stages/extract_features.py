@@ -31,6 +31,7 @@ leaves the features of WCXB's development pages as they were (the shipped model 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numba as nb
@@ -957,10 +958,8 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     pos = np.stack([np.arange(n, dtype=np.float32) / max(n - 1, 1), cum, depth / 30.0,
                     depth / max(float(depth.max()), 1.0)], axis=1)
     # repetition of the same text on the page
-    counts: dict[str, int] = {}
-    for t in texts:
-        counts[t] = counts.get(t, 0) + 1
-    rep = np.fromiter((counts[t] for t in texts), dtype=np.float32, count=n)
+    counts = Counter(texts)
+    rep = np.fromiter(map(counts.__getitem__, texts), dtype=np.float32, count=n)
     rep = np.stack([np.log(rep), (rep > 1).astype(np.float32)], axis=1)
 
     # neighbours' text features: chars, link density, sentence punctuation
