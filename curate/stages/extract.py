@@ -21,10 +21,10 @@ are decoded with replacement characters. Engines (``engine = ...``):
   1,497 WCXB development pages, word F1): 5-fold CV 0.860 (in-sample 0.900), trafilatura 2.3.1 0.818,
   plain resiliparse 0.776; per type CV / trafilatura: article 0.937 / 0.929, collection 0.676 / 0.581,
   documentation 0.921 / 0.918, forum 0.809 / 0.696, listing 0.703 / 0.577, product 0.674 / 0.624,
-  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a loaded 2-core machine shared
-  with other benchmarks; five runs of 5 rounds): 95-126 docs/s per core, 8.4-10.8x trafilatura (median
-  9.9x; single rounds 7.1-12.9x; resiliparse alone: 16-19x); on a quiet machine 10.8x, 11.1x, 9.9x: the
-  10x goal is met in most runs, not in every one.
+  service 0.850 / 0.768. Speed (``--speed-only``, 150 pages, side by side, a quiet 2-core machine, three
+  runs of 5 rounds): 134-159 docs/s per core, 15.1x / 12.8x / 13.3x trafilatura (single rounds 10.1-18.0x;
+  resiliparse alone: 15-18x). The DOM walk is one compiled scan of lexbor's serialized body
+  (``extract_dom``), with ``extract_features.walk`` as its definition and fallback.
 - ``resiliparse``: the rules engine: resiliparse ``extract_plain_text(main_content=True, post_meta=False)``
   on a DOM that a short pre-pass adjusted (embedded tweets and text-heavy blocks with "share"/"social"
   class names kept; author boxes and comment forms skipped; comment threads kept even when resiliparse
