@@ -305,8 +305,9 @@ _WARM_PAGE = ("<html><head><title>Warm up</title></head><body><nav><a href='/'>H
 
 def warm_blocks(model: str = "") -> None:
     """Load the model and compile the blocks engine's numba kernels (or load them from numba's cache), once
-    per process, before any per-document time limit is armed: a first compile takes seconds (about 10 s on
-    a loaded 2-core machine), which would otherwise set the first page aside as ``extract_timeout``."""
+    per process, before any per-document time limit is armed: a first compile takes about 35 s on a 2-core
+    machine (the compiled DOM walk half of it; about 1 s once numba's cache holds them), which would
+    otherwise set the first page aside as ``extract_timeout``."""
     if model not in _WARM:
         from curate.stages.extract_features import strip_utf8
 
