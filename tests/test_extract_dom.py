@@ -161,3 +161,15 @@ def test_buffers_of_a_very_large_page_are_not_kept(monkeypatch):
     html = "<div>" + "<p>big page &amp; text</p>" * 200 + "</div>"
     assert _check(html)
     assert X._WS.size == kept  # the thread's buffers stayed as they were
+
+
+def test_threads_each_use_their_own_buffers():
+    from concurrent.futures import ThreadPoolExecutor
+
+    pages = _real_pages()[:24]
+    trees = [_tree(h) for h in pages]
+    want = [X.from_walk(*F.walk(t)) for t in trees]
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(X.compiled_walk, trees * 3))
+    for i, g in enumerate(got):
+        assert g is not None and _differs(want[i % len(trees)], g) is None

@@ -92,13 +92,7 @@ def _tables():
     return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body, pre), tag_names
 
 
-_TABLES: list = []
-
-
-def tables():
-    if not _TABLES:
-        _TABLES.extend(_tables())
-    return _TABLES
+TABLES, TAG_NAMES = _tables()
 
 
 # ------------------------------------------------------------------------------------------ compiled
@@ -697,11 +691,10 @@ def compiled_walk(tree) -> Walked | None:
     if not html:
         return None
     buf = np.frombuffer(html.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    t, names = tables()
     rows = 0
     while True:
         ws = _workspace(buf.size, rows)
-        st, o, nbk, ne = _walk(buf, ws.out, ws.blk, ws.bbits, ws.els, ws.scratch, ws.scratch2, *t, F.MAX_DEPTH)
+        st, o, nbk, ne = _walk(buf, ws.out, ws.blk, ws.bbits, ws.els, ws.scratch, ws.scratch2, *TABLES, F.MAX_DEPTH)
         if st != NEED_ROOM:
             break
         rows = 2 * ws.rows
@@ -716,7 +709,7 @@ def compiled_walk(tree) -> Walked | None:
     els = ws.els[:ne].T.copy()
     texts = [s[a:b] for a, b in zip(blk[B_CS].tolist(), blk[B_CE].tolist())]
     return Walked(texts, blk[B_LINK], blk[B_EL], blk[B_OWN], blk[B_ANC], bits[:, :N_WORDS].copy(),
-                  bits[:, N_WORDS:].copy(), blk[B_DEPTH], [names[i] for i in blk[B_TAG].tolist()],
+                  bits[:, N_WORDS:].copy(), blk[B_DEPTH], [TAG_NAMES[i] for i in blk[B_TAG].tolist()],
                   els[E_PARENT], els[E_CHARS], els[E_LINK])
 
 
@@ -728,12 +721,12 @@ class _Workspace(threading.local):
 
     def fit(self, size: int, rows: int):
         if size > self.size:
-            self.size = max(size, 2 * self.size, 1 << 16)
+            self.size = max(size, min(2 * self.size, KEEP_BYTES), 1 << 16)
             self.out = np.empty(self.size + 8, dtype=np.uint8)
             self.scratch = np.empty(self.size + 8, dtype=np.uint8)
             self.scratch2 = np.empty(2 * self.size + 16, dtype=np.uint8)
         if rows > self.rows:
-            self.rows = max(rows, 2 * self.rows, 1 << 12)
+            self.rows = max(rows, min(2 * self.rows, KEEP_ROWS), 1 << 12)
             self.blk = np.empty((self.rows, 8), dtype=np.int64)
             self.bbits = np.empty((self.rows, 2 * N_WORDS), dtype=np.uint64)
             self.els = np.empty((self.rows, 3), dtype=np.int64)
