@@ -70,7 +70,8 @@ RARE = ["xmp", "noembed", "noframes", "iframe", "script", "style", "textarea", "
         "svg", "math", "template", "object", "video", "head", "body", "html", "listing", "menuitem", "ruby", "rt"]
 VOID = ["br", "hr", "img", "wbr", "input", "embed", "meta", "link", "area", "source", "col", "param", "keygen"]
 WORDS = ["content", "nav", "menu", "Sidebar", "post-entry", "sr-only", "price", "comment", "İtem", "\u212aard",
-         "main", "s\u212aip-link", "x", "social-share", "byline", "&amp;", "a&b", "q\"uote", "it's", "\u00a0nav", "DISPLAY", "none"]
+         "main", "s\u212aip-link", "x", "social-share", "byline", "&amp;", "a&b", "q\"uote", "it's", "\u00a0nav",
+         "DISPLAY", "none"]
 TEXTS = ["Hello world.", "  spaced   out  ", "\n\nlines\n", "a &amp; b", "x &lt; y &gt; z", "non&nbsp;breaking",
          "&#160;", "&copy; 2026", "&quot;q&quot;", "\u00a0\u2003\u3000\u1680\u202f\u205f\u2028", "\x1c\x1d\x85",
          "中文字符。", "ภาษาไทย", "العربية؟", "emoji 😀", "\r\nwin\r\n", "tab\tsep", "\x00nul", "<", "& alone",

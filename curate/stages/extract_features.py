@@ -23,10 +23,11 @@ Parsing is lexbor (an HTML5 parser in C, through selectolax, fed the UTF-8 bytes
 :func:`too_deep_utf8` already scanned). The tree is walked once: :func:`walk` does it in Python (a loop with
 an explicit stack, tags read by lexbor's tag id); ``extract_dom`` does the same walk as one compiled scan of
 lexbor's serialization of the body (2-3x faster) and falls back to :func:`walk` where it cannot read a page,
-so :func:`walk` is the definition and the compiled scan must give what it gives. The per-block arithmetic is numpy over the finished block table, with
-compiled scans (numba) for the text statistics and title overlap over the code points of all blocks at
-once and for the container ancestors. ``benchmarks/extract_features_check.py`` checks that a change here
-leaves the features of WCXB's development pages as they were (the shipped model reads them).
+so :func:`walk` is the definition and the compiled scan must give what it gives. The per-block arithmetic
+is numpy over the finished block table, with compiled scans (numba) for the text statistics and title
+overlap over the code points of all blocks at once and for the container ancestors.
+``benchmarks/extract_features_check.py`` checks that a change here leaves the features of WCXB's
+development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
 
