@@ -129,9 +129,14 @@ def manifest_shards(output_dir: str | Path, which: str = "shards") -> list[Path]
         raise ValueError(f"{path} is not a curation manifest ({type(e).__name__}: {e}); rerun `curate run` "
                          "on that folder to rewrite it") from e
     for name in names:  # shards live inside the folder: a manifest cannot point a reader anywhere else
-        if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
+        if not is_inside(name):
             raise ValueError(f"{path} names the shard {name!r}, which is not a path inside {output_dir}")
     return [output_dir / name for name in names]
+
+
+def is_inside(name) -> bool:
+    """Whether ``name`` (read from a record on disk) is a relative path that stays inside its folder."""
+    return isinstance(name, str) and not Path(name).is_absolute() and ".." not in Path(name).parts
 
 
 class atomic_path:

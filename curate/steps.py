@@ -25,7 +25,7 @@ from tqdm import tqdm
 from curate import readers, tasks
 from curate.output import remove_plan
 from curate.pipeline import Pipeline, StageSpec
-from curate.shards import read_json, read_record, write_json
+from curate.shards import is_inside, read_json, read_record, write_json
 from curate.stages import stage_class
 
 
@@ -266,7 +266,7 @@ def forget(marker_path: Path, out: Path) -> None:
     entries = [e for key in ("outputs", "dropped") if isinstance(m.get(key), list) for e in m[key]]
     for e in entries:
         name = e.get("path") if isinstance(e, dict) else None
-        if isinstance(name, str) and not Path(name).is_absolute() and ".." not in Path(name).parts:
+        if is_inside(name):
             (out / name).unlink(missing_ok=True)  # only files inside OUT, whatever a damaged marker says
     marker_path.unlink(missing_ok=True)
 

@@ -348,7 +348,7 @@ def check_shapes(model, d: Path) -> None:
     buffers = sum(b.numel() for b in model.buffers())
     if buffers > weights:
         raise CheckpointError(f"{d}: model_config.json asks for {buffers:,} buffer elements (max_seq_len "
-                              f"{model.cfg.max_seq_len if hasattr(model, 'cfg') else '?'}), more than the "
+                              f"{model.config.max_seq_len}), more than the "
                               f"{weights:,} weights; the checkpoint was damaged or tampered with: use another one")
     for name, tensor in model.state_dict().items():
         saved = metadata.get(f"model.{name}")

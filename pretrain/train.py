@@ -71,17 +71,13 @@ def run(args) -> int:
     except NonFiniteError as e:
         print(f"pretrain train: {e}", file=sys.stderr)
         return 3
-    except DataError as e:
-        print(f"pretrain train: {e}", file=sys.stderr)
-        return 2
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------- data
 
-class DataError(ValueError):
+class DataError(ConfigError):
     """The training data cannot be used as it is (tokens outside the vocabulary); says what to change."""
-
 
 
 class SyntheticDataset:

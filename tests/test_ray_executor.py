@@ -167,3 +167,4 @@ def test_a_ray_address_where_nothing_answers_fails_at_once_saying_what_to_do():
         check_address(f"127.0.0.1:{s.getsockname()[1]}")
         check_address(f"ray://127.0.0.1:{s.getsockname()[1]}")
     check_address("auto")
+    check_address("local")  # ray.init starts a cluster here: nothing to reach

@@ -19,11 +19,11 @@ from curate.executors import WorkerLost, collect
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
-    """Fail at once, saying what to do, when ``address`` is not ``auto`` and nothing answers at its host and
-    port (``ray.init`` would retry for minutes, then fail with a Ray log line)."""
+    """Fail at once, saying what to do, when ``address`` is not ``auto`` / ``local`` and nothing answers at its
+    host and port (``ray.init`` would retry for minutes, then fail with a Ray log line)."""
     from curate.pipeline import ConfigError
 
-    if address == "auto":
+    if address in ("auto", "local"):  # ray.init's own words: find a running cluster, start one here
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -38,6 +38,15 @@ _FLAG_PLAINTEXT = 4
 N_WORDS = (len(F.CLASS_WORDS) + 63) // 64  # uint64 words of a class-word bit set
 
 
+def _b(s: str) -> np.ndarray:
+    return np.frombuffer(s.encode(), dtype=np.uint8).copy()
+
+
+# attribute names the scan reads, and what ``extract_features._is_hidden`` looks for in a style
+_CLASS, _ID, _HIDDEN, _STYLE, _ROLE = _b("class"), _b("id"), _b("hidden"), _b("style"), _b("role")
+_NONE, _DISPLAY_NONE, _VISIBILITY_HIDDEN = _b("none"), _b("display:none"), _b("visibility:hidden")
+
+
 def _pack(name: bytes) -> tuple[int, int]:
     b = name.ljust(16, b"\0")
     return int.from_bytes(b[:8], "little"), int.from_bytes(b[8:16], "little")
@@ -231,6 +240,17 @@ def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
 
 
 @nb.njit(cache=True)
+def _equals(buf, a, n, pat):
+    """Whether buf[a:a+n] is ``pat``."""
+    if n != pat.size:
+        return False
+    for j in range(n):
+        if buf[a + j] != pat[j]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
 def _same(buf, a, b, n):
     for j in range(n):
         if buf[a + j] != buf[b + j]:
@@ -401,11 +421,6 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
     pending = False
     nonws = False
     cm = np.zeros(NW, dtype=np.uint64)
-    pat_none = np.array([110, 111, 110, 101], dtype=np.uint8)
-    pat_hidden = np.array([104, 105, 100, 100, 101, 110], dtype=np.uint8)
-    pat_display = np.array([100, 105, 115, 112, 108, 97, 121, 58, 110, 111, 110, 101], dtype=np.uint8)
-    pat_vis = np.array([118, 105, 115, 105, 98, 105, 108, 105, 116, 121, 58, 104, 105, 100, 100, 101, 110],
-                       dtype=np.uint8)
     # "<body" and its attributes (the body's own class is not read, as in ``walk``)
     if n < 13 or buf[0] != 60 or buf[1] != 98:
         return GIVE_UP, 0, 0, 0
@@ -498,7 +513,7 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
             is_a = default[2] != 0
             own_index = default[3]
             flags = 0
-        if flags & 4:  # plaintext: its text may hold its own end tag
+        if flags & _FLAG_PLAINTEXT:  # plaintext: its text may hold its own end tag
             break
         cm[:] = 0
         hidden = False
@@ -517,36 +532,27 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
                 break
             al = e - a0
             if skip_at < 0 and cat < 3:
-                if al == 5 and buf[a0] == 99 and buf[a0 + 1] == 108 and buf[a0 + 2] == 97 and buf[a0 + 3] == 115 \
-                        and buf[a0 + 4] == 115:  # class
+                if _equals(buf, a0, al, _CLASS) or _equals(buf, a0, al, _ID):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
                     _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
-                elif al == 2 and buf[a0] == 105 and buf[a0 + 1] == 100:  # id
-                    m = _unescape(buf, v0, v1, scratch2)
-                    if m < 0:
-                        return GIVE_UP, 0, 0, 0
-                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
-                elif al == 6 and buf[a0] == 104 and buf[a0 + 1] == 105 and buf[a0 + 2] == 100 \
-                        and buf[a0 + 3] == 100 and buf[a0 + 4] == 101 and buf[a0 + 5] == 110:  # hidden
+                elif _equals(buf, a0, al, _HIDDEN):
                     hidden = True
-                elif al == 5 and buf[a0] == 115 and buf[a0 + 1] == 116 and buf[a0 + 2] == 121 \
-                        and buf[a0 + 3] == 108 and buf[a0 + 4] == 101:  # style
+                elif _equals(buf, a0, al, _STYLE):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    if _contains(scratch2, m, pat_none) or _contains(scratch2, m, pat_hidden):
+                    if _contains(scratch2, m, _NONE) or _contains(scratch2, m, _HIDDEN):
                         r = 0
                         for q in range(m):
                             ch = scratch2[q]
                             if ch != 32:
                                 scratch[r] = ch + 32 if 65 <= ch <= 90 else ch
                                 r += 1
-                        if _contains(scratch, r, pat_display) or _contains(scratch, r, pat_vis):
+                        if _contains(scratch, r, _DISPLAY_NONE) or _contains(scratch, r, _VISIBILITY_HIDDEN):
                             hidden = True
-                elif al == 4 and buf[a0] == 114 and buf[a0 + 1] == 111 and buf[a0 + 2] == 108 \
-                        and buf[a0 + 3] == 101:  # role
+                elif _equals(buf, a0, al, _ROLE):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
@@ -562,9 +568,9 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
         if j >= n or buf[j] != 62:
             break
         i = j + 1
-        void = (flags & 1) != 0
+        void = (flags & _FLAG_VOID) != 0
         raw_end = i
-        if flags & 2:  # raw text up to "</name>"
+        if flags & _FLAG_RAW:  # raw text up to "</name>"
             raw_end = i
             while raw_end + nl + 2 < n:
                 if buf[raw_end] == 60 and buf[raw_end + 1] == 47 and buf[raw_end + nl + 2] == 62 \
@@ -640,7 +646,7 @@ def _walk(buf, out, blk, bbits, els, scratch, scratch2, k1, k2, klen, info, defa
         sp += 1
         anc |= bit
         in_link = in_link or is_a
-        if flags & 2 and raw_end > i:  # the element's text, as it is
+        if flags & _FLAG_RAW and raw_end > i:  # the element's text, as it is
             has_parts = True
             _, o, cp, link, pending, nonws = _text_run(buf, i, raw_end, True, out, o, cp, cs, link, in_link,
                                                        pending, nonws, own[ot, O_TAG] == pre_tag)

@@ -716,10 +716,6 @@ class C4Quality(_HeuristicStage):
         # lines are fewer than the minimum (most documents have more)
         count = p.min_num_sentences != -1 and on("c4_too_few_sentences")
         pending: list[tuple] = []  # kept lines (chunks start:stop, line, its words and chunks), to count
-        # spaCy's sentences of kept lines are counted at the end, over the document's chunks (the
-        # chunks of its lines one after the other), in one call
-        by_chunks = count and p.split_paragraph and p.words == "spacy"
-        ranges: list[tuple[int, int, str]] = []  # chunks start:stop of kept lines, and the line
         stop = 0
         for line in pieces:
             line = line.strip()
@@ -755,6 +751,10 @@ class C4Quality(_HeuristicStage):
         if count and p.split_paragraph:
             n_sentences = sum(1 for line in kept if line)  # a lower bound: a line holds a sentence
             if n_sentences < p.min_num_sentences:  # not enough: counted
+                # spaCy's sentences of kept lines are counted over the document's chunks (the chunks
+                # of its lines one after the other), in one call
+                by_chunks = p.words == "spacy"
+                ranges: list[tuple[int, int, str]] = []  # chunks start:stop of kept lines, and the line
                 n_sentences = 0
                 for start, stop_, line, words, chunks in pending:
                     if by_chunks and chunks is not None and \
@@ -781,7 +781,6 @@ class C4Quality(_HeuristicStage):
 
     def apply(self, table: pa.Table) -> StageResult:
         texts = table.column(TEXT).to_pylist()
-        p = self.params
         results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])
