@@ -26,7 +26,7 @@ from curate import readers
 from curate.pipeline import StageSpec
 from curate.schema import BASE_SCHEMA, DUPLICATE_OF, ID, REASON, STAGE, URL
 from curate.shards import read_shard, rows_to_table, shard_suffix, write_shard_entry
-from curate.stages.base import mark_dropped
+from curate.stages.base import BatchContext, mark_dropped
 
 READ_STAGE = "read"
 STAGE_ERROR = "stage_error"
@@ -128,19 +128,20 @@ class _Writer:
     def run_chain(self, table: pa.Table, plan=None) -> None:
         stem = self.task["stem"] if "stem" in self.task else f"{self.task['task_id']}-{self.batches:05d}"
         self.batches += 1
+        context = BatchContext()  # what one stage learns of this batch's documents, for the stages after it
         for i, (name, stage) in enumerate(self.stages):
             st = self.stats[name]
             st["in"] += table.num_rows
             if table.num_rows == 0:
                 continue
             if i == 0 and plan is not None:
-                result = stage.apply_with_plan(table, plan[0], plan[1])
+                result = stage.apply_with_plan(table, plan[0], plan[1], context)
                 kept, dropped = _checked(name, table, result)
                 errors, counters = {}, result.counters
                 if result.added:
                     st["added"] = st.get("added", 0) + result.added
             else:
-                kept, dropped, errors, counters = apply_isolated(name, stage, table)
+                kept, dropped, errors, counters = apply_isolated(name, stage, table, context)
             if counters:
                 _add_counts(st.setdefault("counters", {}), counters)
             if errors:
@@ -183,13 +184,14 @@ def _checked(name: str, table: pa.Table, result) -> tuple[pa.Table, pa.Table]:
     return result.kept, result.dropped
 
 
-def apply_isolated(name: str, stage, table: pa.Table) -> tuple[pa.Table, pa.Table, dict, dict]:
-    """``stage.apply(table)``; when it raises, the documents that make it raise are found by halving the
+def apply_isolated(name: str, stage, table: pa.Table, context: BatchContext | None = None
+                   ) -> tuple[pa.Table, pa.Table, dict, dict]:
+    """``stage.apply(table, context)``; when it raises, the documents that make it raise are found by halving the
     batch and set aside as ``stage_error``. Returns (kept, dropped, {"Type: message": count}, the stage's
     counters)."""
     counters: dict[str, int] = {}
     try:
-        result = stage.apply(table)
+        result = stage.apply(table, context)
         kept, dropped = _checked(name, table, result)
         return kept, dropped, {}, result.counters
     except FATAL:
@@ -198,7 +200,7 @@ def apply_isolated(name: str, stage, table: pa.Table) -> tuple[pa.Table, pa.Tabl
         raise
     except Exception as first:  # noqa: BLE001 - isolate the document(s) behind it
         kept_parts, dropped_parts, bad = [], [], []
-        _bisect(name, stage, table, 0, kept_parts, dropped_parts, bad, first, counters)
+        _bisect(name, stage, table, 0, kept_parts, dropped_parts, bad, first, counters, context)
     if len(bad) == table.num_rows and table.num_rows >= 2:
         e = bad[0][1]
         raise StageFailure(f"stage {name!r} raised on every document of a batch of {table.num_rows} "
@@ -221,10 +223,10 @@ def _add_counts(into: dict, counts: dict) -> None:
         into[k] = into.get(k, 0) + n
 
 
-def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=None, counters=None) -> None:
+def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=None, counters=None, context=None) -> None:
     if error is None:
         try:
-            result = stage.apply(table)
+            result = stage.apply(table, context)
             kept, dropped = _checked(name, table, result)
             kept_parts.append(kept)
             dropped_parts.append(dropped)
@@ -240,8 +242,9 @@ def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=No
         bad.append((offset, error))
         return
     half = table.num_rows // 2
-    _bisect(name, stage, table.slice(0, half), offset, kept_parts, dropped_parts, bad, counters=counters)
-    _bisect(name, stage, table.slice(half), offset + half, kept_parts, dropped_parts, bad, counters=counters)
+    _bisect(name, stage, table.slice(0, half), offset, kept_parts, dropped_parts, bad, counters=counters, context=context)
+    _bisect(name, stage, table.slice(half), offset + half, kept_parts, dropped_parts, bad, counters=counters,
+            context=context)
 
 
 def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -11,7 +11,7 @@ from curate.stages.base import MapStage, split
 class Boom(MapStage):
     """Raises on any batch holding a document with "BOOM" in its text; keeps everything else."""
 
-    def apply(self, table: pa.Table):
+    def apply(self, table: pa.Table, context=None):
         texts = table.column("text").to_pylist()
         if any("BOOM" in t for t in texts):
             raise ValueError("cannot handle BOOM")
@@ -19,12 +19,12 @@ class Boom(MapStage):
 
 
 class AlwaysBoom(MapStage):
-    def apply(self, table: pa.Table):
+    def apply(self, table: pa.Table, context=None):
         raise KeyError("a bug hit on every document")
 
 
 class DiskFull(MapStage):
-    def apply(self, table: pa.Table):
+    def apply(self, table: pa.Table, context=None):
         raise OSError(errno.ENOSPC, "No space left on device", "/tmp/out/data/part.arrow")
 
 

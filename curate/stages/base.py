@@ -8,6 +8,11 @@ Two kinds of stage, and the runner knows which is which:
   decontamination): ``plan()`` scans every input shard and writes its plan under ``plan_dir``;
   then ``apply()`` runs on each shard like a map stage, reading the plan.
 
+Stages of one chain see each batch in turn and may hand what they learned about its documents to the
+stages after them through the batch's ``BatchContext`` (``apply(table, context)``): ``langid`` splits
+every text into words, and the heuristic filters after it reuse those words. The chain runner makes
+one context per batch; a stage called alone (``apply(table)``) works the same, only without the help.
+
 A stage is built from its pipeline table: ``Stage(name, params)`` where ``params`` is an instance
 of the stage's ``Params`` dataclass, already validated by ``curate.pipeline``.
 """
@@ -35,6 +40,18 @@ class StageResult:
 
 
 @dataclass
+class BatchContext:
+    """What the stages of one chain learn about one batch's documents, handed from stage to stage.
+
+    One per batch, made by the chain runner and passed to every stage's ``apply``; it never outlives
+    the batch, so a stage's result never depends on which stage ran before it or in which process.
+    ``words``: text -> what a stage learned of that text's words (``curate.stages.words.Recent``).
+    """
+
+    words: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass
 class NoParams:
     pass
 
@@ -47,7 +64,7 @@ class MapStage:
         self.name = name
         self.params = params if params is not None else self.Params()
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context: BatchContext | None = None) -> StageResult:
         raise NotImplementedError
 
 
@@ -63,7 +80,8 @@ class GlobalStage(MapStage):
         """Build the plan from every input shard; return stats worth reporting (may be empty)."""
         raise NotImplementedError
 
-    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
+    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path,
+                        context: BatchContext | None = None) -> StageResult:
         raise NotImplementedError
 
 

@@ -149,7 +149,7 @@ class Decontaminate(GlobalStage):
         write_json(stats, plan_dir / STATS_FILE)
         return stats
 
-    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
+    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path, context=None) -> StageResult:
         plan_dir = Path(plan_dir)
         layout = shuffle.load_layout(plan_dir)
         g = layout.group_of(shard_index)
@@ -176,7 +176,7 @@ class Decontaminate(GlobalStage):
         added = sum(len(v) - 1 for v in pieces.values())
         return StageResult(result.kept, result.dropped, added)
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         raise RuntimeError("decontaminate is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 

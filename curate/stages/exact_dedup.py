@@ -72,7 +72,7 @@ class ExactDedup(GlobalStage):
         write_json(stats, plan_dir / STATS_FILE)
         return stats
 
-    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
+    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path, context=None) -> StageResult:
         plan_dir = Path(plan_dir)
         layout = shuffle.load_layout(plan_dir)
         g = layout.group_of(shard_index)
@@ -85,7 +85,7 @@ class ExactDedup(GlobalStage):
             reasons[r], dup_of[r] = REASON, d
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         raise RuntimeError("exact_dedup is a global stage: run it through the pipeline runner")
 
 

@@ -371,7 +371,7 @@ class _Deadline:
 class Extract(MapStage):
     Params = Params
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         p = self.params
         n = table.num_rows
         if n == 0:

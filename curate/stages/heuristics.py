@@ -184,7 +184,7 @@ class _HeuristicStage(MapStage):
     def check(self, text: str) -> str | None:
         raise NotImplementedError
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         texts = table.column(TEXT).to_pylist()
         if self.params.words == "spacy":
             spacy_words(self.params.language).prefetch(texts)
@@ -779,7 +779,7 @@ class C4Quality(_HeuristicStage):
     def check(self, text: str) -> str | None:
         return self.clean(text)[0]
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         texts = table.column(TEXT).to_pylist()
         results = [self.clean(t) for t in texts]
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
@@ -855,5 +855,5 @@ class FineWebQuality(_HeuristicStage):
                     return "fineweb_list_ratio"
         return None
 
-    def apply(self, table: pa.Table) -> StageResult:  # tokens are rarely needed: no prefetch
+    def apply(self, table: pa.Table, context=None) -> StageResult:  # tokens are rarely needed: no prefetch
         return split(table, self.name, [self.check(t) for t in table.column(TEXT).to_pylist()])

@@ -154,7 +154,7 @@ class LangId(MapStage):
                 scores[start + i] = min(float(pr[0]), 1.0) if len(pr) else 0.0
         return langs, scores
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         langs, scores = self.predict(table.column(TEXT).to_pylist())
         table = set_column(table, LANG, pa.array(langs, pa.string()))
         table = set_column(table, LANG_SCORE, pa.array(scores, pa.float64()))

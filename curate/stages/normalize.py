@@ -76,7 +76,7 @@ class Normalize(MapStage):
         super().__init__(name, params)
         self._config = ftfy_config(self.params)
 
-    def apply(self, table) -> StageResult:
+    def apply(self, table, context=None) -> StageResult:
         before = table.column(TEXT).to_pylist()
         texts = [normalize_text(t, self.params, self._config) for t in before]
         if any(a is not b for a, b in zip(texts, before)):  # unchanged texts are the same objects

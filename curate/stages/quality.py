@@ -112,7 +112,7 @@ class QualityClassifier(MapStage):
                         break
         return out
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         p = self.params
         scores = self.score(table.column(TEXT).to_pylist())
         table = set_column(table, QUALITY_SCORE, pa.array(scores, pa.float64()))

@@ -176,7 +176,7 @@ class MinHashDedup(GlobalStage):
         write_json(stats, plan_dir / STATS_FILE)
         return stats
 
-    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path) -> StageResult:
+    def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path, context=None) -> StageResult:
         plan_dir = Path(plan_dir)
         offsets = load_npy(plan_dir / "offsets.npy")
         rows = int(offsets[shard_index + 1] - offsets[shard_index])
@@ -191,7 +191,7 @@ class MinHashDedup(GlobalStage):
             reasons[row], dup_of[row] = REASON, rep
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table) -> StageResult:
+    def apply(self, table: pa.Table, context=None) -> StageResult:
         raise RuntimeError("minhash_dedup is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
