@@ -57,12 +57,13 @@ def run(args) -> int:
 # --- what is known about a stage -------------------------------------------------------------------
 
 def summary(type_name: str) -> str:
-    """The first line of the stage class's docstring, else of its module's, without a leading ``type``."""
+    """The first sentence of the stage class's docstring, else of its module's, without a leading ``type``."""
     cls = stage_class(type_name)
     doc = inspect.getdoc(cls) if cls.__doc__ else inspect.getdoc(sys.modules[cls.__module__])
-    first = (doc or "").strip().splitlines()[0] if doc else ""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    sentence = paragraph.split(". ")[0].rstrip(".")
     prefix = f"``{type_name}``:"
-    return first[len(prefix):].strip() if first.startswith(prefix) else first
+    return sentence[len(prefix):].strip() if sentence.startswith(prefix) else sentence
 
 
 def keys(type_name: str) -> list[Key]:
