@@ -307,6 +307,18 @@ def test_stages_command(capsys):
     assert rc == 0 and "| `threshold` | `float` | `0.65` |" in out
 
 
+def test_every_pretrain_config_key_is_in_docs():
+    import dataclasses as dc
+    from pretrain import config
+    rows = {line.split("|")[1].strip(): line for line in (ROOT / "docs" / "pretrain.md").read_text().splitlines()
+            if line.startswith("| `[")}
+    for table in dc.fields(config.Config):
+        row = rows.get(f"`[{table.name}]`", "")
+        keys = dc.fields(type(getattr(config.Config(), table.name)))
+        missing = [f.name for f in keys if f"`{f.name}`" not in row]
+        assert not missing, f"docs/pretrain.md's [{table.name}] row lacks {missing}"
+
+
 # --- reading curated shards: the snippets in the docs run ------------------------------------------
 
 PIPELINE = """

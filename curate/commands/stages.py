@@ -17,6 +17,7 @@ import tokenize
 import typing
 from dataclasses import dataclass
 
+from curate.readers import READ_REASONS
 from curate.stages import STAGES, stage_class
 
 # Every map stage can set a document aside with this reason (curate/tasks.py's per-document isolation).
@@ -182,6 +183,10 @@ def markdown(types: list[str]) -> str:
         rs = reasons(t)
         out += ["", "Reasons:" if rs else "Sets nothing aside.", ""]
         out += [f"- `{code}`" + (f": {_cell(text)}" if text else "") for code, text in rs]
+    if len(types) > 1:
+        out += ["", "## read", "", "The reader is no stage of the pipeline file, but it sets aside input that cannot "
+                "become a document, in `dropped/00_read/read-*`, with these reasons:", ""]
+        out += [f"- `{code}`: {_cell(text)}" for code, text in READ_REASONS.items()]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
