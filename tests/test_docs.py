@@ -263,6 +263,14 @@ def test_docs_name_only_shipped_files_that_exist():
             assert (ROOT / path).is_file(), f"{doc.name} names {path}, which does not exist"
 
 
+def test_docs_name_only_code_paths_that_exist():
+    """Backticked paths into the code (`curate/...`, `pretrain/...`) name files and folders that exist."""
+    missing = [f"{doc.name}: {path}" for doc in DOCS
+               for path in re.findall(r"`((?:curate|pretrain|tests|benchmarks)/[\w./-]*)`(?! \(planned)", doc.read_text(encoding="utf-8"))
+               if not (ROOT / path.rstrip("/")).exists()]
+    assert not missing, "stale paths:\n" + "\n".join(dict.fromkeys(missing))
+
+
 def test_web_pipeline_comment_names_the_default_engine():
     engine = stage_class("extract").Params().engine
     line = next(ln for ln in (ROOT / "pipelines" / "web.toml").read_text().splitlines() if '"extract"' in ln)
