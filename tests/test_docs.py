@@ -1,7 +1,8 @@
 """The docs work when copied: every example command in README.md, docs/*.md and the `--help` texts parses
-with the real parsers, names only shipped files that exist (or, under out/demo/, what pipelines/demo.sh
-makes), loads its pipeline or config; the stage reference (docs/stages.md) is what `curate stages
---markdown` prints; the snippets that read curated shards with pyarrow, Polars and DuckDB run."""
+with the real parsers and names only shipped files that exist (or, under out/demo/, what pipelines/demo.sh
+makes); its pipeline's stages take the keys it gives them and its training config's keys exist. The stage
+reference (docs/stages.md) is what `curate stages --markdown` prints; the snippets that read curated shards
+with pyarrow, Polars and DuckDB run."""
 from __future__ import annotations
 
 import argparse
