@@ -266,8 +266,8 @@ def test_docs_name_only_shipped_files_that_exist():
 
 def test_docs_name_only_code_paths_that_exist():
     """Backticked paths into the code (`curate/...`, `pretrain/...`) name files and folders that exist."""
-    missing = [f"{doc.name}: {path}" for doc in DOCS
-               for path in re.findall(r"`((?:curate|pretrain|tests|benchmarks)/[\w./-]*)`(?! \(planned)", doc.read_text(encoding="utf-8"))
+    code_path = re.compile(r"`((?:curate|pretrain|tests|benchmarks)/[\w./-]*)`(?! \(planned)")
+    missing = [f"{doc.name}: {path}" for doc in DOCS for path in code_path.findall(doc.read_text(encoding="utf-8"))
                if not (ROOT / path.rstrip("/")).exists()]
     assert not missing, "stale paths:\n" + "\n".join(dict.fromkeys(missing))
 
@@ -312,6 +312,8 @@ def test_stages_command(capsys):
     assert rc == 0 and "min_alpha_words_ratio (float, default 0.8)" in out and "gopher_alpha_words" in out
     rc, _, err = run_stages(["no_such_stage"], capsys)
     assert rc == 2 and "no_such_stage" in err and "gopher_quality" in err
+    rc, out, _ = run_stages(["read"], capsys)
+    assert rc == 0 and "truncated_gzip" in out
     rc, out, _ = run_stages(["langid", "--markdown"], capsys)
     assert rc == 0 and "| `threshold` | `float` | `0.65` |" in out
 

@@ -23,6 +23,7 @@ from curate.stages import STAGES, stage_class
 # Every map stage can set a document aside with this reason (curate/tasks.py's per-document isolation).
 STAGE_ERROR = ("stage_error", "the stage raised on this document (the message is in the `error` column)")
 NO_MEANING = ""  # a field without a comment (tests/test_docs.py lists them)
+READ = "read"  # `curate stages read`: the reader's reasons
 LONG_LIST = 12  # a longer default list is shown by its first items and its length
 
 
@@ -35,15 +36,19 @@ class Key:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("type", nargs="?", help="a stage type (as in a pipeline's [[stages]] type = ...); "
-                   "without it, every stage in one line each")
+    p.add_argument("type", nargs="?", help="a stage type (as in a pipeline's [[stages]] type = ...), or "
+                   f"{READ!r} for the reader's reasons; without it, every stage in one line each")
     p.add_argument("--markdown", action="store_true",
                    help="print the full reference of every stage (or of TYPE) as markdown (docs/stages.md)")
 
 
 def run(args) -> int:
+    if args.type == READ:
+        print(read_reasons(markdown=args.markdown), end="")
+        return 0
     if args.type is not None and args.type not in STAGES:
-        print(f"curate: error: no stage type {args.type!r}; known: {', '.join(STAGES)}", file=sys.stderr)
+        print(f"curate: error: no stage type {args.type!r}; known: {', '.join(STAGES)} (and {READ}: the reader)",
+              file=sys.stderr)
         return 2
     types = [args.type] if args.type else list(STAGES)
     if args.markdown:
@@ -150,7 +155,8 @@ def value_text(value) -> str:
 def overview() -> str:
     width = max(map(len, STAGES))
     lines = [f"{t.ljust(width)}  {stage_class(t).kind:6}  {summary(t)}" for t in STAGES]
-    return "\n".join(lines) + "\n\n`curate stages TYPE` shows a stage's keys and reasons.\n"
+    hint = f"`curate stages TYPE` shows a stage's keys and reasons; `curate stages {READ}` the reader's."
+    return "\n".join(lines) + f"\n\n{hint}\n"
 
 
 def details(type_name: str) -> str:
@@ -184,10 +190,18 @@ def markdown(types: list[str]) -> str:
         out += ["", "Reasons:" if rs else "Sets nothing aside.", ""]
         out += [f"- `{code}`" + (f": {_cell(text)}" if text else "") for code, text in rs]
     if len(types) > 1:
-        out += ["", "## read", "", "The reader is no stage of the pipeline file, but it sets aside input that cannot "
-                "become a document, in `dropped/00_read/read-*`, with these reasons:", ""]
-        out += [f"- `{code}`: {_cell(text)}" for code, text in READ_REASONS.items()]
+        out += ["", read_reasons(markdown=True)]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def read_reasons(markdown: bool) -> str:
+    intro = ("The reader is no stage of the pipeline file, but it sets aside input that cannot become a document, "
+             "in `dropped/00_read/read-*`, with these reasons:")
+    if markdown:
+        lines = [f"## {READ}", "", intro, ""] + [f"- `{code}`: {_cell(text)}" for code, text in READ_REASONS.items()]
+    else:
+        lines = [intro, ""] + [f"  {code}: {text}" for code, text in READ_REASONS.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
