@@ -130,7 +130,7 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
     # extract
     from resiliparse.extract.html2text import extract_plain_text
 
-    from curate.stages.extract import Extract, Params
+    from curate.extract.stage import Extract, Params
 
     traf_stage = Extract("extract", Params(engine="trafilatura"))
     quarry_stage = Extract("extract", Params())

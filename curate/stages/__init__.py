@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 STAGES = {
-    "extract": "curate.stages.extract:Extract",
+    "extract": "curate.extract.stage:Extract",
     "normalize": "curate.stages.normalize:Normalize",
     "langid": "curate.stages.langid:LangId",
     "gopher_quality": "curate.stages.heuristics:GopherQuality",

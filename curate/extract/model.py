@@ -1,6 +1,6 @@
 """The block classifier: a small multi-layer perceptron over the block features, stored as JSON.
 
-The model file (``curate/stages/models/extract_blocks.json``, written by ``curate.stages.extract_train``)
+The model file (``curate/extract/models/extract_blocks.json``, written by ``curate extractor train``)
 holds plain numbers only: feature means and scales, the layers' weights and biases, the keep threshold, and
 the feature layout it was trained on (its count and a fingerprint of the feature names), so a model and a
 feature extractor that disagree are refused at load time instead of giving silently wrong text. Loading
@@ -12,7 +12,7 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
 2. each *context layer*: ``h = relu([h, h(-2), h(-1), h(+1), h(+2), mean_g1(h), mean_g2(h), mean_g4(h),
    mean_g8(h), mean_page(h)] W + b)``, where ``h(k)`` is the block ``k`` places away on the page (zeros past the ends)
    and ``mean_gk`` the mean of ``h`` over the blocks under the same element ``k`` levels above the block's
-   owner (``extract_features.GROUP_LEVELS``);
+   owner (``features.GROUP_LEVELS``);
 3. ``p = sigmoid(h Wout + bout)``.
 
 Inference is numpy matrix products and numba-compiled loops (``_sparse_product``, ``_segment_means``,
@@ -33,6 +33,8 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from curate.extract.features import GROUP_LEVELS
+
 FORMAT = "quarry-extract-blocks"
 VERSION = 1
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "extract_blocks.json"
@@ -43,10 +45,10 @@ class ModelError(ValueError):
 
 
 def feature_fingerprint() -> str:
-    """A fingerprint of the feature layout of ``curate.stages.extract_features``."""
-    from curate.stages import extract_features as F
+    """A fingerprint of the feature layout of ``curate.extract.features``."""
+    from curate.extract.features import feature_names
 
-    layout = json.dumps([F.feature_names()], sort_keys=True)
+    layout = json.dumps([feature_names()], sort_keys=True)
     return hashlib.sha256(layout.encode()).hexdigest()[:16]
 
 
@@ -112,13 +114,7 @@ class BlockModel:
 
 
 SHIFTS = (-2, -1, 1, 2)
-def _context_parts() -> int:
-    from curate.stages.extract_features import GROUP_LEVELS
-
-    return 1 + len(SHIFTS) + len(GROUP_LEVELS) + 1
-
-
-CONTEXT_PARTS = _context_parts()
+CONTEXT_PARTS = 1 + len(SHIFTS) + len(GROUP_LEVELS) + 1  # the block, its neighbours, its containers, the page
 
 
 def segments(groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -293,7 +289,7 @@ def from_json(text: str, source: str = "model") -> BlockModel:
         d = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelError(f"{source}: not a valid JSON model file ({e}); rebuild it with "
-                         f"`python -m curate.stages.extract_train`") from None
+                         f"`curate extractor train`") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ModelError(f"{source}: not a {FORMAT} model file")
     if d.get("version") != VERSION:
@@ -301,7 +297,7 @@ def from_json(text: str, source: str = "model") -> BlockModel:
     want = feature_fingerprint()
     if d.get("features") != want:
         raise ModelError(f"{source}: trained on another feature layout ({d.get('features')}, this code: {want}); "
-                         f"retrain with `python -m curate.stages.extract_train`")
+                         f"retrain with `curate extractor train`")
     try:
         n = int(d["n_features"])
         mean = np.asarray(d["mean"], dtype=np.float32)
@@ -335,7 +331,7 @@ def load(path: str | Path | None = None) -> BlockModel:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ModelError(f"model file {p} not found; build it with `python -m curate.stages.extract_train`") from None
+        raise ModelError(f"model file {p} not found; build it with `curate extractor train`") from None
     except UnicodeDecodeError:
         raise ModelError(f"{p}: damaged model file (not UTF-8 text)") from None
     return from_json(text, str(p))

@@ -16,17 +16,11 @@ removes those from the extracted text, one line at a time, with rules that cost 
 4. **Menu runs**: a run of several consecutive very short lines without sentence punctuation (menus,
    breadcrumbs, tag clouds) is dropped.
 
-How the rules were made: by reading the output of ``curate.stages.extract`` on one half of trafilatura's
-real-world test pages (``curate/stages/extract_eval.py``; the 44 pages whose URL's SHA-1 starts with an even
-byte), and checking them on the other 39 pages, whose failures were not looked at while writing rules
-(only the list of plain resiliparse's failures on all pages had been seen, once, at the start). Precision /
-recall of the whole default engine (pre-pass + this cleanup) on the two halves, against plain resiliparse
-``main_content=True``:
-
-    design half    0.959 / 0.972   (plain resiliparse 0.704 / 0.849)
-    held-out half  0.863 / 0.957   (plain resiliparse 0.716 / 0.924)
-
-The held-out figure is the honest estimate for unseen sites: phrase rules generalise less than they fit.
+How the rules were made: by reading the output of the rules engine (``rules``) on one half of trafilatura's
+real-world test pages (``training/evaluate.py``; the 44 pages whose URL's SHA-1 starts with an even byte),
+and checking them on the other 39 pages, whose failures were not looked at while writing rules (only the
+list of plain resiliparse's failures on all pages had been seen, once, at the start). The held-out half is
+the honest estimate for unseen sites: phrase rules generalise less than they fit.
 """
 from __future__ import annotations
 

@@ -101,7 +101,9 @@ def score(engine_name: str, extract: Callable[[str, str], str | None], pages: It
 def reference_engines() -> dict[str, Callable[[str, str], str]]:
     """The engines compared: trafilatura (defaults), plain resiliparse main-content extraction (no pre-pass,
     no cleanup), Quarry's rules engine (``engine = "resiliparse"``) and its default learned engine."""
-    from curate.stages.extract import extract_blocks, extract_resiliparse, extract_trafilatura
+    from curate.extract.blocks import extract_blocks
+    from curate.extract.engines import extract_trafilatura
+    from curate.extract.rules import extract_resiliparse
 
     def plain_resiliparse(html: str, url: str) -> str:
         from resiliparse.extract.html2text import extract_plain_text

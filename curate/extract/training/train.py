@@ -1,25 +1,24 @@
 """Train the ``extract`` stage's block classifier on pages with gold main text (WCXB's development split).
 
-    python -m curate.stages.extract_train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
-        --out curate/stages/models/extract_blocks.json
+    curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
+        --out curate/extract/models/extract_blocks.json
 
 Steps: read the pages with the project's WARC reader (decoded as a curation run decodes them), cut each
-into blocks with features (``extract_features``), label each block by how much of it the gold text covers
-(``extract_labels``), then
+into blocks with features (``curate.extract.features``), label each block by how much of it the gold text
+covers (``labels``), then
 
 1. **k-fold cross-validation** by page (``--folds``, default 5, pages assigned to folds by a seeded
    shuffle): a model trained on the other folds predicts each page; the word F1 of those predictions is
    the honest figure (per page type and overall);
 2. the final model is trained on all pages; its in-sample F1 is printed next to the CV figure (the gap is
    how much the model fits the development pages);
-3. the model is written as JSON (``extract_model``), atomically.
+3. the model is written as JSON (``curate.extract.model``), atomically.
 
-The network (``extract_model``: per-block layer, then context layers over neighbours and DOM containers)
+The network (``curate.extract.model``: per-block layer, then context layers over neighbours and DOM containers)
 is trained with torch (CPU, seeded, one thread: the same command gives the same
 model); inference needs only numpy. Loss: binary cross-entropy on the soft block label, each block
 weighted by its share of its page's tokens, so every page counts about equally, as in the metric;
-AdamW with weight decay 0.05 (``--weight-decay``; 1e-4 fitted the development pages more and scored
-0.001 lower cross-validated).
+AdamW with weight decay 0.05 (``--weight-decay``).
 """
 from __future__ import annotations
 
@@ -34,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from curate.stages import extract_features as F
-from curate.stages.extract_labels import block_labels, word_f1
-from curate.stages.extract_model import CONTEXT_PARTS, DEFAULT_MODEL, SHIFTS, BlockModel
+from curate.extract.features import features
+from curate.extract.model import CONTEXT_PARTS, SHIFTS, BlockModel
+from curate.extract.training.labels import block_labels, word_f1
 
 
 @dataclass
@@ -81,7 +80,7 @@ def build(pages: list[Page], log=print) -> Dataset:
     xs, ys, cs, ps, gs, texts, tags = [], [], [], [], [], [], []
     t0 = time.perf_counter()
     for i, p in enumerate(pages):
-        b = F.features(p.html)
+        b = features(p.html)
         if b is None:
             continue
         y, c = block_labels(b.texts, p.gold)
@@ -111,7 +110,7 @@ def _page_slices(page: np.ndarray) -> dict[int, slice]:
 
 
 class _Net:
-    """The torch twin of ``extract_model.BlockModel`` (same layers, same context)."""
+    """The torch twin of ``model.BlockModel`` (same layers, same context)."""
 
     def __init__(self, n_in: int, hidden, context_layers: int, dropout: float = 0.0):
         import torch
@@ -217,7 +216,7 @@ def predict_pages(model: BlockModel, ds: Dataset, pages) -> np.ndarray:
 
 def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str]:
     """Output text per page index from block probabilities (the stage's own assembly)."""
-    from curate.stages.extract import assemble, extract_blocks
+    from curate.extract.blocks import assemble, extract_blocks
 
     by_page: dict[int, list[int]] = defaultdict(list)
     for i, p in enumerate(ds.page):
@@ -283,25 +282,16 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m curate.stages.extract_train", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m curate.extract.training.train", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--warc", required=True, help="WARC with the pages (WCXB: wcxb_dev.warc.gz)")
-    ap.add_argument("--gold", required=True, help="JSONL with url, page_type, main_content per page")
-    ap.add_argument("--out", default=str(DEFAULT_MODEL), help="model file to write (default: the shipped one)")
-    ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: no CV)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--hidden", default="64,64,32", help="hidden layer sizes, comma-separated (all but the "
-                    "first are context layers)")
-    ap.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay (regularisation)")
-    ap.add_argument("--dropout", type=float, default=0.0, help="dropout on every layer's input while training")
-    ap.add_argument("--threshold", type=float, default=0.0,
-                    help="keep threshold; 0 (default): the best on the cross-validated predictions")
-    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages (quick runs)")
-    ap.add_argument("--report", default="", help="also write the figures as JSON here")
-    ap.add_argument("--oof", default="", help="also write the cross-validated page texts as JSONL here "
-                    "(id, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
-    a = ap.parse_args(argv)
+    from curate.commands.extractor import add_train_arguments
+
+    add_train_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(a) -> int:
+    """Train and write the model as the parsed flags ``a`` say (``curate extractor train``)."""
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.perf_counter()
     pages = load_pages(a.warc, a.gold, a.limit)
