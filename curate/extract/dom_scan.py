@@ -1,18 +1,18 @@
 """The block walk of ``dom_walk.walk``, compiled: one numba pass over lexbor's serialization of the body.
 
 ``walk`` visits lexbor's tree node by node from Python. Here lexbor serializes the body (in C) and one
-compiled scan reads that serialization, which
-is the tree written out: every element opened and closed (void elements have no end tag), text with ``&``,
-``<``, ``>`` and U+00A0 escaped (in attribute values ``"`` too), the text of ``xmp`` / ``noembed`` /
-``noframes`` / ``iframe`` / ``script`` / ``style`` as it is. The scan keeps the same state as ``walk`` (the
-block owner, ancestor tag bits, class-word bits, link chars) and writes the same blocks, element parents
-and chars as arrays, the block texts already white-space collapsed (``" ".join(raw.split())``; ``pre``
-blocks ``raw.strip("\\n")``) into one UTF-8 buffer.
+compiled scan reads that serialization, which is the tree written out: every element opened and closed
+(void elements have no end tag), text with ``&``, ``<``, ``>`` and U+00A0 escaped (in attribute values
+``"`` too), the text of ``xmp`` / ``noembed`` / ``noframes`` / ``iframe`` / ``script`` / ``style`` as it is.
+The scan keeps the same state as ``walk`` (the block owner, ancestor tag bits, class-word bits, link
+chars) and writes the same blocks, element parents and chars as arrays, the block texts already white-space
+collapsed (``" ".join(raw.split())``; ``pre`` blocks ``raw.strip("\\n")``) into one UTF-8 buffer.
 
 Where the serialization is not what the scan expects (an end tag that does not close the open element, an
 entity other than those five, ``plaintext``, a page deeper than ``MAX_DEPTH``), it gives up and
 ``walk_arrays`` runs ``walk`` itself: the result is ``walk``'s in every case
-(``tests/test_extract_dom.py`` compares the two on real and generated pages).
+(``tests/test_extract_dom.py`` compares the two on real and generated pages). This module is the Python
+side (the tables, the buffers, the result as arrays); the scan itself is ``dom_scan_kernel``.
 """
 from __future__ import annotations
 
