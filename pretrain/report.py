@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
 TRAIN_KEY, VAL_KEY = "loss", "val_loss"
@@ -192,31 +191,3 @@ def make_report(out_dir: str | Path, curated: list[str | Path], log_dir: str | P
     plot_loss(summary, out / "loss.png")
     write_index(out, datasets, summary, sample)
     return out
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png and index.md into")
-    parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")
-    parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
-    parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
-    parser.add_argument("--generate-prompt", default="The ", help="prompt for the sample (default 'The ')")
-    parser.add_argument("--max-tokens", type=int, default=50, help="sample length in tokens (default 50)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
-
-
-def run(args) -> int:
-    sample = None
-    try:
-        if args.checkpoint:
-            from pretrain.generate import generate_text, load_for_generation
-
-            model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer)
-            text = generate_text(model, tokenizer, args.generate_prompt, args.max_tokens, temperature=0.0)
-            sample = (args.generate_prompt, text)
-        out = make_report(args.out, args.curated, args.logs, sample)
-    except (ReportError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
-    return 0
