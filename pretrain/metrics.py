@@ -39,14 +39,16 @@ def check_finite(rows: list[dict], last_ckpt) -> None:
                                  f"train.grad_clip, or check the data, then resume.")
 
 
+ABOVE_PEAK_NOTE = ("note: mfu n/a: the steps ran faster than the {peak}, so that figure is no utilisation (the "
+                   "peak was measured at start while the machine was busier); set train.peak_tflops for one")
+
+
 def utilisation_text(rec: dict, peak_name: str) -> list[str]:
-    """The MFU / HFU part of a printed step line. A fraction above 1 is not a utilisation: the peak it was
-    measured against was too low (a matmul timed on a busy CPU), so it is printed as n/a with the achieved rate."""
+    """The MFU / HFU part of a printed step line; a fraction above 1 is no utilisation: n/a."""
     if rec["mfu"] is None:
         return ["mfu unknown", "hfu unknown"]
     if rec["mfu"] > 1 or rec["hfu"] > 1:
-        return [f"mfu n/a ({rec['tflops_per_device']:.3g} TFLOP/s per device, above the {peak_name}: "
-                "the peak was measured while the machine was busier; set train.peak_tflops)"]
+        return [f"mfu n/a ({rec['tflops_per_device']:.3g} TFLOP/s, above the {peak_name})"]
     return [f"mfu {100 * rec['mfu']:.2f}%", f"hfu {100 * rec['hfu']:.2f}% of {peak_name}"]
 
 
@@ -58,6 +60,7 @@ class MetricsLog:
         self.enabled = rank == 0
         self.interval = max(1, cfg.log.interval)
         self.peak_name = "peak"
+        self.noted_above_peak = False
         self.file = self.tb = None
         if self.enabled and cfg.log.dir:
             Path(cfg.log.dir).mkdir(parents=True, exist_ok=True)
@@ -89,6 +92,9 @@ class MetricsLog:
             if "val_loss" in rec:
                 parts.append(f"val_loss {rec['val_loss']:.4f}")
             print(" | ".join(parts), flush=True)
+            if rec["mfu"] is not None and (rec["mfu"] > 1 or rec["hfu"] > 1) and not self.noted_above_peak:
+                print(ABOVE_PEAK_NOTE.format(peak=self.peak_name), flush=True)
+                self.noted_above_peak = True
 
     def close(self) -> None:
         if self.file:

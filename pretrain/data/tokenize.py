@@ -309,7 +309,8 @@ class _NoBar:
 
 
 def _progress(total: int, initial: int, enabled: bool):
-    if not enabled:
+    """A tqdm bar on a terminal; none when stderr is a file or a pipe (a bar there is one long line of \\r)."""
+    if not enabled or not sys.stderr.isatty():
         return _NoBar()
     from tqdm import tqdm
 
