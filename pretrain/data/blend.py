@@ -176,6 +176,36 @@ def _split_root(cache_dir: Path, k: int) -> Path:
     return cache_dir if k == 0 else cache_dir / SPLIT_NAMES[k]
 
 
+def _blend_split(k: int, datasets: list, blend_weights: list, blend_size: int, names: list, cache_dir):
+    """The BlendedDataset of split ``k`` over its ``datasets``, its indices read from (or built into) the cache."""
+    desc = {"class": "BlendedDataset", "format": 1, "split": SPLIT_NAMES[k],
+            "datasets": [cache_key(d.cache_description) for d in datasets], "weights": blend_weights,
+            "size": blend_size}
+
+    def build():
+        di, dsi = build_blending_indices(blend_weights, blend_size)
+        counts = np.bincount(di, minlength=len(datasets))
+        for j, c in enumerate(counts):
+            if c > len(datasets[j]):
+                raise IndexError(f"the {SPLIT_NAMES[k]} blend draws {c} samples from {names[j]}, "
+                                 f"which has {len(datasets[j])}")
+        return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
+
+    names_ = ("dataset_index", "dataset_sample_index")
+    if cache_dir is None:
+        arrays, _ = build()
+    else:
+        arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
+    try:
+        return BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
+                              arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+    except ValueError as e:
+        if cache_dir is None:
+            raise
+        raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
+                         "rebuilt") from e
+
+
 def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,
                        *, pad_id: int = -1, verbose: bool = False, order: str = "stable") -> list:
     """The train, valid and test datasets of a blend (None for a split with 0 requested samples).
@@ -246,32 +276,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
             blend_weights = [len(d) for d in datasets]
             blend_size = min(size, sum(blend_weights))
         blend_weights = _normalize(blend_weights)  # Megatron normalizes again inside BlendedDataset
-        desc = {"class": "BlendedDataset", "format": 1, "split": SPLIT_NAMES[k],
-                "datasets": [cache_key(d.cache_description) for d in datasets], "weights": blend_weights,
-                "size": blend_size}
-
-        def build():
-            di, dsi = build_blending_indices(blend_weights, blend_size)
-            counts = np.bincount(di, minlength=len(datasets))
-            for j, c in enumerate(counts):
-                if c > len(datasets[j]):
-                    raise IndexError(f"the {SPLIT_NAMES[k]} blend draws {c} samples from {names[j]}, "
-                                     f"which has {len(datasets[j])}")
-            return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
-
-        names_ = ("dataset_index", "dataset_sample_index")
-        if cache_dir is None:
-            arrays, _ = build()
-        else:
-            arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
-        try:
-            out[k] = BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
-                                    arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
-        except ValueError as e:
-            if cache_dir is None:
-                raise
-            raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
-                             "rebuilt") from e
+        out[k] = _blend_split(k, datasets, blend_weights, blend_size, names, cache_dir)
         log(f"  {SPLIT_NAMES[k]:5s} blend: {len(out[k]):,} samples")
     return out
 

@@ -217,6 +217,39 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
             log(f"{prefix}.bin/.idx are up to date")
             return done["stats"]
 
+    parts = _parts_folder(prefix, job_key, job)
+    tasks = plan_tasks(shards)
+    results: dict[int, dict] = {}
+    for t in tasks:
+        marker = parts / f"{t.index:06d}.json"
+        if marker.is_file():
+            results[t.index] = json.loads(marker.read_text())
+    pending = [t for t in tasks if t.index not in results]
+    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
+    if results:
+        log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
+    t0 = time.perf_counter()
+    bar = _progress(total_rows, sum(r["rows"] for r in results.values()), progress)
+    try:
+        _run_pending(pending, parts, dtype, text_column, tokenizer, workers, results, bar)
+    finally:
+        bar.close()
+
+    stats = merge_parts(parts, tasks, prefix, dtype)
+    for key in ("rows", "errors", "empty", "text_bytes"):
+        stats[key] = sum(results[t.index][key] for t in tasks)
+    stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    with atomic_file(done_path) as f:
+        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
+                            "input": str(input_dir)}, indent=2).encode())
+    shutil.rmtree(parts)
+    return stats
+
+
+def _parts_folder(prefix: str, job_key: str, job: dict) -> Path:
+    """``PREFIX.parts/`` with ``job.json`` for this job: the done parts of the same job are kept, leftovers of
+    another input or tokenizer removed, and half-written files of a killed run deleted."""
     parts = Path(prefix + ".parts")
     parts.mkdir(parents=True, exist_ok=True)
     job_file = parts / "job.json"
@@ -233,45 +266,23 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
             f.write(json.dumps({"job_key": job_key, **job}, indent=2).encode())
     for tmp in parts.glob(".*.tmp"):  # half-written files of a killed run
         tmp.unlink()
+    return parts
 
-    tasks = plan_tasks(shards)
-    results: dict[int, dict] = {}
-    for t in tasks:
-        marker = parts / f"{t.index:06d}.json"
-        if marker.is_file():
-            results[t.index] = json.loads(marker.read_text())
-    pending = [t for t in tasks if t.index not in results]
-    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
-    if results:
-        log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
-    t0 = time.perf_counter()
-    bar = _progress(total_rows, sum(r["rows"] for r in results.values()), progress)
-    try:
-        if workers <= 1 or len(pending) <= 1:
-            for t in pending:
-                results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
-                bar.update(results[t.index]["rows"])
-        else:
-            ctx = _mp_context()
-            with ctx.Pool(min(workers, len(pending)), initializer=_worker_init,
-                          initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
-                jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
-                for stats in pool.imap_unordered(_run_task_star, jobs):
-                    results[stats["task"]] = stats
-                    bar.update(stats["rows"])
-    finally:
-        bar.close()
 
-    stats = merge_parts(parts, tasks, prefix, dtype)
-    for key in ("rows", "errors", "empty", "text_bytes"):
-        stats[key] = sum(results[t.index][key] for t in tasks)
-    stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
-    stats["seconds"] = round(time.perf_counter() - t0, 3)
-    with atomic_file(done_path) as f:
-        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
-                            "input": str(input_dir)}, indent=2).encode())
-    shutil.rmtree(parts)
-    return stats
+def _run_pending(pending: list[Task], parts: Path, dtype, text_column: str, tokenizer, workers: int,
+                 results: dict, bar) -> None:
+    """Run the tasks not done yet, in this process or a pool; their counts go into ``results``."""
+    if workers <= 1 or len(pending) <= 1:
+        for t in pending:
+            results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
+            bar.update(results[t.index]["rows"])
+        return
+    with _mp_context().Pool(min(workers, len(pending)), initializer=_worker_init,
+                            initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
+        jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
+        for stats in pool.imap_unordered(_run_task_star, jobs):
+            results[stats["task"]] = stats
+            bar.update(stats["rows"])
 
 
 def merge_parts(parts: Path, tasks: list[Task], prefix: str, dtype) -> dict:
