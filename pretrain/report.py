@@ -101,7 +101,8 @@ def reason_colours(datasets: list[dict]) -> dict[str, tuple]:
     import matplotlib
 
     tab20 = matplotlib.colormaps["tab20"].colors
-    palette = [*tab20[0::2], *tab20[1::2], *matplotlib.colormaps["tab20b"].colors, *matplotlib.colormaps["tab20c"].colors]
+    palette = [*tab20[0::2], *tab20[1::2], *matplotlib.colormaps["tab20b"].colors,
+               *matplotlib.colormaps["tab20c"].colors]
     palette = [c for c in palette if not (c[1] > c[0] + 0.1 and c[1] > c[2] + 0.1)]  # no green
     reasons = list(dict.fromkeys(r for stats in datasets for s in stats["stages"] for r, n in s["dropped"].items()
                                  if n))

@@ -1,5 +1,5 @@
-"""Integrity of a checkpoint folder (imports nothing of pretrain): ``manifest.json`` records every file's size and SHA-256 when it is saved;
-:func:`problems` compares the folder with it.
+"""Integrity of a checkpoint folder (imports nothing of pretrain): ``manifest.json`` records every file's size
+and SHA-256 when it is saved; :func:`problems` compares the folder with it.
 
 ``manifest.json``::
 

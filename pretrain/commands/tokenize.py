@@ -4,13 +4,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
     parser.add_argument("--tokenizer", required=True, help="SentencePiece .model")
     parser.add_argument("--output-prefix", required=True, help="writes PREFIX.bin and PREFIX.idx")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--text-column", default="text", help="default text")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar (there is none either when stderr is not a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,9 +12,9 @@ the forward recomputed by train.recompute = "full" ("selective" recomputes only 
 peak: train.peak_tflops if set; on CUDA the device's dense bf16 (or fp32) figure, matched by name (H100 SXM /
 PCIe / NVL, H200, A100, B200), "MFU unknown" for another device; on CPU a matmul measured at start ("% of
 measured matmul peak"; a step that beats it, the machine having been busier during the measurement, prints
-"mfu n/a" with its TFLOP/s). Losses and gradient norms stay on the device and are fetched every log.interval steps;
-a non-finite one stops the run (exit code 3) before any checkpoint is written. The first step of a run is
-printed as soon as it is done, then every log.interval-th."""
+"mfu n/a" with its TFLOP/s). Losses and gradient norms stay on the device and are fetched on the first step of
+a run and every log.interval steps; a non-finite one stops the run (exit code 3) before any checkpoint is
+written. The first step of a run is printed as soon as it is done, then every log.interval-th."""
 
 
 def add_arguments(parser) -> None:

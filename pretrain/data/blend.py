@@ -29,7 +29,7 @@ import numpy as np
 
 from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.gpt_dataset import (
-    DEFAULT_SPLIT, ORDERS, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
+    DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.indexed import IndexedDataset
