@@ -25,7 +25,8 @@ def _scalar(x) -> torch.Tensor:
 
 
 class Trainer:
-    """One precision recipe for every layout (see the module's docstring)."""
+    """Forward, backward, loss and gradient norm of one step on this rank, for every layout (the precision
+    recipe: see the module's docstring)."""
 
     def __init__(self, cfg: Config, parts: ModelParts, device: torch.device, compute_dtype: torch.dtype):
         self.cfg, self.parts, self.device = cfg, parts, device
