@@ -1,5 +1,5 @@
-"""Integrity of a checkpoint folder: ``manifest.json`` records every file's size and SHA-256 when it is saved;
-:func:`problems` compares the folder with it.
+"""Integrity of a checkpoint folder (imports nothing of pretrain): ``manifest.json`` records every file's size
+and SHA-256 when it is saved; :func:`problems` compares the folder with it.
 
 ``manifest.json``::
 
@@ -9,7 +9,7 @@
 The manifest is written (atomically) after every rank's files are on disk and before ``latest`` moves, so a
 checkpoint that ``latest`` names always has one. Checksums catch accidents (a truncated copy, a flipped bit, a
 file deleted); they are no defence against someone who rewrites the manifest too: that is what the restricted
-loaders of :mod:`pretrain.safe_load` are for.
+loaders of :mod:`pretrain.checkpoint.safe_load` are for.
 """
 from __future__ import annotations
 
@@ -41,10 +41,18 @@ def digests(d: Path, names: list[str]) -> dict:
     return {name: file_digest(Path(d) / name) for name in names}
 
 
-def write_manifest(d: Path, files: dict) -> None:
-    from pretrain.checkpoint import _write_atomic
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old file or the new."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
-    _write_atomic(Path(d) / MANIFEST, json.dumps({"format": 1, "algorithm": ALGORITHM,
+
+def write_manifest(d: Path, files: dict) -> None:
+    write_atomic(Path(d) / MANIFEST, json.dumps({"format": 1, "algorithm": ALGORITHM,
                                                   "files": dict(sorted(files.items()))}, indent=1))
 
 

@@ -1,38 +1,12 @@
-"""Checkpoints through ``torch.distributed.checkpoint`` (DCP), loadable at any tp/pp/dp layout.
-
-Layout of ``checkpoint.dir``::
-
-    latest                       name of the newest complete checkpoint ("step_00000100"), replaced atomically
-                                 by rank 0 only after every rank finished writing it
-    step_00000100/
-        dcp/                     DCP shards (.distcp) + .metadata: {"model": ..., "optim": ...} keyed by parameter
-                                 name (see pretrain/model.py), DTensor-sharded, resharded on load
-        model_config.json        the [model] table incl. padded_vocab_size: enough to rebuild the model
-        meta.json                step, consumed_samples, lr scheduler state, layout, the run's whole config
-        rng/rank_00000.json      per-rank python / numpy / torch (/ cuda) RNG states (JSON: nothing to unpickle)
-        manifest.json            size and SHA-256 of every file above (pretrain/checkpoint_manifest.py)
-
-Optimizer state is saved flattened by parameter name (``state.<name>.exp_avg``...), so it reshards too. The
-output head's copy of the tied embedding is saved under both names (``embed.weight`` and ``lm_head.weight``) so
-that a pipeline's first and last stages both find it.
-
-``load_model_for_inference(dir)`` rebuilds the whole model in one process (tp = pp = 1) from any checkpoint.
-
-Safety: nothing read from a checkpoint runs code. DCP's pickled ``.metadata`` and its non-tensor entries go through
-the restricted loaders of :mod:`pretrain.safe_load`; tensors through ``torch.load(weights_only=True)``; everything
-else is JSON. Integrity: ``save`` refuses a model with non-finite weights (``latest`` never moves onto it) and
-writes ``manifest.json`` before ``latest`` moves; ``find_resume`` verifies the checkpoint ``latest`` names and,
-when it is damaged, names the damage and resumes from the newest intact older one (``checkpoint.on_damage =
-"fallback"``, the default) or stops (``"stop"``). Loaded weights that are not finite are refused with a message.
-"""
+"""Saving and loading a checkpoint through ``torch.distributed.checkpoint`` (DCP) at any tp/pp/dp layout, and
+``load_model_for_inference`` (the whole model in one process). The folder layout is described in
+:mod:`pretrain.checkpoint`; imports ``manifest``, ``safe_load`` and ``find`` of this package, never the reverse."""
 from __future__ import annotations
 
 import base64
 import contextlib
 import json
-import os
 import random
-import sys
 import shutil
 import warnings
 from pathlib import Path
@@ -50,19 +24,15 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from pretrain import checkpoint_manifest as manifest
-from pretrain.config import MODEL_CHOICES, ConfigError, ModelConfig, model_config_from_dict
-from pretrain.safe_load import (
+from pretrain.checkpoint import manifest
+from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
+from pretrain.checkpoint.manifest import write_atomic as _write_atomic
+from pretrain.checkpoint.safe_load import (
     SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata, weights_only_reason,
 )
+from pretrain.config import MODEL_CHOICES, ModelConfig, model_config_from_dict
 
-LATEST = "latest"
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
-
-
-class CheckpointError(ConfigError):
-    """A checkpoint that cannot be used (damaged, tampered with, non-finite): the message says which and why.
-    A ConfigError, so ``pretrain train`` prints it without a traceback."""
 
 
 @contextlib.contextmanager
@@ -100,34 +70,6 @@ def _dcp_load(state, path: Path) -> None:
                               f"with") from None
 
 
-def step_dir(root: str | Path, step: int) -> Path:
-    return Path(root) / f"step_{step:08d}"
-
-
-def resolve(path: str | Path) -> Path | None:
-    """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none;
-    FileNotFoundError if ``latest`` names an incomplete one (never silently start over). Does not verify
-    checksums: see :func:`find_resume` and :func:`find_intact`."""
-    path = Path(path)
-    if (path / "dcp" / ".metadata").exists():
-        return path
-    latest = path / LATEST
-    if latest.exists():
-        d = path / latest.read_text().strip()
-        if not (d / "dcp" / ".metadata").exists():
-            raise FileNotFoundError(f"{latest} names {d.name}, which is not a complete checkpoint (no dcp/.metadata): "
-                                    f"restore it, or point {LATEST} at another step_* directory")
-        return d
-    return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _tied_alias(part) -> tuple[str, str] | None:
@@ -234,12 +176,7 @@ def _barrier():
         dist.barrier()
 
 
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
 
-
-def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else 1
 
 
 def _local(t):
@@ -421,125 +358,3 @@ def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.dev
 
 
 # ---------------------------------------------------------------------------------------- picking a checkpoint
-
-
-def _step_of(d: Path) -> int:
-    try:
-        return int(d.name.split("_", 1)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
-def damage(d: Path) -> list[str]:
-    """What makes step directory ``d`` unusable (empty: intact, or an older checkpoint without a manifest that
-    is at least complete). Under torch.distributed it is collective: each rank hashes its share of the files
-    and every rank gets the union, so all ranks take the same decision (and none hashes everything)."""
-    problems = _local_damage(Path(d), _rank(), _world())
-    if not dist.is_initialized():
-        return problems
-    shares: list = [None] * _world()
-    dist.all_gather_object(shares, problems)
-    return list(dict.fromkeys(p for share in shares for p in share))  # union, in rank order, no repeats
-
-
-def _local_damage(d: Path, part: int, parts: int) -> list[str]:
-    if not d.is_dir():
-        return ["it does not exist"]
-    if not (d / "dcp" / ".metadata").exists():
-        return ["it is incomplete (no dcp/.metadata)"]
-    if not manifest.has_manifest(d):
-        return []  # written before manifests existed: complete, but unverifiable
-    return manifest.problems(d, part, parts)
-
-
-def _describe(d: Path, problems: list[str]) -> str:
-    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    return f"checkpoint {d} is damaged: {'; '.join(problems[:3])}{more}"
-
-
-def _older_intact(root: Path, below: int) -> tuple[Path | None, list[str]]:
-    """(newest intact step_* directory of ``root`` with a step below ``below``, descriptions of damaged ones)."""
-    seen = []
-    for d in sorted((p for p in root.glob("step_*") if p.is_dir() and 0 <= _step_of(p) < below),
-                    key=_step_of, reverse=True):
-        problems = damage(d)
-        if not problems:
-            return d, seen
-        seen.append(_describe(d, problems))
-    return None, seen
-
-
-def _unverified_note(d: Path) -> None:
-    if not manifest.has_manifest(d):
-        print(f"warning: {d} has no {manifest.MANIFEST} (an older checkpoint): its files are not verified",
-              file=sys.stderr)
-
-
-def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
-    """The step directory a run with ``checkpoint_cfg`` (``dir``, ``on_damage``) resumes from: the one ``latest``
-    names if it is intact, else (``on_damage = "fallback"``) the newest intact older one, with a message naming
-    the damage; CheckpointError when ``on_damage = "stop"`` or nothing intact is left. None: nothing to resume."""
-    root = Path(checkpoint_cfg.dir)
-    on_damage = getattr(checkpoint_cfg, "on_damage", "fallback")
-    if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
-        problems = damage(root)
-        if problems:
-            raise CheckpointError(_describe(root, problems))
-        return root
-    if not (root / LATEST).exists():
-        return _without_latest(root, on_damage, announce)
-    name = (root / LATEST).read_text().strip()
-    d = root / name
-    problems = damage(d)
-    if not problems:
-        if announce:
-            _unverified_note(d)
-        return d
-    what = _describe(d, problems)
-    older, also = _older_intact(root, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
-    hint = f"the newest intact one is {older}" if older else "no older checkpoint is intact"
-    if on_damage == "stop" or older is None:
-        raise CheckpointError(f"{what}; {hint}" + (" (checkpoint.on_damage = 'stop')" if older else "") +
-                              (f"; also damaged: {'; '.join(also)}" if also else ""))
-    if announce:
-        for line in [what, *also]:
-            print(f"warning: {line}", file=sys.stderr)
-        print(f"warning: resuming from {older}, the newest intact checkpoint (set checkpoint.on_damage = 'stop' "
-              f"to stop instead)", file=sys.stderr)
-        _unverified_note(older)
-    return older
-
-
-def _without_latest(root: Path, on_damage: str, announce: bool) -> Path | None:
-    """No ``latest``: a fresh start, unless a step directory is verified complete by its manifest (written just
-    before ``latest`` moves), which means ``latest`` was lost: resume from the newest such one (or stop)."""
-    done = [d for d in sorted(root.glob("step_*"), key=_step_of, reverse=True)
-            if d.is_dir() and manifest.has_manifest(d) and not damage(d)]
-    if not done:
-        return None
-    what = f"{root / LATEST} is missing, yet {done[0]} is a complete checkpoint"
-    if on_damage == "stop":
-        raise CheckpointError(f"{what}: restore it (echo {done[0].name} > {root / LATEST}), or empty {root} to "
-                              f"start over (checkpoint.on_damage = 'stop')")
-    if announce:
-        print(f"warning: {what}; resuming from it (set checkpoint.on_damage = 'stop' to stop instead)",
-              file=sys.stderr)
-    return done[0]
-
-
-def find_intact(path: str | Path) -> Path:
-    """For inference and export: the step directory of ``path`` (a root or a step directory), verified;
-    FileNotFoundError if there is none, CheckpointError naming the damage (and the newest intact one) if any."""
-    path = Path(path)
-    d = resolve(path) if (path / "dcp" / ".metadata").exists() else None
-    if d is None:
-        if not (path / LATEST).exists():
-            raise FileNotFoundError(f"no checkpoint in {path} (expected {LATEST} or dcp/.metadata)")
-        d = path / (path / LATEST).read_text().strip()
-    problems = damage(d)
-    if problems:
-        older, _ = _older_intact(d.parent, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
-        hint = f"; the newest intact one is {older}: pass that directory" if older else ""
-        raise CheckpointError(_describe(d, problems) + hint)
-    _unverified_note(d)
-    return d
