@@ -12,12 +12,16 @@ import pytest
 from curate.pipeline import ConfigError, parse_stage
 from curate.schema import documents_to_table
 from curate.stages import stage_class
-from curate.stages.heuristics import (
-    C4Quality, FineWebQuality, GopherQuality, GopherRepetition, dup_ngram_chars, glued_dup_chars, glued_ngram_ids, is_word,
-    top_ngrams_chars,
-    ngram_stats,
-    split_sentences, tokens, top_ngram_chars,
-)
+from curate.stages.c4_quality import C4Quality
+from curate.stages.fineweb_quality import FineWebQuality
+from curate.stages.gopher_quality import GopherQuality
+from curate.stages.gopher_repetition import GopherRepetition
+from curate.text.ngrams import dup_ngrams_chars as glued_dup_chars
+from curate.text.ngrams import top_ngrams_chars
+from curate.text.regex_words import regex_sentences as split_sentences
+from curate.text.token_stats import is_word
+from curate.text.words import tokens
+from tests.ngram_reference import dup_ngram_chars, glued_ngram_ids, ngram_stats, top_ngram_chars
 
 DATA = Path(__file__).parent / "data" / "filters"
 
@@ -423,8 +427,8 @@ def test_top_ngrams_kernel_matches_counter_on_real_and_tricky_text():
 def test_c4_counts_sentences_only_where_the_kept_lines_are_too_few(min_sentences):
     """C4 counts sentences only where fewer kept lines than the minimum are left (each holds one at
     least); its decisions equal those of a full count of every kept line."""
-    from curate.stages.heuristics import C4Quality
-    from curate.stages.words import count_sentences
+    from curate.stages.c4_quality import C4Quality
+    from curate.text.sentences import count_sentences
 
     texts = []
     for name in ("parity.jsonl", "prose.jsonl", "fortunes.jsonl"):

@@ -1,7 +1,7 @@
 """fastText's ``predict(text, k=1)`` for a supervised hierarchical-softmax model, bit for bit, faster.
 
-fastText spends almost all of its prediction time hashing every character n-gram of every word
-(about 3 MB/s of text with ``lid.176.ftz``), although natural text repeats its words. This module
+fastText spends almost all of its prediction time hashing every character n-gram of every word,
+although natural text repeats its words. This module
 makes the same computation with the hashing done once per distinct word:
 
 1. the line is cut into words at fastText's separators (space, tab, ``\\n``, ``\\v``, ``\\f``,
