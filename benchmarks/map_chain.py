@@ -122,6 +122,46 @@ def run_datatrove(texts: list[str]) -> dict[str, float]:
     return out
 
 
+def report(results: dict, args) -> None:
+    """Print the median MB/s per stage and chain, now beside the earlier commit (and DataTrove)."""
+    def mbps(side: str, stage: str, unit: int = 1) -> float:  # unit 1: MB/s, 2: docs/s
+        return statistics.median(run[stage][unit] / run[stage][0] for run in results[side])
+
+    def chain_mbps(side: str, stages: list[str], unit: int = 1) -> float:
+        return statistics.median(run[stages[0]][unit] / sum(run[s][0] for s in stages) for run in results[side])
+
+    mb_in = statistics.median(run["normalize"][1] for run in results["new"])
+    print(f"map chain, {args.docs} documents per round ({mb_in:.2f} MB of text), {args.rounds} rounds, "
+          f"memos {'kept' if args.warm else 'emptied each round'}, words = {args.words!r}; "
+          "MB/s = MB in / CPU s (one core)")
+    print(f"corpus: {args.corpus}")
+    head = f"{'stage':<20}{args.baseline + ' MB/s':>14}{'now MB/s':>12}{'now/old':>9}{'now docs/s':>12}"
+    if args.datatrove:
+        head += f"{'DataTrove MB/s':>16}{'now/DT':>8}"
+    print(head)
+    for stage in STAGES:
+        o, n = mbps("old", stage), mbps("new", stage)
+        line = f"{stage:<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{mbps('new', stage, 2):>12.0f}"
+        if args.datatrove and stage in results["datatrove"][0]:
+            d = mbps("datatrove", stage)
+            line += f"{d:>16.2f}{n / d:>7.1f}x"
+        print(line)
+    skip_off = statistics.median(r[1] / r[0] for r in results["noskip"])
+    print(f"{'  normalize, skip_clean = false (ftfy on every document)':<56}{skip_off:>8.2f} MB/s")
+    o, n = chain_mbps("old", STAGES), chain_mbps("new", STAGES)
+    line = f"{'whole chain':<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{chain_mbps('new', STAGES, 2):>12.0f}"
+    print(line)
+    four = STAGES[2:]
+    o4, n4 = chain_mbps("old", four), chain_mbps("new", four)
+    line = f"{'the four filters':<20}{o4:>14.2f}{n4:>12.2f}{n4 / o4:>8.2f}x{chain_mbps('new', four, 2):>12.0f}"
+    if args.datatrove:
+        d4 = chain_mbps("datatrove", four)
+        line += f"{d4:>16.2f}{n4 / d4:>7.1f}x"
+    print(line)
+    slowest = max(STAGES, key=lambda st: statistics.median(run[st][0] / run[STAGES[0]][1] for run in results["new"]))
+    print(f"slowest stage now (CPU seconds per input MB): {slowest}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with a 'text' field")
@@ -171,42 +211,7 @@ def main(argv=None) -> int:
         results["noskip"].append((time.process_time() - t0, table_mb(table), table.num_rows))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
 
-    def mbps(side: str, stage: str, unit: int = 1) -> float:  # unit 1: MB/s, 2: docs/s
-        return statistics.median(run[stage][unit] / run[stage][0] for run in results[side])
-
-    def chain_mbps(side: str, stages: list[str], unit: int = 1) -> float:
-        return statistics.median(run[stages[0]][unit] / sum(run[s][0] for s in stages) for run in results[side])
-
-    mb_in = statistics.median(run["normalize"][1] for run in results["new"])
-    print(f"map chain, {args.docs} documents per round ({mb_in:.2f} MB of text), {args.rounds} rounds, "
-          f"memos {'kept' if args.warm else 'emptied each round'}, words = {args.words!r}; "
-          "MB/s = MB in / CPU s (one core)")
-    print(f"corpus: {args.corpus}")
-    head = f"{'stage':<20}{args.baseline + ' MB/s':>14}{'now MB/s':>12}{'now/old':>9}{'now docs/s':>12}"
-    if args.datatrove:
-        head += f"{'DataTrove MB/s':>16}{'now/DT':>8}"
-    print(head)
-    for stage in STAGES:
-        o, n = mbps("old", stage), mbps("new", stage)
-        line = f"{stage:<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{mbps('new', stage, 2):>12.0f}"
-        if args.datatrove and stage in results["datatrove"][0]:
-            d = mbps("datatrove", stage)
-            line += f"{d:>16.2f}{n / d:>7.1f}x"
-        print(line)
-    skip_off = statistics.median(r[1] / r[0] for r in results["noskip"])
-    print(f"{'  normalize, skip_clean = false (ftfy on every document)':<56}{skip_off:>8.2f} MB/s")
-    o, n = chain_mbps("old", STAGES), chain_mbps("new", STAGES)
-    line = f"{'whole chain':<20}{o:>14.2f}{n:>12.2f}{n / o:>8.2f}x{chain_mbps('new', STAGES, 2):>12.0f}"
-    print(line)
-    four = STAGES[2:]
-    o4, n4 = chain_mbps("old", four), chain_mbps("new", four)
-    line = f"{'the four filters':<20}{o4:>14.2f}{n4:>12.2f}{n4 / o4:>8.2f}x{chain_mbps('new', four, 2):>12.0f}"
-    if args.datatrove:
-        d4 = chain_mbps("datatrove", four)
-        line += f"{d4:>16.2f}{n4 / d4:>7.1f}x"
-    print(line)
-    slowest = max(STAGES, key=lambda st: statistics.median(run[st][0] / run[STAGES[0]][1] for run in results["new"]))
-    print(f"slowest stage now (CPU seconds per input MB): {slowest}")
+    report(results, args)
     return 0
 
 
