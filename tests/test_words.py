@@ -272,3 +272,19 @@ def test_one_cache_of_recent_texts_keeps_each_splitters_tokens():
         assert sw.text_stats(text, recent) == token_stats(want[sw])
         _assert_glued(sw, text, recent)
     assert en.tokens(text, recent) == want[en] and de.tokens(text, recent) == want[de]
+
+
+def test_recent_texts_are_bounded(monkeypatch):
+    """A ``recent`` dict (a batch's context) takes at most ``RECENT_TEXTS`` texts; the others are split
+    without it, to the same tokens and counts."""
+    monkeypatch.setattr(words, "RECENT_TEXTS", 3)
+    texts = [t for ts in _texts_by_lang().values() for t in ts][:10]
+    sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    recent = {}
+    sw.prefetch(texts, recent)
+    assert len(recent) == 3
+    for t in texts:
+        assert sw.tokens(t, recent) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+        assert sw.text_stats(t, recent) == token_stats(sw.tokens(t, recent))
+        assert sw.text_sentence_codes(t, recent).tolist() == fresh.sentence_codes(t.split()).tolist()
+    assert len(recent) == 3

@@ -34,7 +34,7 @@ import pyarrow as pa
 from curate.schema import LANG, LANG_SCORE, TEXT
 from curate.stages.base import BatchContext, MapStage, StageResult, set_column, split
 from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model
-from curate.text.spacy_words import Recent
+from curate.text.spacy_words import RECENT_TEXTS, Recent
 
 REASONS = {"language": "top language not in `languages`, or its score below `threshold`"}
 
@@ -124,6 +124,6 @@ def _note_words(recent: dict, texts: list[str], split: list[tuple[list[str], boo
     (``found``: the index, every word's id, each text's end in them) gave them here."""
     index, flat, ends = found
     for i, (t, (words, plain)) in enumerate(zip(texts, split)):
-        if plain:
+        if plain and (t in recent or len(recent) < RECENT_TEXTS):  # a full dict takes no new text
             ids = None if index is None else (index, flat[ends[i] - 1 - len(words):ends[i] - 1])
             recent[t] = Recent(words, ids)

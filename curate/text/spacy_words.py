@@ -9,8 +9,9 @@ output differs from that rarely, where its special-case matcher looks at the nei
 Chunks whose tokens are known without spaCy skip it (``curate.text.spacy_shortcuts``).
 
 What is learned of one text (its chunks, langid's word ids, chunk ids here, tokens) is a ``Recent``
-kept in the caller's ``recent`` dict (a stage passes its batch's ``BatchContext.words``), so the
-stages of a chain split each text once; without one, each call computes what it needs.
+kept in the caller's ``recent`` dict (a stage passes its batch's ``BatchContext.words``; at most
+``RECENT_TEXTS`` texts), so the stages of a chain split each text once; without one, each call
+computes what it needs.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from curate.text.spacy_shortcuts import (ASCII_LOWER, COMPOUND_LANGUAGES, MARKS,
 from curate.text.token_stats import ALPHA_STATS, ONE_WORD, STATS_BITS, WORD_CHAR, packed_stats
 
 MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when full
+RECENT_TEXTS = 2048  # most texts a ``recent`` dict takes (its memory stays bounded; others go without)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
@@ -239,7 +241,13 @@ class SpacyWords:
             self._prefetch(texts, recent)
 
     def _prefetch(self, texts: list[str], recent: dict) -> None:
-        todo = [(t, recent.get(t) or Recent(t.split())) for t in dict.fromkeys(texts)]
+        todo, room = [], RECENT_TEXTS - len(recent)
+        for t in dict.fromkeys(texts):
+            entry = recent.get(t)
+            if entry is None and room > 0:
+                entry, room = Recent(t.split()), room - 1
+            if entry is not None:
+                todo.append((t, entry))
         # not those prefetched or split here (ids of an older generation are void: prefetched again)
         todo = [(t, e) for t, e in todo
                 if not (e.owner is self and (e.ids is None or e.generation == self._generation))]
@@ -426,6 +434,8 @@ class SpacyWords:
         entry = recent.get(text)
         if entry is None or entry.owner is not self:
             if entry is None:
+                if len(recent) >= RECENT_TEXTS:  # full: split without it
+                    return list(chain.from_iterable(self.chunk_tokens(text.split())))
                 recent[text] = entry = Recent(text.split())
             entry.owner, entry.ids, entry.tokens = self, None, None
         if entry.tokens is None:
