@@ -288,7 +288,7 @@ def pipeline_benchmark(warcs: list[Path], rounds: int) -> None:
         return
     problems = {}
     for mod in ["curate.runner", "curate.pipeline", "curate.commands.run"] + [
-            f"curate.stages.{m}" for m in ("extract", "normalize", "heuristics")]:
+            f"curate.stages.{m}" for m in ("extract", "normalize", "gopher_quality")]:
         err = missing_module(mod)
         if err:
             problems["quarry"] = f"{mod}: {err}"

@@ -44,8 +44,11 @@ class BatchContext:
     """What the stages of one chain learn about one batch's documents, handed from stage to stage.
 
     One per batch, made by the chain runner and passed to every stage's ``apply``; it never outlives
-    the batch, so a stage's result never depends on which stage ran before it or in which process.
-    ``words``: text -> what a stage learned of that text's words (``curate.stages.words.Recent``).
+    the batch. What is in it only saves work: a stage gives the same result with an empty context
+    or none, whichever stages ran before it and in whichever process.
+    ``words``: text -> what a stage learned of that text's words (``curate.text.spacy_words.Recent``):
+    ``langid`` notes each text's words and their fastText ids, the heuristic filters reuse them and
+    add the spaCy chunk ids and tokens they make.
     """
 
     words: dict = dataclasses.field(default_factory=dict)

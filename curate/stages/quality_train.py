@@ -44,7 +44,7 @@ from typing import Iterator
 
 from curate.schema import TEXT
 from curate.shards import manifest_shards, read_shard
-from curate.stages.langid import LABEL_PREFIX, load_fasttext_model
+from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model
 from curate.stages.quality import NEGATIVE, POSITIVE, prepare_text
 
 

@@ -1,32 +1,11 @@
 """fastText's ``predict(text, k=1)`` for a supervised hierarchical-softmax model, bit for bit, faster.
 
-fastText spends almost all of its prediction time hashing every character n-gram of every word
-(about 3 MB/s of text with ``lid.176.ftz``), although natural text repeats its words. This module
-makes the same computation with the hashing done once per distinct word:
-
-1. the line is cut into words at fastText's separators (space, tab, ``\\n``, ``\\v``, ``\\f``,
-   ``\\r``, NUL), an end-of-sentence token ``</s>`` is added (fastText reads ``text + "\\n"``);
-   a ``</s>`` in the text ends the line there, tokens starting with the label prefix are skipped,
-   as in fastText's ``Dictionary::getLine``;
-2. each word's input rows (the word itself when in the dictionary, then its character n-grams,
-   FNV-1a hashed modulo ``bucket`` and mapped through the pruning table of a quantized model) are
-   computed as fastText's ``Dictionary::computeSubwords`` does, for all new words of a text in one
-   numba call, from the dictionary read out of the model file; they are remembered per word
-   (``MEMO_SIZE`` words) and equal ``model.get_subwords(word)[1]``;
-3. the hidden vector is the float32 sum of those rows in the same order (each row is what the
-   model's ``get_input_vector`` returns: the dequantized row, computed as fastText's ``addRow``
-   does; all rows are fetched once at start), times ``float32(1 / count)``;
-4. the tree search of ``HierarchicalSoftmaxLoss::predict`` with k = 1: node scores from float32
-   dot products summed in order, ``1 / (1 + expf(-f))``, ``log(x + 1e-5)`` in double rounded to
-   float32, and ``expf`` of the best leaf's score, with the C library's ``expf``.
-
-The output matrix of a quantized model (``.ftz``) is not reachable through fastText's Python API,
-so it is read from the end of the file (a dense ``nlabels x dim`` float32 matrix, as fastText
-writes it when the output is not quantized). ``FastPredictor.build`` returns None for any model it
-does not cover (other losses, word n-grams, a quantized output, a file it does not recognise) and
-the caller uses fastText itself; it also compares itself with fastText on sample text before it is
-used. ``tests/test_langid.py`` checks equality of label and probability (as floats, exactly) on
-real documents of many languages and on random text.
+fastText spends almost all of its prediction time hashing every character n-gram of every word,
+although natural text repeats its words: here each distinct word's input rows are computed once per
+process (the steps are in ``FastPredictor``'s doc). ``FastPredictor.build`` returns None for a model
+it does not cover (other losses, word n-grams, a quantized output, a file it does not recognise) and
+the caller uses fastText itself. ``tests/test_langid.py`` checks label and probability (as floats,
+exactly) against fastText on real documents of many languages and on random text.
 """
 from __future__ import annotations
 
@@ -70,7 +49,28 @@ def _std_log(x: float) -> np.float32:
 
 
 class FastPredictor:
-    """``model.predict(text, k=1)`` for one text at a time, exactly (see the module doc)."""
+    """``model.predict(text, k=1)`` for one text at a time, exactly, in four steps:
+
+    1. the line is cut into words at fastText's separators (space, tab, ``\\n``, ``\\v``, ``\\f``,
+       ``\\r``, NUL), an end-of-sentence token ``</s>`` is added (fastText reads ``text + "\\n"``);
+       a ``</s>`` in the text ends the line there, tokens starting with the label prefix are skipped,
+       as in fastText's ``Dictionary::getLine``;
+    2. each word's input rows (the word itself when in the dictionary, then its character n-grams,
+       FNV-1a hashed modulo ``bucket`` and mapped through the pruning table of a quantized model) are
+       computed as fastText's ``Dictionary::computeSubwords`` does, for all new words of a text in one
+       numba call, from the dictionary read out of the model file; they are remembered per word
+       (``MEMO_SIZE`` words) and equal ``model.get_subwords(word)[1]``;
+    3. the hidden vector is the float32 sum of those rows in the same order (each row is what the
+       model's ``get_input_vector`` returns: the dequantized row, computed as fastText's ``addRow``
+       does; all rows are fetched once at start), times ``float32(1 / count)``;
+    4. the tree search of ``HierarchicalSoftmaxLoss::predict`` with k = 1: node scores from float32
+       dot products summed in order, ``1 / (1 + expf(-f))``, ``log(x + 1e-5)`` in double rounded to
+       float32, and ``expf`` of the best leaf's score, with the C library's ``expf``.
+
+    The output matrix of a quantized model (``.ftz``) is not reachable through fastText's Python
+    API, so it is read from the end of the file (a dense ``nlabels x dim`` float32 matrix, as
+    fastText writes it when the output is not quantized). ``build`` compares the predictor with
+    fastText on sample text before it is used."""
 
     def __init__(self, model, dictionary: "ModelDictionary", inputs: np.ndarray, output: np.ndarray):
         self._model = model
