@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
+from curate.contracts import ShardEntry
+
 FORMATS = {"arrow": ".arrow", "parquet": ".parquet"}
 
 
@@ -37,11 +39,11 @@ def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
     return path
 
 
-def write_shard_entry(table: pa.Table, path: str | Path, root: str | Path, fmt: str = "arrow") -> dict:
+def write_shard_entry(table: pa.Table, path: str | Path, root: str | Path, fmt: str = "arrow") -> ShardEntry:
     """Write a shard and return its manifest entry (path relative to ``root``, rows, sha256), hashed
     here, in the task that wrote it, so the manifest never re-reads a shard."""
     path = write_shard(table, path, fmt)
-    return {"path": os.path.relpath(path, root), "rows": table.num_rows, "sha256": sha256_file(path)}
+    return ShardEntry(os.path.relpath(path, root), table.num_rows, sha256_file(path))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -12,7 +12,7 @@ from curate.executors import WorkerLost, make_executor
 from curate.lock import LockError
 from curate.pipeline import ConfigError, load_pipeline
 from curate.runner import run_pipeline
-from curate.tasks import StageFailure
+from curate.chain import StageFailure
 
 RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept"
 

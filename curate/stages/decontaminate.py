@@ -176,8 +176,6 @@ class Decontaminate(GlobalStage):
         added = sum(len(v) - 1 for v in pieces.values())
         return StageResult(result.kept, result.dropped, added)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("decontaminate is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
 # --- the index ------------------------------------------------------------------------------------

@@ -85,8 +85,6 @@ class ExactDedup(GlobalStage):
             reasons[r], dup_of[r] = REASON, d
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("exact_dedup is a global stage: run it through the pipeline runner")
 
 
 def normalized(text: str, lowercase: bool) -> str:

@@ -191,8 +191,6 @@ class MinHashDedup(GlobalStage):
             reasons[row], dup_of[row] = REASON, rep
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("minhash_dedup is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
 _PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", "offsets.npy", shuffle.LAYOUT_FILE, STATS_FILE)
