@@ -18,7 +18,7 @@ RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept
 
 
 def add_arguments(p) -> None:
-    p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/demo.toml")
+    p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/web.toml")
     p.add_argument("--input", nargs="+", metavar="PATH", help="input files or globs; replace the file's [[sources]]")
     p.add_argument("--output", metavar="DIR", help="output folder; replaces [pipeline].output")
     p.add_argument("--workers", type=int, help="parallel worker processes (default: [pipeline].workers, else 1)")

@@ -15,7 +15,7 @@ Pipeline keys (all optional)::
     verify = false      # check every member against its representative with the exact shingle Jaccard
     verify_threshold = 0.0  # the Jaccard a member needs; 0 = `threshold` if given, else where P(s) = 0.5
     seed = 42           # permutations
-    permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (2.5x slower here),
+    permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (slower),
                         # or "datasketch": signatures equal to datasketch.MinHash(num_perm, seed,
                         # scheme="legacy") fed the shingles' UTF-8 bytes (slowest: SHA-1 per shingle)
     quality_column = "quality_score"  # representative: highest score, ties to the smallest id
