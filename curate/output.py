@@ -20,7 +20,8 @@ from pathlib import Path
 
 from curate import fingerprint as fp
 from curate.contracts import Manifest, Marker, StageCounts
-from curate.pipeline import ConfigError, Pipeline
+from curate.config import ConfigError
+from curate.pipeline import Pipeline
 from curate.shards import read_record, write_json
 
 LAYOUT = 2  # 1: shards under steps/ only (before data/); such a folder is refused with a message

@@ -10,7 +10,8 @@ import traceback
 from curate.commands.stats import format_funnel
 from curate.executors import WorkerLost, make_executor
 from curate.lock import LockError
-from curate.pipeline import ConfigError, load_pipeline
+from curate.config import ConfigError
+from curate.pipeline import load_pipeline
 from curate.runner import run_pipeline
 from curate.chain import StageFailure
 
