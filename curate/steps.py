@@ -20,11 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from curate import readers, tasks
 from curate.contracts import MapTask, Marker, ReadTask, ShardEntry, StepOutput
 from curate.output import remove_plan
+from curate.progress import TaskProgress
 from curate.pipeline import Pipeline, StageSpec
 from curate.shards import is_inside, read_json, read_record, write_json
 from curate.stages import stage_class
@@ -253,23 +252,18 @@ def ensure_plan(run: Run, step: Step, inputs: list[ShardEntry], digest: str, nee
 def run_tasks(run: Run, fn, todo: list, marker_dir: Path, label: str, total: int, on_done=None) -> list[Marker]:
     """Run tasks on the executor; each finished task's marker is written (last) as it arrives, then
     ``on_done(marker)`` is called."""
-    bar = tqdm(total=total, initial=total - len(todo), desc=f"  {label}", unit="task",
-               disable=not run.progress, dynamic_ncols=True)
-    t0, docs = time.time(), 0
+    progress = TaskProgress(label, total, done=total - len(todo), enabled=run.progress)
 
     def finished(marker: Marker) -> None:
-        nonlocal docs
         write_json(marker.to_json(), marker_dir / f"{marker.task_id}.json")
         if on_done is not None:
             on_done(marker)
-        docs += marker.docs
-        bar.update()
-        bar.set_postfix_str(f"{docs / max(time.time() - t0, 1e-9):,.0f} docs/s")
+        progress.update(marker.docs)
 
     try:
         return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished)
     finally:
-        bar.close()
+        progress.close()
 
 
 def forget(marker_path: Path, out: Path) -> None:
