@@ -28,6 +28,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -98,6 +99,30 @@ def _load_layout(path: str, mtime_ns: int) -> Layout:
 def load_layout(plan_dir: Path) -> Layout:
     path = Path(plan_dir) / LAYOUT_FILE
     return _load_layout(str(path), path.stat().st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """One task of a global stage's plan, as it crosses to a worker: the plan folder, the stage's settings for
+    its plan (a frozen dataclass of the stage), and what the task works on: a group of consecutive shards
+    (``group``, their paths in ``inputs``), a key range (``range``), or the whole plan (neither)."""
+
+    plan_dir: str
+    settings: Any
+    group: int = -1
+    range: int = -1
+    inputs: tuple[str, ...] = ()
+
+
+def group_jobs(plan_dir, settings, layout: Layout, inputs: list[str]) -> list[PlanJob]:
+    """A job per shard group of ``layout``, with the paths of its shards."""
+    return [PlanJob(str(plan_dir), settings, group=g, inputs=tuple(inputs[layout.bounds[g]:layout.bounds[g + 1]]))
+            for g in range(layout.groups)]
+
+
+def range_jobs(plan_dir, settings, layout: Layout) -> list[PlanJob]:
+    """A job per key range of ``layout``."""
+    return [PlanJob(str(plan_dir), settings, range=k) for k in range(layout.ranges)]
 
 
 # --- document keys and key ranges ----------------------------------------------------------------
