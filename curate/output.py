@@ -2,8 +2,11 @@
 
 ::
 
-    OUT/data/*.arrow                    the kept documents: the result (a glob for pyarrow, Polars, DuckDB)
-    OUT/dropped/NN_<step>/*.arrow       set-aside documents with ``stage``, ``reason``, ``duplicate_of``
+    OUT/data/*.arrow                    the kept documents: the result (a glob for pyarrow and Polars;
+                                        DuckDB reads the shards of ``format = "parquet"``)
+    OUT/dropped/NN_<step>/<stage>-<stem>.arrow   set-aside documents with ``stage``, ``reason``, ``duplicate_of``:
+                                        in the folder of the step the stage runs in (the reader and the map
+                                        stages after it: 00_read), named for the stage and the task's batch
     OUT/manifest.json, OUT/stats.json   both written atomically at the very end
     OUT/run.json                        the pipeline and input fingerprints this folder belongs to
     OUT/run.lock                        while a run holds the folder: who (see ``curate.lock``)

@@ -1,7 +1,8 @@
 """Writing and reading shards, atomically, and the manifest that lists them.
 
 A shard is one Arrow table on disk: Arrow IPC (Feather v2) with zstd by default (``.arrow``),
-or Parquet (``.parquet``). Both open directly in pyarrow, DuckDB and Polars.
+or Parquet (``.parquet``). Both open directly in pyarrow and Polars; DuckDB reads Parquet (Arrow IPC only
+through an extension it downloads).
 Every write goes to a temporary file in the same folder and is renamed into place, so a reader
 never sees half a shard and a killed run leaves nothing that looks finished.
 """

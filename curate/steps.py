@@ -101,15 +101,15 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     shared = step_output(run, step, final)
     # 1. the tasks, each with the key its marker must hold
     if step.reads:
-        job = read_tasks(run, files, prints, shared)
+        step_tasks = read_tasks(run, files, prints, shared)
         inputs, producers = [], []
     else:
         inputs = [e for m in previous.markers for e in m.outputs]
         producers = [p for m, p in zip(previous.markers, previous.marker_paths) for _ in m.outputs]
-        job = map_tasks(run, step, inputs, shared)
+        step_tasks = map_tasks(run, step, inputs, shared)
     # 2. markers: finished tasks are kept, stale ones (another key, or no longer a task) removed
     markers, todo = {}, []
-    for t in job:
+    for t in step_tasks:
         path = marker_dir / f"{t.task_id}.json"
         m = read_marker(path)
         if m is not None and m.key == t.key:
@@ -119,7 +119,7 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
                 forget(path, out)
             todo.append(t)
     if marker_dir.is_dir():
-        ids = {t.task_id for t in job}
+        ids = {t.task_id for t in step_tasks}
         for p in marker_dir.glob("*.json"):
             if p.stem not in ids:
                 forget(p, out)
@@ -138,15 +138,17 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
         fn = tasks.read_task if step.reads else tasks.map_task
         label = "+".join(step.stage_names)
         done = None if step.reads else (lambda m, by_id={t.task_id: t for t in todo}: remove_input(run, by_id[m.task_id]))
-        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job), on_done=done):
+        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(step_tasks), on_done=done):
             markers[m.task_id] = m
-    ordered = [markers[t.task_id] for t in job]
-    return StepResult(step, ordered, [marker_dir / f"{t.task_id}.json" for t in job], plan_stats)
+    ordered = [markers[t.task_id] for t in step_tasks]
+    return StepResult(step, ordered, [marker_dir / f"{t.task_id}.json" for t in step_tasks], plan_stats)
 
 
 def step_output(run: Run, step: Step, final: bool) -> StepOutput:
+    """What every task of ``step`` shares: its stages; the last step writes to OUT/data, the others to OUT/steps/NN."""
     out = run.out
-    return StepOutput(stages=tuple(step.stages), root=str(out), out_dir=str(out / "data" if final else out / "steps" / step.dirname),
+    return StepOutput(stages=tuple(step.stages), root=str(out),
+                      out_dir=str(out / "data" if final else out / "steps" / step.dirname),
                       drop_dir=str(out / "dropped" / step.dirname), format=run.pipeline.format,
                       keep_dropped=run.pipeline.keep_dropped)
 
@@ -174,14 +176,14 @@ def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput) ->
             fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
         cache = {**cache, **fresh}
         write_json({f["path"]: cache[f["path"]] for f in files}, cache_path)
-    job = []
+    step_tasks = []
     for i, f in enumerate(files):
         source = {k: f[k] for k in ("text_field", "id_field") if k in f}
         for j, split in enumerate(cache[f["path"]]["splits"]):
             key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
-            job.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split=split, source=source,
+            step_tasks.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split=split, source=source,
                                 max_doc_bytes=p.max_doc_bytes, shard_rows=p.shard_rows))
-    return job
+    return step_tasks
 
 
 def _plan_file(args: tuple) -> list[dict]:
@@ -207,12 +209,12 @@ def remove_read_plans(run: Run) -> None:
 def map_tasks(run: Run, step: Step, inputs: list[ShardEntry], shared: StepOutput) -> list[MapTask]:
     plan_dir = str(run.out / "plans" / step.dirname) if step.global_stage else None
     plan_key = plan_digest(inputs) if step.global_stage else ""
-    job = []
+    step_tasks = []
     for i, e in enumerate(inputs):
         stem = Path(e.path).name.split(".")[0]
-        job.append(MapTask(task_id=stem, key=_digest([e.sha256, plan_key]), step=shared, input=str(run.out / e.path),
+        step_tasks.append(MapTask(task_id=stem, key=_digest([e.sha256, plan_key]), step=shared, input=str(run.out / e.path),
                            shard_index=i, plan_dir=plan_dir))
-    return job
+    return step_tasks
 
 
 def plan_digest(inputs: list[ShardEntry]) -> str:
