@@ -168,7 +168,7 @@ def write_parts(table: pa.Table, part: np.ndarray, parts: int, path, compression
         raise ValueError(f"{len(part)} part numbers for {table.num_rows} rows")
     if len(part) and (part.min() < 0 or part.max() >= parts):
         raise ValueError(f"part numbers must be in [0, {parts})")
-    # stable, so each part keeps the table's order; on 16-bit numbers numpy's stable sort is a radix sort (6x)
+    # stable, so each part keeps the table's order; on 16-bit numbers numpy's stable sort is a radix sort (faster)
     order = np.argsort(part.astype(np.uint16) if parts <= 1 << 16 else part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(parts + 1))
     table = table.take(pa.array(order, pa.int64())).combine_chunks() if table.num_rows else table
