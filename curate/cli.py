@@ -11,6 +11,7 @@ COMMANDS = {
     "stats": ("curate.commands.stats", "print the funnel of a finished run: per stage, documents in, kept, dropped by reason"),
     "train-quality": ("curate.commands.train_quality", "train a fastText quality classifier from positive and negative shards"),
     "clusters": ("curate.commands.clusters", "show near-duplicate clusters found by minhash_dedup"),
+    "extractor": ("curate.commands.extractor", "train the learned extraction model (the extract stage's blocks engine)"),
 }
 
 EPILOG = """examples (from the repository root, after `make demo`):
@@ -19,6 +20,7 @@ EPILOG = """examples (from the repository root, after `make demo`):
   curate stats out/demo/curated/web
   curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
   curate clusters out/demo/curated/web --show 5
+  curate extractor train --help
 """
 
 
