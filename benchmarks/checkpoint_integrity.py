@@ -31,7 +31,7 @@ def measure(hidden: int, layers: int, repeats: int, tmp: Path) -> dict:
     import torch.distributed.checkpoint as dcp
 
     from pretrain import checkpoint as ckpt
-    from pretrain import checkpoint_manifest as manifest
+    from pretrain.checkpoint import manifest
     from pretrain.config import Config, finalize
     from pretrain.model import GPT
 
@@ -51,7 +51,7 @@ def measure(hidden: int, layers: int, repeats: int, tmp: Path) -> dict:
         out = tmp / "plain"
         shutil.rmtree(out, ignore_errors=True)
         _, optim = ckpt.optim_state([model], [opt])
-        with ckpt._quiet():
+        with ckpt.save_load._quiet():
             dcp.save({"model": ckpt.model_state([model]), "optim": optim}, checkpoint_id=str(out))
 
     def quarry():

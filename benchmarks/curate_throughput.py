@@ -130,7 +130,7 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
     # extract
     from resiliparse.extract.html2text import extract_plain_text
 
-    from curate.stages.extract import Extract, Params
+    from curate.extract.stage import Extract, Params
 
     traf_stage = Extract("extract", Params(engine="trafilatura"))
     quarry_stage = Extract("extract", Params())
@@ -287,8 +287,8 @@ def pipeline_benchmark(warcs: list[Path], rounds: int) -> None:
         print(f"  skipped: {folder} holds other WARCs too ({others}); both sides read *.warc.gz there")
         return
     problems = {}
-    for mod in ["curate.runner", "curate.pipeline", "curate.commands.run"] + [
-            f"curate.stages.{m}" for m in ("extract", "normalize", "heuristics")]:
+    for mod in ["curate.runner", "curate.pipeline", "curate.commands.run", "curate.extract.stage"] + [
+            f"curate.stages.{m}" for m in ("normalize", "gopher_quality")]:
         err = missing_module(mod)
         if err:
             problems["quarry"] = f"{mod}: {err}"

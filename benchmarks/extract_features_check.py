@@ -1,15 +1,14 @@
-"""Check that a change to ``extract_features`` leaves the block features and the extracted text unchanged.
+"""Check that a change to ``curate/extract/`` leaves the block features and the extracted text unchanged.
 
     PYTHONPATH=$PWD python benchmarks/extract_features_check.py --dump /tmp/ref     # before the change
     PYTHONPATH=$PWD python benchmarks/extract_features_check.py --check /tmp/ref    # after it
 
 ``--dump`` writes, for every page of WCXB's development split (or ``--limit`` pages), the stripped HTML's
-hash, the block texts, tags, container groups and feature matrix of ``extract_features.features`` and the
-text the stage's path gives (``strip_utf8`` then ``extract_blocks_utf8``), into one compressed ``.npz`` per
-page plus ``texts.json``. ``--check``
-recomputes them with the code as it is now and compares: block texts, tags, groups and the integer / 0-1
-feature columns exactly; the other (float) columns with ``np.allclose(rtol=1e-6, atol=1e-6)``; extracted
-texts exactly; and that the byte-level stripping gives the regular expression's bytes. It prints the pages
+hash, the block texts, tags, container groups and feature matrix of ``curate.extract.features.features``
+and the text the stage's path gives (``strip_utf8`` then ``extract_blocks_utf8``), into one compressed
+``.npz`` per page plus ``texts.json``. ``--check`` recomputes them with the code as it is now and
+compares: block texts, tags, groups and the integer / 0-1 feature columns exactly; the other (float)
+columns with ``np.allclose(rtol=1e-6, atol=1e-6)``; extracted texts exactly; and that the byte-level stripping gives the regular expression's bytes. It prints the pages
 that differ (first few) and exits 1 when any does.
 
 The feature matrix is what the shipped model (and any model trained on it) reads: a speed-up of the
@@ -32,16 +31,17 @@ DATA = "/work/shared/corpora/extraction"
 def compute(html: str):
     """(hash of the stripped page, blocks of the ``str`` path, the text the stage's path gives, whether the
     stage's byte-level stripping gave the same bytes as the regular expression or left the page to it)."""
-    from curate.stages import extract_features as F
-    from curate.stages.extract import extract_blocks, extract_blocks_utf8
+    from curate.extract.blocks import extract_blocks, extract_blocks_utf8
+    from curate.extract.features import features
+    from curate.extract.strip import strip_html, strip_utf8, utf8
 
-    stripped = F.strip_html(html)
-    b = F.features(stripped, stripped=True)
-    data = F.utf8(html)
+    stripped = strip_html(html)
+    b = features(stripped, stripped=True)
+    data = utf8(html)
     if data is None:  # lone surrogates: the str path
         text, same_strip = extract_blocks(html), True
     else:  # the stage's path: strip the UTF-8 bytes, extract from them
-        s8 = F.strip_utf8(data, valid=True)
+        s8 = strip_utf8(data, valid=True)
         same_strip = s8 is None or s8 == stripped.encode("utf-8")
         text = extract_blocks_utf8(stripped.encode("utf-8") if s8 is None else s8)
     digest = hashlib.sha256(stripped.encode("utf-8", "surrogatepass")).hexdigest()
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N pages")
     a = ap.parse_args(argv)
 
-    from curate.stages.extract_train import load_pages
+    from curate.extract.training.train import load_pages
 
     pages = load_pages(a.warc, a.gold, a.limit)
     d = Path(a.dump or a.check)

@@ -5,10 +5,10 @@
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
-over pages; ``curate/stages/extract_labels.py``), per page type and overall, for
+over pages; ``curate/extract/training/labels.py``), per page type and overall, for
 
 - **quarry CV**: the default ``blocks`` engine, every page predicted by a model trained (by
-  ``curate.stages.extract_train``, same settings as the shipped model) on the *other* folds: the honest
+  ``curate extractor train``, same settings as the shipped model) on the *other* folds: the honest
   figure for pages the model has not seen;
 - **quarry in-sample**: the shipped model (trained on all development pages) on the same pages;
 - **trafilatura** 2.3.1 ``extract()`` with its defaults (the stage's ``engine = "trafilatura"``);
@@ -45,7 +45,7 @@ DATA = "/work/shared/corpora/extraction"
 
 
 def f1_table(name: str, pages, texts) -> dict[str, float]:
-    from curate.stages.extract_labels import word_f1
+    from curate.extract.training.labels import word_f1
 
     by: dict[str, list[float]] = defaultdict(list)
     for p, t in zip(pages, texts):
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N pages (quick runs)")
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: skip the CV figure)")
     ap.add_argument("--cv-texts", default="",
-                    help="read the cross-validated page texts that `python -m curate.stages.extract_train --oof FILE` "
+                    help="read the cross-validated page texts that `curate extractor train --oof FILE` "
                          "wrote (same folds, same code) instead of training the folds again here")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
     ap.add_argument("--rounds", type=int, default=5,
@@ -73,11 +73,13 @@ def main(argv=None) -> int:
 
     from resiliparse.extract.html2text import extract_plain_text
 
-    from curate.stages import extract_train as T
-    from curate.stages.extract import Extract, Params, extract_blocks, extract_trafilatura
-    from curate.stages.extract_features import strip_html
-    from curate.stages.extract_labels import tokens
-    from curate.stages.extract_model import cached
+    from curate.extract.blocks import extract_blocks
+    from curate.extract.engines import extract_trafilatura
+    from curate.extract.model import cached
+    from curate.extract.stage import Extract, Params
+    from curate.extract.strip import strip_html
+    from curate.extract.training import train as T
+    from curate.extract.training.labels import tokens
 
     model = cached("")
     settings = model.meta.get("report", {})
@@ -145,7 +147,7 @@ def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
     """docs/s per core of the three engines on the same pages, side by side (see the module's doc)."""
     from resiliparse.extract.html2text import extract_plain_text
 
-    from curate.stages.extract import Extract, Params
+    from curate.extract.stage import Extract, Params
 
     n = len(pages)
     sp = pages[:: max(1, n // n_pages)][: n_pages]

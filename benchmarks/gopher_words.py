@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--datatrove", action="store_true", help="also count DataTrove's drops")
     args = ap.parse_args(argv)
 
-    from curate.stages.heuristics import GopherQuality
+    from curate.stages.gopher_quality import GopherQuality
 
     with open(args.corpus, encoding="utf-8") as f:
         docs = [json.loads(line) for line in f]

@@ -13,8 +13,8 @@ documents. Each round takes its own slice of documents (real prose from
 stage gets what the stage before it kept, as in a pipeline. Word memos (spaCy's tokens per chunk,
 langid's n-gram rows per word) are emptied at the start of every round, so figures are for a process that has seen
 only that round's documents (``--warm`` keeps them); models and spaCy's blank pipeline stay loaded
-(a worker loads them once: about 0.2 s for spaCy, which a 300-document round would otherwise charge
-to ``gopher_quality``). Printed: median MB/s per stage and for the
+(a worker loads them once, which a 300-document round would otherwise charge to ``gopher_quality``).
+Today's chain gets one ``BatchContext`` per round, as the chain runner gives one per batch. Printed: median MB/s per stage and for the
 whole chain (input MB / sum of the stages' CPU seconds), and new / old.
 
 ``--datatrove`` adds DataTrove 0.10.1's four filters (GopherQuality, GopherRepetition, C4Quality,
@@ -35,9 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "prose" / "english_prose.jsonl"
 STAGES = ["normalize", "langid", "gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality"]
-CLASSES = {"normalize": ("normalize", "Normalize"), "langid": ("langid", "LangId"),
-           "gopher_quality": ("heuristics", "GopherQuality"), "gopher_repetition": ("heuristics", "GopherRepetition"),
-           "c4_quality": ("heuristics", "C4Quality"), "fineweb_quality": ("heuristics", "FineWebQuality")}
+# the earlier commit's module and class of each stage
+OLD_CLASSES = {"normalize": ("normalize", "Normalize"), "langid": ("langid", "LangId"),
+               "gopher_quality": ("heuristics", "GopherQuality"), "gopher_repetition": ("heuristics", "GopherRepetition"),
+               "c4_quality": ("heuristics", "C4Quality"), "fineweb_quality": ("heuristics", "FineWebQuality")}
+HEURISTICS = STAGES[2:]
 
 
 def load_old_modules(rev: str, tmp: Path) -> dict:
@@ -56,21 +58,22 @@ def load_old_modules(rev: str, tmp: Path) -> dict:
     return mods
 
 
-def build_chain(mods: dict, words: str | None = None) -> list:
+def build_chain(classes: dict, words: str | None = None) -> list:
+    """(stage, instance) for each of ``STAGES``, from ``classes``: stage -> its class."""
     chain = []
     for stage in STAGES:
-        mod, cls_name = CLASSES[stage]
-        cls = getattr(mods[mod], cls_name)
-        params = cls.Params(words=words) if words and mod == "heuristics" else cls.Params()
+        cls = classes[stage]
+        params = cls.Params(words=words) if words and stage in HEURISTICS else cls.Params()
         chain.append((stage, cls(stage, params)))
     return chain
 
 
 def clear_memos() -> None:
-    from curate.stages import langid, words
+    from curate.text import fasttext_model
+    from curate.text.spacy_words import spacy_words
 
-    words.spacy_words("en").reset()  # the heuristic stages' splitter: memos emptied, spaCy kept loaded
-    for pred in langid._FAST.values():  # langid's fast_predict: words seen before
+    spacy_words("en").reset()  # the heuristic stages' splitter: memos emptied, spaCy kept loaded
+    for pred in fasttext_model._FAST.values():  # langid's fast_predict: words seen before
         if pred is not None:
             pred.reset_words()
 
@@ -81,16 +84,19 @@ def table_mb(table) -> float:
     return sum(len(t.encode()) for t in table.column(TEXT).to_pylist()) / 1e6
 
 
-def run_chain(chain, table) -> dict[str, float]:
-    """CPU seconds and input MB per stage."""
+def run_chain(chain, table, with_context: bool = True) -> dict[str, float]:
+    """CPU seconds and input MB per stage; ``with_context``: one ``BatchContext`` handed from stage to
+    stage, as the chain runner does (the earlier commit's stages take none)."""
     from curate.schema import TEXT
+    from curate.stages.base import BatchContext
 
     out = {}
+    context = BatchContext()
     for stage, obj in chain:
         mb = sum(len(t.encode()) for t in table.column(TEXT).to_pylist()) / 1e6
         docs = table.num_rows
         t0 = time.process_time()
-        table = obj.apply(table).kept
+        table = (obj.apply(table, context) if with_context else obj.apply(table)).kept
         out[stage] = (time.process_time() - t0, mb, docs)
     return out
 
@@ -116,54 +122,8 @@ def run_datatrove(texts: list[str]) -> dict[str, float]:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with a 'text' field")
-    ap.add_argument("--docs", type=int, default=300, help="documents per round (default 300, about 2.6 MB of prose)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--baseline", default="b371ce7", help="git revision to compare with (default b371ce7)")
-    ap.add_argument("--warm", action="store_true", help="keep word memos between rounds")
-    ap.add_argument("--datatrove", action="store_true", help="also time DataTrove's four filters")
-    ap.add_argument("--words", choices=["spacy", "regex"], default="spacy",
-                    help="today's heuristic stages with this word splitter (default spacy, DataTrove's)")
-    args = ap.parse_args(argv)
-
-    import random
-
-    from curate.schema import documents_to_table
-    from curate.stages import heuristics, langid, normalize
-
-    with open(args.corpus, encoding="utf-8") as f:
-        docs = [json.loads(line) for line in f]
-    random.Random(0).shuffle(docs)
-    need = args.docs * args.rounds
-    if len(docs) < need:
-        docs = (docs * (need // len(docs) + 1))[:need]
-
-    with tempfile.TemporaryDirectory(prefix="map-chain-") as tmp:
-        old = build_chain(load_old_modules(args.baseline, Path(tmp)))
-    new = build_chain({"normalize": normalize, "langid": langid, "heuristics": heuristics}, args.words)
-    warm_table = documents_to_table([{"id": "w", "text": docs[0]["text"], "source": "", "url": "", "content_type": "text/plain"}])
-    run_chain(old, warm_table)  # load models outside the timing
-    run_chain(new, warm_table)
-
-    results = {"old": [], "new": [], "datatrove": [], "noskip": []}
-    noskip = normalize.Normalize("normalize", normalize.Params(skip_clean=False))
-    for r in range(args.rounds):
-        part = docs[r * args.docs:(r + 1) * args.docs]
-        table = documents_to_table([{"id": f"d{i}", "text": d["text"], "source": "", "url": "",
-                                     "content_type": "text/plain"} for i, d in enumerate(part)])
-        for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
-            if not args.warm:
-                clear_memos()
-            results[side].append(run_chain(old if side == "old" else new, table))
-        if args.datatrove:
-            results["datatrove"].append(run_datatrove([d["text"] for d in part]))
-        t0 = time.process_time()
-        noskip.apply(table)
-        results["noskip"].append((time.process_time() - t0, table_mb(table), table.num_rows))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-
+def report(results: dict, args) -> None:
+    """Print the median MB/s per stage and chain, now beside the earlier commit (and DataTrove)."""
     def mbps(side: str, stage: str, unit: int = 1) -> float:  # unit 1: MB/s, 2: docs/s
         return statistics.median(run[stage][unit] / run[stage][0] for run in results[side])
 
@@ -200,6 +160,58 @@ def main(argv=None) -> int:
     print(line)
     slowest = max(STAGES, key=lambda st: statistics.median(run[st][0] / run[STAGES[0]][1] for run in results["new"]))
     print(f"slowest stage now (CPU seconds per input MB): {slowest}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with a 'text' field")
+    ap.add_argument("--docs", type=int, default=300, help="documents per round (default 300, about 2.6 MB of prose)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", default="b371ce7", help="git revision to compare with (default b371ce7)")
+    ap.add_argument("--warm", action="store_true", help="keep word memos between rounds")
+    ap.add_argument("--datatrove", action="store_true", help="also time DataTrove's four filters")
+    ap.add_argument("--words", choices=["spacy", "regex"], default="spacy",
+                    help="today's heuristic stages with this word splitter (default spacy, DataTrove's)")
+    args = ap.parse_args(argv)
+
+    import random
+
+    from curate.schema import documents_to_table
+    from curate.stages import normalize, stage_class
+
+    with open(args.corpus, encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    random.Random(0).shuffle(docs)
+    need = args.docs * args.rounds
+    if len(docs) < need:
+        docs = (docs * (need // len(docs) + 1))[:need]
+
+    with tempfile.TemporaryDirectory(prefix="map-chain-") as tmp:
+        mods = load_old_modules(args.baseline, Path(tmp))
+        old = build_chain({st: getattr(mods[m], cls) for st, (m, cls) in OLD_CLASSES.items()})
+    new = build_chain({st: stage_class(st) for st in STAGES}, args.words)
+    warm_table = documents_to_table([{"id": "w", "text": docs[0]["text"], "source": "", "url": "", "content_type": "text/plain"}])
+    run_chain(old, warm_table, with_context=False)  # load models outside the timing
+    run_chain(new, warm_table)
+
+    results = {"old": [], "new": [], "datatrove": [], "noskip": []}
+    noskip = normalize.Normalize("normalize", normalize.Params(skip_clean=False))
+    for r in range(args.rounds):
+        part = docs[r * args.docs:(r + 1) * args.docs]
+        table = documents_to_table([{"id": f"d{i}", "text": d["text"], "source": "", "url": "",
+                                     "content_type": "text/plain"} for i, d in enumerate(part)])
+        for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+            if not args.warm:
+                clear_memos()
+            results[side].append(run_chain(old if side == "old" else new, table, with_context=side == "new"))
+        if args.datatrove:
+            results["datatrove"].append(run_datatrove([d["text"] for d in part]))
+        t0 = time.process_time()
+        noskip.apply(table)
+        results["noskip"].append((time.process_time() - t0, table_mb(table), table.num_rows))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    report(results, args)
     return 0
 
 

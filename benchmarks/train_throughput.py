@@ -35,7 +35,7 @@ DIMS = dict(layers=4, hidden=256, heads=4, seq=256, batch=8, vocab=8192)
 REFERENCE = r'''
 import math, sys, time, json
 import torch, torch.nn as nn, torch.nn.functional as F
-from pretrain.train import SyntheticDataset   # the same data
+from pretrain.data.batches import SyntheticDataset   # the same data
 import numpy as np
 L, H, NH, S, B, V, STEPS, WARM = [int(a) for a in sys.argv[1:9]]
 
@@ -130,7 +130,8 @@ def activation_memory(dtype_name: str) -> None:
 
     from pretrain.config import Config, finalize
     from pretrain.memory import LiveBytes
-    from pretrain.model import GPT, cross_entropy
+    from pretrain.loss import cross_entropy
+    from pretrain.model import GPT
     from pretrain.parallel import apply_recompute
 
     d = DIMS

@@ -9,16 +9,18 @@ from curate.commands.dispatch import dispatch
 COMMANDS = {
     "run": ("curate.commands.run", "run a curation pipeline (TOML) over raw inputs into curated shards"),
     "stats": ("curate.commands.stats", "print the funnel of a finished run: per stage, documents in, kept, dropped by reason"),
-    "train-quality": ("curate.stages.quality_train", "train a fastText quality classifier from positive and negative shards"),
-    "clusters": ("curate.stages.minhash.inspect", "show near-duplicate clusters found by minhash_dedup"),
+    "train-quality": ("curate.commands.train_quality", "train a fastText quality classifier from positive and negative shards"),
+    "clusters": ("curate.commands.clusters", "show near-duplicate clusters found by minhash_dedup"),
+    "extractor": ("curate.commands.extractor", "train the learned extraction model (the extract stage's blocks engine)"),
 }
 
-EPILOG = """examples:
-  curate run pipelines/demo.toml
-  curate run pipelines/demo.toml --input 'data/*.warc.gz' --output out/run1 --workers 2
-  curate stats out/demo/curated
+EPILOG = """examples (from the repository root, after `make demo`):
+  curate run pipelines/books.toml
+  curate run pipelines/web.toml --input 'pipelines/sample/*.warc.gz' --output out/run1 --workers 2
+  curate stats out/demo/curated/web
   curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
-  curate clusters out/demo/curated --show 5
+  curate clusters out/demo/curated/web --show 5
+  curate extractor train --help
 """
 
 

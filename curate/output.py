@@ -2,8 +2,11 @@
 
 ::
 
-    OUT/data/*.arrow                    the kept documents: the result (a glob for pyarrow, Polars, DuckDB)
-    OUT/dropped/NN_<step>/*.arrow       set-aside documents with ``stage``, ``reason``, ``duplicate_of``
+    OUT/data/*.arrow                    the kept documents: the result (a glob for pyarrow and Polars;
+                                        DuckDB reads the shards of ``format = "parquet"``)
+    OUT/dropped/NN_<step>/<stage>-<stem>.arrow   set-aside documents with ``stage``, ``reason``, ``duplicate_of``:
+                                        in the folder of the step the stage runs in (the reader and the map
+                                        stages after it: 00_read), named for the stage and the task's batch
     OUT/manifest.json, OUT/stats.json   both written atomically at the very end
     OUT/run.json                        the pipeline and input fingerprints this folder belongs to
     OUT/run.lock                        while a run holds the folder: who (see ``curate.lock``)
@@ -19,7 +22,9 @@ import shutil
 from pathlib import Path
 
 from curate import fingerprint as fp
-from curate.pipeline import ConfigError, Pipeline
+from curate.contracts import Manifest, Marker, StageCounts
+from curate.config import ConfigError
+from curate.pipeline import Pipeline
 from curate.shards import read_record, write_json
 
 LAYOUT = 2  # 1: shards under steps/ only (before data/); such a folder is refused with a message
@@ -76,52 +81,57 @@ def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_
     return changes
 
 
-def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[dict]) -> tuple[dict, dict]:
+def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[Marker]) -> tuple[dict, dict]:
     """stats.json and manifest.json from the task markers alone (no shard is read or hashed here).
     ``records``: (stage names, markers, {global stage name: plan stats}) per step, in order."""
-    order, totals = [], {}
-    for names, markers, plans in records:
+    order, totals, plans = [], {}, {}
+    for names, markers, step_plans in records:
         for name in names:
             order.append(name)
-            totals[name] = {"name": name, "in": 0, "kept": 0, "dropped": {}}
-        for s in (s for m in markers for s in m["stats"]):
-            t = totals[s["name"]]
-            t["in"] += s["in"]
-            t["kept"] += s["kept"]
-            if s.get("added"):
-                t["added"] = t.get("added", 0) + s["added"]
-            _add(t["dropped"], s["dropped"])
-            for key in ("skipped", "counters", "errors"):
-                if s.get(key):
-                    _add(t.setdefault(key, {}), s[key])
-        for name, plan in plans.items():
-            if plan:
-                totals[name]["plan"] = plan
+            totals[name] = StageCounts(name)
+        for s in (s for m in markers for s in m.stats):
+            _add_counts(totals[s.name], s)
+        plans.update({name: plan for name, plan in step_plans.items() if plan})
     stages = [totals[n] for n in order]
-    for t in stages:
-        t["dropped"] = dict(sorted(t["dropped"].items()))
     check_conservation(stages)
     types = {s.name: s.type for s in pipeline.stages}
+    rows = []
     for t in stages:
-        t["type"] = types.get(t["name"], "read")
-    stats = {"pipeline": pipeline.name, "stages": stages}
-    manifest = {"shards": [e for m in final_markers for e in m["outputs"]],
-                "dropped": [e for _, ms, _ in records for m in ms for e in m["dropped"]]}
-    return stats, manifest
+        row = t.to_json()
+        if t.name in plans:
+            row["plan"] = plans[t.name]
+        row["type"] = types.get(t.name, "read")
+        rows.append(row)
+    stats = {"pipeline": pipeline.name, "stages": rows}
+    manifest = Manifest(shards=[e for m in final_markers for e in m.outputs],
+                        dropped=[e for _, ms, _ in records for m in ms for e in m.dropped])
+    return stats, manifest.to_json()
 
 
-def _add(into: dict, counts: dict) -> None:
+def _add_counts(total: StageCounts, s: StageCounts) -> None:
+    """Add one task's counts of a stage into the run's (the optional parts appear once a task has some)."""
+    total.docs_in += s.docs_in
+    total.kept += s.kept
+    total.added += s.added
+    _add(total.dropped, s.dropped)
+    for key in ("skipped", "counters", "errors"):
+        if getattr(s, key):
+            setattr(total, key, _add(getattr(total, key) or {}, getattr(s, key)))
+
+
+def _add(into: dict, counts: dict) -> dict:
     for k, n in counts.items():
         into[k] = into.get(k, 0) + n
+    return into
 
 
-def check_conservation(stages: list[dict]) -> None:
+def check_conservation(stages: list[StageCounts]) -> None:
     for prev, cur in zip([None] + stages, stages):
-        if cur["in"] + cur.get("added", 0) != cur["kept"] + sum(cur["dropped"].values()):
-            raise RuntimeError(f"stage {cur['name']}: {cur['in']} in + {cur.get('added', 0)} added != "
-                               f"{cur['kept']} kept + dropped {cur['dropped']}")
-        if prev is not None and cur["in"] != prev["kept"]:
-            raise RuntimeError(f"stage {cur['name']} saw {cur['in']} documents but {prev['name']} kept {prev['kept']}")
+        if cur.docs_in + cur.added != cur.kept + sum(cur.dropped.values()):
+            raise RuntimeError(f"stage {cur.name}: {cur.docs_in} in + {cur.added} added != "
+                               f"{cur.kept} kept + dropped {cur.dropped}")
+        if prev is not None and cur.docs_in != prev.kept:
+            raise RuntimeError(f"stage {cur.name} saw {cur.docs_in} documents but {prev.name} kept {prev.kept}")
 
 
 def remove_temp_files(out: Path) -> None:

@@ -28,20 +28,13 @@ type = "extract"              # one of curate.stages.STAGES
 from __future__ import annotations
 
 import dataclasses
-import math
-import tomllib
-import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from curate.config import ConfigError, check_keys, check_type, dataclass_params, load_toml
 from curate.readers import DEFAULT_MAX_DOC_BYTES, DEFAULT_SPLIT_BYTES, FORMATS, expand_sources
 from curate.shards import FORMATS as SHARD_FORMATS
 from curate.stages import STAGES, stage_class
-
-
-class ConfigError(ValueError):
-    """A pipeline file that cannot run; the message says what to change."""
 
 
 @dataclass
@@ -90,25 +83,19 @@ SOURCE_KEYS = {"path": str, "format": str, "text_field": str, "id_field": str}
 
 def load_pipeline(path: str | Path, inputs: list[str] | None = None, output: str | None = None,
                   workers: int | None = None) -> Pipeline:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"pipeline file {str(path)!r} does not exist")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    raw = load_toml(path, what="pipeline file")
     return parse_pipeline(raw, str(path), inputs=inputs, output=output, workers=workers)
 
 
 def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None, workers=None) -> Pipeline:
-    _check_keys(raw, {"pipeline", "sources", "stages"}, where, "top-level tables")
+    check_keys(raw, {"pipeline", "sources", "stages"}, where, "top-level tables")
     head = raw.get("pipeline", {})
     if not isinstance(head, dict):
         raise ConfigError(f"{where}: [pipeline] must be a table")
-    _check_keys(head, PIPELINE_KEYS, f"{where}: [pipeline]", "keys")
+    check_keys(head, PIPELINE_KEYS, f"{where}: [pipeline]", "keys")
     for key, typ in PIPELINE_KEYS.items():
         if key in head:
-            _check_type(head[key], typ, f"{where}: [pipeline].{key}")
+            check_type(head[key], typ, f"{where}: [pipeline].{key}")
     fmt = head.get("format", "arrow")
     if fmt not in SHARD_FORMATS:
         raise ConfigError(f"{where}: [pipeline].format = {fmt!r}; allowed: {', '.join(SHARD_FORMATS)}")
@@ -121,12 +108,12 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
             raise ConfigError(f"{where}: needs at least one [[sources]] table with a `path` glob (or pass --input)")
     for i, src in enumerate(sources):
         here = f"{where}: [[sources]] #{i + 1}"
-        _check_keys(src, SOURCE_KEYS, here, "keys")
+        check_keys(src, SOURCE_KEYS, here, "keys")
         if "path" not in src:
             raise ConfigError(f"{here}: missing `path` (a file or glob)")
         for key, typ in SOURCE_KEYS.items():
             if key in src:
-                _check_type(src[key], typ, f"{here}.{key}")
+                check_type(src[key], typ, f"{here}.{key}")
         if src.get("format") and src["format"] not in FORMATS:
             raise ConfigError(f"{here}.format = {src['format']!r}; allowed: {', '.join(FORMATS)}")
 
@@ -180,62 +167,7 @@ def parse_stage(table: dict, where: str) -> StageSpec:
     if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
         raise ConfigError(f"{where}: name = {name!r}; use letters, digits, '_' or '-'")
     params = {k: v for k, v in table.items() if k not in ("type", "name")}
-    return StageSpec(type_, name, validate_params(cls.Params, params, f"{where} ({type_})"))
-
-
-def validate_params(params_cls: type, params: dict, where: str) -> dict:
-    fields = {f.name: f for f in dataclasses.fields(params_cls)}
-    hints = typing.get_type_hints(params_cls)
-    _check_keys(params, fields, where, "parameters")
-    for key, value in params.items():
-        _check_type(value, hints[key], f"{where}.{key}")
-    try:
-        obj = params_cls(**params)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: {e}") from e
-    return dataclasses.asdict(obj)
-
-
-def _check_keys(table: dict, allowed, where: str, what: str) -> None:
-    unknown = [k for k in table if k not in allowed]
-    if unknown:
-        listing = ", ".join(sorted(allowed)) or "none"
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed {what}: {listing}")
-
-
-def _check_type(value: Any, typ: Any, where: str) -> None:
-    if not _matches(value, typ):
-        raise ConfigError(f"{where} = {value!r}: expected {_type_name(typ)}")
-
-
-def _matches(value: Any, typ: Any) -> bool:
-    origin = typing.get_origin(typ)
-    if typ is Any:
-        return True
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        return any(_matches(value, t) for t in typing.get_args(typ))
-    if typ is type(None):
-        return value is None
-    if origin in (list, tuple):
-        args = typing.get_args(typ)
-        return isinstance(value, (list, tuple)) and (not args or all(_matches(v, args[0]) for v in value))
-    if origin is dict:
-        return isinstance(value, dict)
-    if typ is float:  # nan and inf pass every `< low` check below them, so they are refused here
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if typ is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(typ, type):
-        return isinstance(value, typ)
-    return True
-
-
-def _type_name(typ: Any) -> str:
-    if typ is float:
-        return "a finite number"
-    if typing.get_origin(typ) is not None:  # list[str], not "list"
-        return str(typ).replace("typing.", "")
-    return getattr(typ, "__name__", None) or str(typ).replace("typing.", "")
+    return StageSpec(type_, name, dataclass_params(cls.Params, params, f"{where} ({type_})"))
 
 
 def resolve_inputs(pipeline: Pipeline) -> list[dict]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from curate import fingerprint, output, readers, steps
 from curate.lock import OutputLock
-from curate.pipeline import ConfigError, Pipeline, resolve_inputs
+from curate.config import ConfigError
+from curate.pipeline import Pipeline, resolve_inputs
 from curate.shards import write_json
 
 READ_STAGE = steps.tasks.READ_STAGE

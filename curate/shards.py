@@ -1,7 +1,8 @@
 """Writing and reading shards, atomically, and the manifest that lists them.
 
 A shard is one Arrow table on disk: Arrow IPC (Feather v2) with zstd by default (``.arrow``),
-or Parquet (``.parquet``). Both open directly in pyarrow, DuckDB and Polars.
+or Parquet (``.parquet``). Both open directly in pyarrow and Polars; DuckDB reads Parquet (Arrow IPC only
+through an extension it downloads).
 Every write goes to a temporary file in the same folder and is renamed into place, so a reader
 never sees half a shard and a killed run leaves nothing that looks finished.
 """
@@ -17,6 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
+
+from curate.contracts import ShardEntry
 
 FORMATS = {"arrow": ".arrow", "parquet": ".parquet"}
 
@@ -37,11 +40,11 @@ def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
     return path
 
 
-def write_shard_entry(table: pa.Table, path: str | Path, root: str | Path, fmt: str = "arrow") -> dict:
+def write_shard_entry(table: pa.Table, path: str | Path, root: str | Path, fmt: str = "arrow") -> ShardEntry:
     """Write a shard and return its manifest entry (path relative to ``root``, rows, sha256), hashed
     here, in the task that wrote it, so the manifest never re-reads a shard."""
     path = write_shard(table, path, fmt)
-    return {"path": os.path.relpath(path, root), "rows": table.num_rows, "sha256": sha256_file(path)}
+    return ShardEntry(os.path.relpath(path, root), table.num_rows, sha256_file(path))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -28,6 +28,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -100,6 +101,30 @@ def load_layout(plan_dir: Path) -> Layout:
     return _load_layout(str(path), path.stat().st_mtime_ns)
 
 
+@dataclass(frozen=True)
+class PlanJob:
+    """One task of a global stage's plan, as it crosses to a worker: the plan folder, the stage's settings for
+    its plan (a frozen dataclass of the stage), and what the task works on: a group of consecutive shards
+    (``group``, their paths in ``inputs``), a key range (``range``), or the whole plan (neither)."""
+
+    plan_dir: str
+    settings: Any
+    group: int = -1
+    range: int = -1
+    inputs: tuple[str, ...] = ()
+
+
+def group_jobs(plan_dir, settings, layout: Layout, inputs: list[str]) -> list[PlanJob]:
+    """A job per shard group of ``layout``, with the paths of its shards."""
+    return [PlanJob(str(plan_dir), settings, group=g, inputs=tuple(inputs[layout.bounds[g]:layout.bounds[g + 1]]))
+            for g in range(layout.groups)]
+
+
+def range_jobs(plan_dir, settings, layout: Layout) -> list[PlanJob]:
+    """A job per key range of ``layout``."""
+    return [PlanJob(str(plan_dir), settings, range=k) for k in range(layout.ranges)]
+
+
 # --- document keys and key ranges ----------------------------------------------------------------
 
 def doc_keys(shard: int, rows: np.ndarray) -> np.ndarray:
@@ -143,7 +168,7 @@ def write_parts(table: pa.Table, part: np.ndarray, parts: int, path, compression
         raise ValueError(f"{len(part)} part numbers for {table.num_rows} rows")
     if len(part) and (part.min() < 0 or part.max() >= parts):
         raise ValueError(f"part numbers must be in [0, {parts})")
-    # stable, so each part keeps the table's order; on 16-bit numbers numpy's stable sort is a radix sort (6x)
+    # stable, so each part keeps the table's order; on 16-bit numbers numpy's stable sort is a radix sort (faster)
     order = np.argsort(part.astype(np.uint16) if parts <= 1 << 16 else part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(parts + 1))
     table = table.take(pa.array(order, pa.int64())).combine_chunks() if table.num_rows else table

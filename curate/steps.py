@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from curate import readers, tasks
+from curate.contracts import MapTask, Marker, ReadTask, ShardEntry, StepOutput
 from curate.output import remove_plan
+from curate.progress import TaskProgress
 from curate.pipeline import Pipeline, StageSpec
 from curate.shards import is_inside, read_json, read_record, write_json
 from curate.stages import stage_class
@@ -88,7 +88,7 @@ class MissingInputs(Exception):
 @dataclass
 class StepResult:
     step: Step
-    markers: list[dict]
+    markers: list[Marker]
     marker_paths: list[Path]
     plan_stats: dict
 
@@ -97,34 +97,29 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
              prints: dict | None = None) -> StepResult:
     """Run (or resume) one step; ``previous`` is the step before it (None for the reading step)."""
     out = run.out
-    step_dir = out / "steps" / step.dirname
-    marker_dir = step_dir / "_tasks"
-    common = {
-        "specs": [(s.type, s.name, s.params) for s in step.stages], "root": str(out), "format": run.pipeline.format,
-        "out_dir": str(out / "data" if final else step_dir), "drop_dir": str(out / "dropped" / step.dirname),
-        "keep_dropped": run.pipeline.keep_dropped,
-    }
+    marker_dir = out / "steps" / step.dirname / "_tasks"
+    shared = step_output(run, step, final)
     # 1. the tasks, each with the key its marker must hold
     if step.reads:
-        job = read_tasks(run, files, prints, common)
+        step_tasks = read_tasks(run, files, prints, shared)
         inputs, producers = [], []
     else:
-        inputs = [e for m in previous.markers for e in m["outputs"]]
-        producers = [p for m, p in zip(previous.markers, previous.marker_paths) for _ in m["outputs"]]
-        job = map_tasks(run, step, inputs, common)
+        inputs = [e for m in previous.markers for e in m.outputs]
+        producers = [p for m, p in zip(previous.markers, previous.marker_paths) for _ in m.outputs]
+        step_tasks = map_tasks(run, step, inputs, shared)
     # 2. markers: finished tasks are kept, stale ones (another key, or no longer a task) removed
-    ids = {t["task_id"] for t in job}
     markers, todo = {}, []
-    for t in job:
-        path = marker_dir / f"{t['task_id']}.json"
-        m = read_record(path)
-        if m is not None and m.get("key") == t["key"]:
-            markers[t["task_id"]] = m
+    for t in step_tasks:
+        path = marker_dir / f"{t.task_id}.json"
+        m = read_marker(path)
+        if m is not None and m.key == t.key:
+            markers[t.task_id] = m
         else:
             if path.exists():
                 forget(path, out)
             todo.append(t)
     if marker_dir.is_dir():
+        ids = {t.task_id for t in step_tasks}
         for p in marker_dir.glob("*.json"):
             if p.stem not in ids:
                 forget(p, out)
@@ -133,8 +128,8 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     if todo and not step.reads:
         # with its plan complete, a step's tasks need only their own input shards
         plan_built = step.global_stage is None or finished_plan(run, step, plan_digest(inputs)) is not None
-        needed = [t["shard_index"] for t in todo] if plan_built else range(len(inputs))
-        missing = sorted({producers[i] for i in needed if not (out / inputs[i]["path"]).exists()})
+        needed = [t.shard_index for t in todo] if plan_built else range(len(inputs))
+        missing = sorted({producers[i] for i in needed if not (out / inputs[i].path).exists()})
         if missing:
             raise MissingInputs(missing)
     if step.global_stage is not None:
@@ -142,14 +137,32 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
     if todo:
         fn = tasks.read_task if step.reads else tasks.map_task
         label = "+".join(step.stage_names)
-        done = None if step.reads else (lambda m, by_id={t["task_id"]: t for t in todo}: remove_input(run, by_id[m["task_id"]]))
-        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(job), on_done=done):
-            markers[m["task_id"]] = m
-    ordered = [markers[t["task_id"]] for t in job]
-    return StepResult(step, ordered, [marker_dir / f"{t['task_id']}.json" for t in job], plan_stats)
+        done = None if step.reads else (lambda m, by_id={t.task_id: t for t in todo}: remove_input(run, by_id[m.task_id]))
+        for m in run_tasks(run, fn, todo, marker_dir, label, total=len(step_tasks), on_done=done):
+            markers[m.task_id] = m
+    ordered = [markers[t.task_id] for t in step_tasks]
+    return StepResult(step, ordered, [marker_dir / f"{t.task_id}.json" for t in step_tasks], plan_stats)
 
 
-def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[dict]:
+def step_output(run: Run, step: Step, final: bool) -> StepOutput:
+    """What every task of ``step`` shares: its stages; the last step writes to OUT/data, the others to OUT/steps/NN."""
+    out = run.out
+    return StepOutput(stages=tuple(step.stages), root=str(out),
+                      out_dir=str(out / "data" if final else out / "steps" / step.dirname),
+                      drop_dir=str(out / "dropped" / step.dirname), format=run.pipeline.format,
+                      keep_dropped=run.pipeline.keep_dropped)
+
+
+def read_marker(path: Path) -> Marker | None:
+    """A task's marker, or None when it is missing or damaged (the task is then redone)."""
+    record = read_record(path)
+    try:
+        return Marker.from_json(record) if record is not None else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput) -> list[ReadTask]:
     """One task per split of every input file (splits are cached in ``_splits.json`` by fingerprint)."""
     p = run.pipeline
     cache_path = run.out / "steps" / "00_read" / "_splits.json"
@@ -163,14 +176,14 @@ def read_tasks(run: Run, files: list[dict], prints: dict, common: dict) -> list[
             fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
         cache = {**cache, **fresh}
         write_json({f["path"]: cache[f["path"]] for f in files}, cache_path)
-    job = []
+    step_tasks = []
     for i, f in enumerate(files):
         source = {k: f[k] for k in ("text_field", "id_field") if k in f}
         for j, split in enumerate(cache[f["path"]]["splits"]):
             key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
-            job.append({**common, "task_id": f"src{i:05d}-{j:04d}", "key": key, "split": split, "source": source,
-                        "max_doc_bytes": p.max_doc_bytes, "shard_rows": p.shard_rows})
-    return job
+            step_tasks.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split=split, source=source,
+                                max_doc_bytes=p.max_doc_bytes, shard_rows=p.shard_rows))
+    return step_tasks
 
 
 def _plan_file(args: tuple) -> list[dict]:
@@ -193,26 +206,26 @@ def remove_read_plans(run: Run) -> None:
         shutil.rmtree(run.out / READ_PLANS)
 
 
-def map_tasks(run: Run, step: Step, inputs: list[dict], common: dict) -> list[dict]:
+def map_tasks(run: Run, step: Step, inputs: list[ShardEntry], shared: StepOutput) -> list[MapTask]:
     plan_dir = str(run.out / "plans" / step.dirname) if step.global_stage else None
     plan_key = plan_digest(inputs) if step.global_stage else ""
-    job = []
+    step_tasks = []
     for i, e in enumerate(inputs):
-        stem = Path(e["path"]).name.split(".")[0]
-        job.append({**common, "task_id": stem, "stem": stem, "key": _digest([e["sha256"], plan_key]),
-                    "input": str(run.out / e["path"]), "shard_index": i, "plan_dir": plan_dir})
-    return job
+        stem = Path(e.path).name.split(".")[0]
+        step_tasks.append(MapTask(task_id=stem, key=_digest([e.sha256, plan_key]), step=shared, input=str(run.out / e.path),
+                           shard_index=i, plan_dir=plan_dir))
+    return step_tasks
 
 
-def plan_digest(inputs: list[dict]) -> str:
-    return _digest([e["sha256"] for e in inputs])
+def plan_digest(inputs: list[ShardEntry]) -> str:
+    return _digest([e.sha256 for e in inputs])
 
 
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: bool) -> dict:
+def ensure_plan(run: Run, step: Step, inputs: list[ShardEntry], digest: str, needed: bool) -> dict:
     """Build the global stage's plan unless it is there for these very inputs; returns its stats.
 
     ``plans/NN/_inputs.json`` names the inputs a plan in progress is for (a killed plan resumes only for
@@ -231,33 +244,28 @@ def ensure_plan(run: Run, step: Step, inputs: list[dict], digest: str, needed: b
     write_json({"digest": digest}, claimed)
     run.say(f"  planning {step.global_stage.name} over {len(inputs)} shard(s)")
     t0 = time.time()
-    stats = step.global_stage.build().plan([str(run.out / e["path"]) for e in inputs], plan_dir, run.executor) or {}
+    stats = step.global_stage.build().plan([str(run.out / e.path) for e in inputs], plan_dir, run.executor) or {}
     stats = {**stats, "seconds": round(time.time() - t0, 3)}
     write_json({"digest": digest, "stats": stats}, record)
     write_json({"digest": digest, "stats": stats}, done)
     return stats
 
 
-def run_tasks(run: Run, fn, todo: list[dict], marker_dir: Path, label: str, total: int, on_done=None) -> list[dict]:
+def run_tasks(run: Run, fn, todo: list, marker_dir: Path, label: str, total: int, on_done=None) -> list[Marker]:
     """Run tasks on the executor; each finished task's marker is written (last) as it arrives, then
     ``on_done(marker)`` is called."""
-    bar = tqdm(total=total, initial=total - len(todo), desc=f"  {label}", unit="task",
-               disable=not run.progress, dynamic_ncols=True)
-    t0, docs = time.time(), 0
+    progress = TaskProgress(label, total, done=total - len(todo), enabled=run.progress)
 
-    def finished(marker: dict) -> None:
-        nonlocal docs
-        write_json(marker, marker_dir / f"{marker['task_id']}.json")
+    def finished(marker: Marker) -> None:
+        write_json(marker.to_json(), marker_dir / f"{marker.task_id}.json")
         if on_done is not None:
             on_done(marker)
-        docs += marker["docs"]
-        bar.update()
-        bar.set_postfix_str(f"{docs / max(time.time() - t0, 1e-9):,.0f} docs/s")
+        progress.update(marker.docs)
 
     try:
         return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished)
     finally:
-        bar.close()
+        progress.close()
 
 
 def forget(marker_path: Path, out: Path) -> None:
@@ -278,10 +286,10 @@ def finished_plan(run: Run, step: Step, digest: str) -> dict | None:
     return record if record is not None and record.get("digest") == digest else None
 
 
-def remove_input(run: Run, task: dict) -> None:
+def remove_input(run: Run, task: MapTask) -> None:
     """A map task's input shard once its marker is written (its plan, if any, was built before the tasks ran):
     the steps' shards on disk shrink as the next step's grow, so OUT holds about one copy, not two."""
-    path = Path(task["input"])
+    path = Path(task.input)
     if not run.pipeline.keep_intermediate and path.parent.parent.name == "steps":
         path.unlink(missing_ok=True)
 
@@ -291,8 +299,8 @@ def remove_intermediate(run: Run, result: StepResult) -> None:
     if run.pipeline.keep_intermediate:
         return
     for m in result.markers:
-        for e in m["outputs"]:
-            path = run.out / e["path"]
+        for e in m.outputs:
+            path = run.out / e.path
             if path.parent.parent.name == "steps":
                 path.unlink(missing_ok=True)
 

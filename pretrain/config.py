@@ -15,9 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-class ConfigError(ValueError):
-    pass
+from curate.config import ConfigError, check_keys, coerce, load_toml  # noqa: F401 - ConfigError: pretrain's too
 
 
 @dataclass
@@ -130,40 +128,6 @@ _TABLE_CLASSES = {"model": ModelConfig, "parallel": ParallelConfig, "train": Tra
                   "checkpoint": CheckpointConfig, "log": LogConfig}
 
 
-def _coerce(where: str, value, annotation):
-    """Check ``value`` against a dataclass field annotation (int, float, str, bool, list[int], X | None)."""
-    args = typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if args and type(None) in args and origin is not list:
-        if value is None:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(where, value, inner[0])
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(f"{where}[{i}]", v, args[0]) for i, v in enumerate(value)]
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    raise ConfigError(f"{where}: unsupported type {annotation}")
-
-
 def from_dict(raw: dict) -> Config:
     cfg = Config()
     for table, values in raw.items():
@@ -173,10 +137,9 @@ def from_dict(raw: dict) -> Config:
             raise ConfigError(f"[{table}] must be a table")
         section = getattr(cfg, table)
         hints = typing.get_type_hints(type(section))
+        check_keys(values, hints, f"[{table}]", qualify=f"{table}.")
         for key, value in values.items():
-            if key not in hints:
-                raise ConfigError(f"unknown key {table}.{key}; known: {', '.join(hints)}")
-            setattr(section, key, _coerce(f"{table}.{key}", value, hints[key]))
+            setattr(section, key, coerce(f"{table}.{key}", value, hints[key]))
     return cfg
 
 
@@ -196,13 +159,7 @@ def parse_override(text: str) -> tuple[str, str, object]:
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     raw: dict = {}
     if path is not None:
-        if not Path(path).is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist (see pretrain/configs/ for examples)")
-        with open(path, "rb") as f:
-            try:
-                raw = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise ConfigError(f"{path}: {e}") from e
+        raw = load_toml(path, what="config file", hint=" (see pretrain/configs/ for examples)")
     for text in overrides or []:
         table, key, value = parse_override(text)
         raw.setdefault(table, {})[key] = value
@@ -430,4 +387,4 @@ def finalize(cfg: Config, world_size: int) -> Config:
 def model_config_from_dict(d: dict) -> ModelConfig:
     """A ``ModelConfig`` from a saved dict (unknown keys ignored); each value must have its field's type."""
     hints = typing.get_type_hints(ModelConfig)
-    return ModelConfig(**{k: _coerce(f"model.{k}", v, hints[k]) for k, v in d.items() if k in hints})
+    return ModelConfig(**{k: coerce(f"model.{k}", v, hints[k]) for k, v in d.items() if k in hints})

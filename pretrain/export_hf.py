@@ -1,4 +1,4 @@
-"""Export a Quarry GPT to a Hugging Face ``transformers`` model folder, with its tokenizer.
+"""Exporting a Quarry GPT to a Hugging Face ``transformers`` model folder, with its tokenizer.
 
 ``pretrain export-hf CHECKPOINT OUT`` writes ``OUT/config.json``, ``OUT/model.safetensors``, the sentencepiece
 model as ``OUT/tokenizer.model`` and ``OUT/tokenizer.json`` + ``OUT/tokenizer_config.json`` (a ``tokenizers``
@@ -20,6 +20,7 @@ Any other combination raises ``ExportError`` naming the options. The vocabulary 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -243,40 +244,39 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
         export_tokenizer(tokenizer_path, out, eod_id, model_max_length=cfg.max_seq_len)
     (out / "quarry_export.json").write_text(json.dumps(
         {"architecture": type(hf).__name__, "quarry_model_config": _jsonable(cfg)}, indent=2) + "\n")
+    _ordinary_modes(out)
     return out
+
+
+def _ordinary_modes(out: Path) -> None:
+    """safetensors writes model.safetensors with mode 0600; give every file of the folder the mode of an
+    ordinary file write (0666 less the umask), as the others have."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in out.iterdir():
+        if path.is_file():
+            os.chmod(path, 0o666 & ~umask)
+
+
+def export_checkpoint(checkpoint, out_dir, tokenizer=None) -> tuple[Path, str | None]:
+    """Export the latest intact checkpoint of ``checkpoint`` to ``out_dir`` with the tokenizer given or recorded
+    with it (none: a warning, the model alone). Returns (the folder, the tokenizer path or None)."""
+    from pretrain.checkpoint import load_model_for_inference
+    from pretrain.data.tokenizer import load_tokenizer
+    from pretrain.generate import resolve_tokenizer_path
+
+    model, cfg = load_model_for_inference(checkpoint)
+    tok_path = resolve_tokenizer_path(checkpoint, tokenizer)
+    eod_id = None
+    if tok_path is None:
+        print("warning: no tokenizer recorded with the checkpoint (data.tokenizer) and none given "
+              "(--tokenizer): exporting the model without a tokenizer", file=sys.stderr)
+    else:
+        eod_id = load_tokenizer(tok_path).eod_id
+    return export_model(model, cfg, out_dir, tok_path, eod_id), tok_path
 
 
 def _jsonable(cfg: ModelConfig) -> dict:
     import dataclasses
 
     return dataclasses.asdict(cfg)
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint folder written by `pretrain train` (its latest checkpoint)")
-    parser.add_argument("out", help="output folder: a transformers model folder with the tokenizer")
-    parser.add_argument("--tokenizer", default=None,
-                        help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
-
-
-def run(args) -> int:
-    from pretrain.checkpoint import load_model_for_inference
-    from pretrain.generate import resolve_tokenizer_path
-    from pretrain.data.tokenizer import load_tokenizer
-
-    try:
-        model, cfg = load_model_for_inference(args.checkpoint)
-        tok_path = resolve_tokenizer_path(args.checkpoint, args.tokenizer)
-        eod_id = None
-        if tok_path is None:
-            print("warning: no tokenizer recorded with the checkpoint (data.tokenizer) and none given "
-                  "(--tokenizer): exporting the model without a tokenizer", file=sys.stderr)
-        else:
-            eod_id = load_tokenizer(tok_path).eod_id
-        out = export_model(model, cfg, args.out, tok_path, eod_id)
-    except (ExportError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    arch = json.loads((out / "quarry_export.json").read_text())["architecture"]
-    print(f"wrote {out}: {arch}" + (f" with the tokenizer {tok_path}" if tok_path else " (no tokenizer)"))
-    return 0

@@ -1,4 +1,4 @@
-"""Generate text from a checkpoint: ``pretrain generate --checkpoint DIR --prompt TEXT``.
+"""Generating text from a checkpoint (``pretrain generate --checkpoint DIR --prompt TEXT``).
 
 Prints the prompt followed by the generated text. Decoding is a plain loop without a KV cache: each step runs
 the model on the last ``max_seq_len`` tokens and takes the next token from the last position's logits (the
@@ -11,8 +11,6 @@ The tokenizer is ``--tokenizer`` or else the ``data.tokenizer`` of the run's con
 from __future__ import annotations
 
 import math
-
-import sys
 
 import torch
 
@@ -91,20 +89,6 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="checkpoint folder written by `pretrain train`")
-    parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-tokens", type=int, default=50, help="at most this many new tokens (default 50)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy (default 1)")
-    parser.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens; 1: greedy; "
-                                                             "0: all (default)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                        help="auto: cuda if available (default)")
-
-
 def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
     """``explicit`` if given, else the ``data.tokenizer`` of the run's config saved with the checkpoint (its
     ``meta.json``; a relative path is taken from the current directory, as the trainer took it); None if neither."""
@@ -133,15 +117,3 @@ def load_for_generation(checkpoint_dir, tokenizer=None, device="auto"):
         raise ValueError(f"tokenizer {tok_path} has {tok.vocab_size} pieces but the model was trained with "
                          f"vocab_size {cfg.vocab_size}: pass the tokenizer it was trained with (--tokenizer)")
     return model.eval(), tok
-
-
-def run(args) -> int:
-    try:
-        model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer, args.device)
-        text = generate_text(model, tokenizer, args.prompt, args.max_tokens, args.temperature, args.top_k,
-                             args.seed)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(args.prompt + text)
-    return 0

@@ -6,14 +6,14 @@ Reads each curation output's ``stats.json`` and the trainer's ``LOG_DIR/metrics.
   dropped by each reason (the bar's height is the stage's input);
 - ``loss.png``: training loss over steps, with validation loss where the log has it;
 - ``index.md``: a one-page summary linking both, with the funnel tables, the final train / validation loss,
-  throughput (tokens/s, MFU) and, with ``--checkpoint``, a greedy sample generated from the prompt.
+  throughput (tokens/s, MFU; "n/a" above 100%: a CPU peak measured too low) and, with ``--checkpoint``, a
+  greedy sample generated from the prompt.
 """
 from __future__ import annotations
 
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
 TRAIN_KEY, VAL_KEY = "loss", "val_loss"
@@ -91,34 +91,56 @@ def summarize_metrics(rows: list[dict]) -> dict:
     }
 
 
+KEPT_COLOUR = "#3d7f4b"
+HATCHES = ("", "//", "..", "xx")  # a second, third... pass over the palette when reasons outnumber its colours
+
+
+def reason_colours(datasets: list[dict]) -> dict[str, tuple]:
+    """One (colour, hatch) per drop reason, the same in every panel: reasons in order of first appearance (by
+    dataset, then stage), colours from tab20 (the dark ones first), tab20b and tab20c without the greens of "kept"."""
+    import matplotlib
+
+    tab20 = matplotlib.colormaps["tab20"].colors
+    palette = [*tab20[0::2], *tab20[1::2], *matplotlib.colormaps["tab20b"].colors,
+               *matplotlib.colormaps["tab20c"].colors]
+    palette = [c for c in palette if not (c[1] > c[0] + 0.1 and c[1] > c[2] + 0.1)]  # no green
+    reasons = list(dict.fromkeys(r for stats in datasets for s in stats["stages"] for r, n in s["dropped"].items()
+                                 if n))
+    return {r: (palette[k % len(palette)], HATCHES[(k // len(palette)) % len(HATCHES)])
+            for k, r in enumerate(reasons)}
+
+
 def plot_funnel(datasets: list[dict], path: Path) -> None:
+    """One panel per dataset, one stacked bar per stage (kept + dropped by reason), one legend for all panels
+    outside them, each reason one colour everywhere."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
+    colours = reason_colours(datasets)
     n = len(datasets)
-    fig, axes = plt.subplots(n, 1, figsize=(10, 3.6 * n), squeeze=False)
-    cmap = plt.get_cmap("tab20")
+    fig, axes = plt.subplots(n, 1, figsize=(10, 3.8 * n), squeeze=False, layout="constrained")
     for ax, stats in zip(axes[:, 0], datasets):
         stages = stats["stages"]
-        names = [s["name"] for s in stages]
         x = range(len(stages))
-        ax.bar(x, [s["kept"] for s in stages], color="#4c9a5b", label="kept")
-        bottoms = [s["kept"] for s in stages]
-        reasons = sorted({(i, r) for i, s in enumerate(stages) for r in s["dropped"]})
-        for j, (i, reason) in enumerate(reasons):
-            count = stages[i]["dropped"][reason]
-            if not count:
-                continue
-            ax.bar([i], [count], bottom=[bottoms[i]], color=cmap(j % 20), label=f"{names[i]}: {reason}")
-            bottoms[i] += count
-        ax.set_xticks(list(x), names, rotation=20, ha="right")
+        ax.bar(x, [s["kept"] for s in stages], color=KEPT_COLOUR)
+        for i, s in enumerate(stages):
+            bottom = s["kept"]
+            for reason, count in sorted(s["dropped"].items()):
+                if count:
+                    colour, hatch = colours[reason]
+                    ax.bar([i], [count], bottom=[bottom], color=colour, hatch=hatch, edgecolor="white", lw=0.3)
+                    bottom += count
+        ax.set_xticks(list(x), [s["name"] for s in stages], rotation=35, ha="right", rotation_mode="anchor")
         ax.set_ylabel("documents")
         ax.set_title(f"{stats['pipeline']}: {stages[0]['in']:,} in -> {stages[-1]['kept']:,} kept")
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    handles = [Patch(color=KEPT_COLOUR, label="kept")]
+    handles += [Patch(facecolor=c, hatch=h, edgecolor="white", label=f"dropped: {r}") for r, (c, h) in colours.items()]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, ncols=1 + len(handles) // 30,
+               title="documents")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -144,6 +166,17 @@ def plot_loss(summary: dict, path: Path) -> None:
 
 def _fmt(v, spec=".4f") -> str:
     return "-" if v is None else format(v, spec)
+
+
+def mfu_text(mfu: float | None) -> str:
+    """MFU as a percentage; above 100% it is no utilisation (the peak, a matmul timed on a busy CPU, was too
+    low): n/a, with the reason."""
+    if mfu is None:
+        return "-"
+    if mfu > 1:
+        return f"n/a (the steps ran {mfu:.2f}x the measured matmul peak: the peak was measured while the machine " \
+               "was busier; set train.peak_tflops for a meaningful figure)"
+    return f"{100 * mfu:.2f}%"
 
 
 def funnel_table(stats: dict) -> str:
@@ -172,8 +205,7 @@ def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, samp
            f"| final validation loss | {_fmt(summary['val_loss'])}"
            + (f" (step {summary['val_step']})" if summary["val_step"] is not None else "") + " |",
            f"| tokens/s (median) | {_fmt(summary['tokens_per_s'], ',.0f')} |",
-           f"| MFU (median) | {_fmt(None if summary['mfu'] is None else 100 * summary['mfu'], '.2f')}"
-           + ("%" if summary["mfu"] is not None else "") + " |", ""]
+           f"| MFU (median) | {mfu_text(summary['mfu'])} |", ""]
     if sample is not None:
         prompt, text = sample
         md += ["## Sample", "", f"Greedy continuation of {prompt!r}:", "", "```text", prompt + text, "```", ""]
@@ -192,31 +224,3 @@ def make_report(out_dir: str | Path, curated: list[str | Path], log_dir: str | P
     plot_loss(summary, out / "loss.png")
     write_index(out, datasets, summary, sample)
     return out
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png and index.md into")
-    parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")
-    parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
-    parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
-    parser.add_argument("--generate-prompt", default="The ", help="prompt for the sample (default 'The ')")
-    parser.add_argument("--max-tokens", type=int, default=50, help="sample length in tokens (default 50)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
-
-
-def run(args) -> int:
-    sample = None
-    try:
-        if args.checkpoint:
-            from pretrain.generate import generate_text, load_for_generation
-
-            model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer)
-            text = generate_text(model, tokenizer, args.generate_prompt, args.max_tokens, temperature=0.0)
-            sample = (args.generate_prompt, text)
-        out = make_report(args.out, args.curated, args.logs, sample)
-    except (ReportError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
-    return 0

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pretrain import checkpoint as ckpt
-from pretrain import checkpoint_manifest as manifest
+from pretrain.checkpoint import manifest
 from pretrain.cli import main
 from tests.test_poisoned_checkpoint import TRAIN
 
@@ -189,7 +189,7 @@ def test_non_finite_weights_are_never_loaded(four_steps, tmp_path, monkeypatch, 
     model, mcfg = ckpt.load_model_for_inference(root)
     with torch.no_grad():
         model.embed.weight[3, 3] = float("inf")
-    monkeypatch.setattr(ckpt, "nonfinite_names", lambda state, limit=5: [])  # an outside tool wrote it
+    monkeypatch.setattr(ckpt.save_load, "nonfinite_names", lambda state, limit=5: [])  # an outside tool wrote it
     ckpt.save(root, 6, [model], [torch.optim.AdamW(model.parameters())], {"step": 6, "consumed_samples": 48,
               "scheduler": {"step": 6}, "world_size": 1}, mcfg)
     monkeypatch.undo()

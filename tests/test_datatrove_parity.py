@@ -13,7 +13,10 @@ import pytest
 datatrove_filters = pytest.importorskip("datatrove.pipeline.filters", reason="pip install -e .[test] (datatrove)")
 from datatrove.data import Document  # noqa: E402
 
-from curate.stages.heuristics import C4Quality, FineWebQuality, GopherQuality, GopherRepetition  # noqa: E402
+from curate.stages.c4_quality import C4Quality  # noqa: E402
+from curate.stages.fineweb_quality import FineWebQuality  # noqa: E402
+from curate.stages.gopher_quality import GopherQuality  # noqa: E402
+from curate.stages.gopher_repetition import GopherRepetition  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "filters"
 MIN_AGREEMENT = 0.999
@@ -29,7 +32,7 @@ DOCS = (_load("parity.jsonl") + _load("fortunes.jsonl") + _load("prose.jsonl", "
         + _load("boilerplate.jsonl", "en"))
 LANGS = sorted({d["lang"] for d in DOCS})
 
-# DataTrove's reason -> Quarry's reason code (the codes are Quarry's contract, see heuristics.py)
+# DataTrove's reason -> Quarry's reason code (the codes are Quarry's contract, see the filters' REASONS)
 _GOPHER_QUALITY = {
     "gopher_below_avg_threshold": "gopher_mean_word_length_low",
     "gopher_above_avg_threshold": "gopher_mean_word_length_high",

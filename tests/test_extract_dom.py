@@ -1,4 +1,4 @@
-"""The compiled block walk (``extract_dom``) gives what ``extract_features.walk`` gives, on real pages and on
+"""The compiled block walk (``dom_scan``) gives what ``dom_walk.walk`` gives, on real pages and on
 generated tag soup made to hit every corner of lexbor's serialization; where it cannot read a page it says
 so and the Python walk answers."""
 import gzip
@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 
 from curate.readers import read_file
-from curate.stages import extract_dom as X
-from curate.stages import extract_features as F
+from curate.extract import dom_scan as X
+from curate.extract import dom_walk as W
+from curate.extract import strip as S
 
 DATA = Path(__file__).resolve().parent / "data" / "extract"
 
 
 def _tree(html: str):
-    data = F.utf8(html)
-    return F.parse(None, F.strip_utf8(data)) if data is not None else F.parse(F.strip_html(html))
+    data = S.utf8(html)
+    return W.parse(None, S.strip_utf8(data)) if data is not None else W.parse(S.strip_html(html))
 
 
 def _differs(a: X.Walked, b: X.Walked) -> str | None:
@@ -37,7 +38,7 @@ def _check(html: str) -> bool:
     tree = _tree(html)
     if tree is None:
         return False
-    ref = X.from_walk(*F.walk(tree))
+    ref = X.from_walk(*W.walk(tree))
     got = X.compiled_walk(tree)
     if got is not None:
         assert _differs(ref, got) is None, (_differs(ref, got), html[:3000])
@@ -141,12 +142,12 @@ def test_generated_tag_soup_matches_walk(seed):
 
 
 def test_what_the_scan_cannot_read_goes_to_walk_with_the_same_result():
-    deep = "<div>" * (F.MAX_DEPTH + 20) + "deep text" + "</div>" * (F.MAX_DEPTH + 20)
+    deep = "<div>" * (W.MAX_DEPTH + 20) + "deep text" + "</div>" * (W.MAX_DEPTH + 20)
     plaintext = "<p>before</p><plaintext>a</plaintext><b>c"
     for html in (deep, plaintext):
         tree = _tree(html)
         assert X.compiled_walk(tree) is None
-        assert _differs(X.from_walk(*F.walk(tree)), X.walk_arrays(tree)) is None
+        assert _differs(X.from_walk(*W.walk(tree)), X.walk_arrays(tree)) is None
 
 
 def test_pages_larger_than_the_buffers_grow_them():
@@ -169,7 +170,7 @@ def test_threads_each_use_their_own_buffers():
 
     pages = _real_pages()[:24]
     trees = [_tree(h) for h in pages]
-    want = [X.from_walk(*F.walk(t)) for t in trees]
+    want = [X.from_walk(*W.walk(t)) for t in trees]
     with ThreadPoolExecutor(4) as ex:
         got = list(ex.map(X.compiled_walk, trees * 3))
     for i, g in enumerate(got):

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curate.stages import extract_model as em
-from curate.stages import extract_train as T
-from curate.stages.extract import extract_blocks
-from curate.stages.extract_labels import word_f1
+from curate.extract import model as em
+from curate.extract.blocks import extract_blocks
+from curate.extract.training import train as T
+from curate.extract.training.labels import word_f1
 
 WCXB = Path(__file__).resolve().parent / "data" / "extract" / "wcxb_pages.jsonl.gz"
 TINY = dict(hidden=(8, 8, 4), epochs=2)
@@ -114,7 +114,7 @@ def test_page_whose_content_is_all_hidden_still_extracts():
 
 
 def test_assemble_writes_repeated_content_once_and_keeps_the_best_of_a_low_scoring_page():
-    from curate.stages.extract import assemble
+    from curate.extract.blocks import assemble
 
     post = "Thanks, that fixed the build for me as well."
     texts = ["Home", post, "Reply", "Quote", post, "Reply", "Yes", "Yes", "No", "Yes"]

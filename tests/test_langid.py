@@ -9,8 +9,9 @@ import pytest
 
 from curate.pipeline import ConfigError, parse_stage
 from curate.schema import documents_to_table
-from curate.stages.fasttext_predict import OTHER_SPACES
-from curate.stages.langid import LangId, default_model_path, fast_predictor, load_fasttext_model
+from curate.stages.langid import LangId, default_model_path
+from curate.text.fasttext_model import fast_predictor, load_fasttext_model
+from curate.text.fasttext_predict import OTHER_SPACES
 from curate.stages.quality_train import train_fasttext
 
 DATA = Path(__file__).parent / "data" / "filters"

@@ -11,7 +11,8 @@ import torch
 
 from pretrain.config import finalize
 from pretrain.memory import LiveBytes
-from pretrain.model import GPT, cross_entropy
+from pretrain.loss import cross_entropy
+from pretrain.model import GPT
 from pretrain.parallel import apply_recompute
 from tests.distributed_helpers import config_dict, run_distributed, tiny_config
 
@@ -85,7 +86,8 @@ def _fsdp_peak(raw: dict) -> dict:
     from pretrain.config import from_dict
     from pretrain.parallel import build_model_parts
     from pretrain.parallel.mesh import Layout, init_parallel
-    from pretrain.train import Trainer, local_batch, SyntheticDataset
+    from pretrain.data.batches import SyntheticDataset, local_batch
+    from pretrain.trainer import Trainer
 
     cfg = from_dict(raw)
     finalize(cfg, int(os.environ["WORLD_SIZE"]))

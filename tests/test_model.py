@@ -14,7 +14,8 @@ from pretrain.flops import (
     flops_per_iteration,
     model_flops,
 )
-from pretrain.model import GPT, cross_entropy, num_params
+from pretrain.loss import cross_entropy
+from pretrain.model import GPT, num_params
 from pretrain.parallel import apply_recompute
 from pretrain.parallel.pipeline import build_stage_model
 
@@ -150,7 +151,7 @@ def test_chunked_cross_entropy_equals_torch_and_never_holds_fp32_logits():
     import torch.nn.functional as F
 
     from pretrain.memory import LiveBytes
-    from pretrain.model import ChunkedCrossEntropy
+    from pretrain.loss import ChunkedCrossEntropy
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(300, 1000, generator=g, requires_grad=True)

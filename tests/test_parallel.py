@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from pretrain.config import finalize
-from pretrain.model import GPT, cross_entropy, num_params
+from pretrain.loss import cross_entropy
+from pretrain.model import GPT, num_params
 from pretrain.parallel.mesh import Layout
 from pretrain.parallel.pipeline import stage_layers, stages_of_rank
 from tests.distributed_helpers import config_dict, run_distributed, tiny_config, train_losses

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pretrain import checkpoint as ckpt
-from pretrain import checkpoint_manifest as manifest
+from pretrain.checkpoint import manifest
 from pretrain.cli import main
 from tests.test_export_hf import quarry_tokenizer
 

@@ -42,7 +42,7 @@ def test_inputs_go_as_their_tasks_finish_and_a_stopped_step_resumes(tmp_path, sa
             left = sorted(q.name for q in (out / "steps/00_read").glob("*.arrow"))
             seen.append(left)
             raise Stop
-        seen.append(task["input"])
+        seen.append(task.input)
         return real(task)
 
     monkeypatch.setattr(tasks, "map_task", stop_midway)

@@ -16,7 +16,9 @@ import pytest
 from pretrain.cli import main as cli_main
 from pretrain.config import load_config
 from pretrain.model import num_params
-from pretrain.train import LRSchedule, NonFiniteError, SyntheticDataset, local_batch
+from pretrain.data.batches import SyntheticDataset, local_batch
+from pretrain.metrics import NonFiniteError
+from pretrain.optim import LRSchedule
 from tests.distributed_helpers import config_dict, run_distributed, tiny_config, train_losses
 
 ROOT = Path(__file__).resolve().parents[1]

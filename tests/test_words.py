@@ -9,7 +9,12 @@ import pytest
 
 pytest.importorskip("spacy")
 
-from curate.stages import words  # noqa: E402
+from curate.text import spacy_words as words  # noqa: E402
+from curate.text.sentence_codes import line_sentences  # noqa: E402
+from curate.text.sentences import count_sentences  # noqa: E402
+from curate.text.spacy_shortcuts import COMPOUND_CLOSERS, COMPOUND_OPENERS  # noqa: E402
+from curate.text.token_stats import token_stats  # noqa: E402
+from curate.text.words import check_splitter  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "filters"
 
@@ -69,8 +74,8 @@ def _compound_combinations(n: int, seed: int = 0) -> list[str]:
              "twenty-one", "X-Men", "vs", "St", "o", "em", "tis", "cause", "n", "1", "5", "1:2", "3:16,17", "5,000",
              "1-2", "1:2-3", "12-14", "1990", "0", "a-b--c", "O'Brien", "rock'n'roll", "don't", "y'all", "it'sa",
              "Peter'll", "a'b-c'd", "O\u2019Brien", "can\u2019t", "I'm", "we're", "Ma'am", "o'clock", "n't", "s's"]
-    opens = list(words.COMPOUND_OPENERS)
-    closes = list(words.COMPOUND_CLOSERS)
+    opens = list(COMPOUND_OPENERS)
+    closes = list(COMPOUND_CLOSERS)
     def run(chars, most):
         return "".join(rng.choice(chars) for _ in range(rng.randint(0, most)))
     return [run(opens, 2) + rng.choice(cores) + rng.choice(["", "", "'s", "\u2019s", "'S", "\u2019S"]) + run(closes, 3)
@@ -130,14 +135,14 @@ def test_sentences_follow_spacys_sentencizer():
         lines += [ln.strip() for t in texts[:40] for ln in t.splitlines() if ln.strip()]
     for line in lines:
         want = len(list(nlp(line).sents))
-        assert words.count_sentences(line) == want, line
+        assert count_sentences(line) == want, line
 
 
 def test_bad_settings_fail_at_start():
     with pytest.raises(ValueError, match="words"):
-        words.check_splitter("nltk", "en")
+        check_splitter("nltk", "en")
     with pytest.raises(ValueError, match="language"):
-        words.check_splitter("spacy", "not-a-language")
+        check_splitter("spacy", "not-a-language")
 
 
 @pytest.mark.parametrize("lang", ["cs", "de", "en", "es", "it", "pl", "ru"])
@@ -160,7 +165,7 @@ def test_cheap_pipeline_equals_plain_spacy_without_shortcuts(lang):
     for c, toks in zip(chunks[::7], got[::7]):
         packed = splitter._stats_memo[c]
         mask = (1 << words.STATS_BITS) - 1
-        assert tuple(packed >> (i * words.STATS_BITS) & mask for i in range(5)) == words.token_stats(toks)
+        assert tuple(packed >> (i * words.STATS_BITS) & mask for i in range(5)) == token_stats(toks)
 
 
 def test_sentence_counts_by_document_equal_line_by_line():
@@ -184,9 +189,9 @@ def test_sentence_counts_by_document_equal_line_by_line():
                 if ln and len(ln) - sum(map(len, ln.split())) == ln.count(" ") == k - 1:
                     starts.append(pos)
                     stops.append(pos + k)
-                    want += words.count_sentences(ln)
+                    want += count_sentences(ln)
                 pos += k
-            assert words.line_sentences(sw.sentence_codes(chunks), starts, stops) == want
+            assert line_sentences(sw.sentence_codes(chunks), starts, stops) == want
 
 
 @pytest.mark.parametrize("small_memo", [False, True])
@@ -199,69 +204,87 @@ def test_prefetched_texts_counts_by_chunk_id_equal_direct_ones(monkeypatch, smal
         monkeypatch.setattr(words, "MEMO_SIZE", 2 * first + 2)
         assert len({c for t in texts for c in t.split()}) > words.MEMO_SIZE
     sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    recent = {}  # a BatchContext's words, kept over every batch here (ids of an older generation are void)
     for k, batch in enumerate([texts[i:i + 5] for i in range(0, 120, 4)] + [texts]):
-        sw.prefetch(batch)
+        sw.prefetch(batch, recent)
         if k == 0:
-            assert all(words._RECENT[t].owner is sw and words._RECENT[t].ids is not None for t in batch)  # the gathers by id are what is tested
+            assert all(recent[t].owner is sw and recent[t].ids is not None for t in batch)  # the gathers by id are what is tested
         for t in batch:
-            assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
-            assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
-            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_codes(t.split()).tolist()
-            _assert_glued(sw, t)
+            assert sw.tokens(t, recent) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+            assert sw.text_stats(t, recent) == token_stats(sw.tokens(t, recent))
+            assert sw.text_sentence_codes(t, recent).tolist() == fresh.sentence_codes(t.split()).tolist()
+            _assert_glued(sw, t, recent)
 
 
 @pytest.mark.parametrize("small_memo", [False, True])
 def test_chunk_ids_from_langids_word_index_equal_direct_ones(monkeypatch, small_memo):
-    """Texts langid has seen come with its fastText word ids (``remember_split``); the chunk ids
+    """Texts langid has seen come with its fastText word ids (in the batch's context); the chunk ids
     translated from them give the tokens, stats and sentence codes of the chunks themselves, also
     when langid's word index is emptied between batches and when the memos here are."""
     from curate.stages import langid
+    from curate.text.fasttext_model import fast_predictor
 
     texts = [t for ts in _texts_by_lang().values() for t in ts][:120]
     if small_memo:
         monkeypatch.setattr(words, "MEMO_SIZE", 2 * len({c for t in texts[:5] for c in t.split()}) + 2)
     stage = langid.LangId("langid", langid.Params(languages=[], batch_size=7))
-    fast = langid.fast_predictor(stage.model_path)
+    fast = fast_predictor(stage.model_path)
     assert fast is not None
     sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
     seen_index = set()
     for k, batch in enumerate([texts[i:i + 9] for i in range(0, 120, 6)]):
         if k == 7:
             fast.reset_words()  # a new index: ids given before it mean other words now
-        words._RECENT.clear()
-        stage.predict(batch)
-        assert all(words._RECENT[t].word_ids is not None for t in batch if t.split() == fast.split_words(t)[0])
-        sw.prefetch(batch)
+        recent = {}  # the batch's BatchContext.words
+        stage.predict(batch, recent)
+        assert all(recent[t].word_ids is not None for t in batch if t.split() == fast.split_words(t)[0])
+        sw.prefetch(batch, recent)
         if sw._lid_index is not None:
             seen_index.add(id(sw._lid_index))
         for t in batch:
-            assert sw.split(t) == t.split()
-            assert sw.tokens(t) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
-            assert sw.text_stats(t) == words.token_stats(sw.tokens(t))
-            assert sw.text_sentence_codes(t).tolist() == fresh.sentence_codes(t.split()).tolist()
-            _assert_glued(sw, t)
+            assert sw.split(t, recent) == t.split()
+            assert sw.tokens(t, recent) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+            assert sw.text_stats(t, recent) == token_stats(sw.tokens(t, recent))
+            assert sw.text_sentence_codes(t, recent).tolist() == fresh.sentence_codes(t.split()).tolist()
+            _assert_glued(sw, t, recent)
     assert len(seen_index) >= (1 if small_memo else 2)
-    words._RECENT.clear()
 
 
-def _assert_glued(sw, text: str) -> None:
+def _assert_glued(sw, text: str, recent: dict) -> None:
     """``glued`` (by chunk id) gives the tokens' lengths and their characters glued together."""
-    got = sw.glued(text)
+    got = sw.glued(text, recent)
     if got is None:
         return
-    toks = sw.tokens(text)
+    toks = sw.tokens(text, recent)
     assert got[0].tolist() == list(map(len, toks))
     assert got[1].tolist() == list(map(ord, "".join(toks)))
 
 
 def test_one_cache_of_recent_texts_keeps_each_splitters_tokens():
-    """Splitters of two languages share the cache of recent texts, never each other's tokens or ids."""
+    """Splitters of two languages share a batch's context, never each other's tokens or ids."""
     en, de = words.SpacyWords("en"), words.SpacyWords("de")
     text = "a well-known word"
     want = {en: ["a", "well", "-", "known", "word"], de: ["a", "well-known", "word"]}
+    recent = {}
     for sw in (en, de, en, de):
-        sw.prefetch([text])
-        assert words._RECENT[text].owner is sw and sw.tokens(text) == want[sw]
-        assert sw.text_stats(text) == words.token_stats(want[sw])
-        _assert_glued(sw, text)
-    assert en.tokens(text) == want[en] and de.tokens(text) == want[de]
+        sw.prefetch([text], recent)
+        assert recent[text].owner is sw and sw.tokens(text, recent) == want[sw]
+        assert sw.text_stats(text, recent) == token_stats(want[sw])
+        _assert_glued(sw, text, recent)
+    assert en.tokens(text, recent) == want[en] and de.tokens(text, recent) == want[de]
+
+
+def test_recent_texts_are_bounded(monkeypatch):
+    """A ``recent`` dict (a batch's context) takes at most ``RECENT_TEXTS`` texts; the others are split
+    without it, to the same tokens and counts."""
+    monkeypatch.setattr(words, "RECENT_TEXTS", 3)
+    texts = [t for ts in _texts_by_lang().values() for t in ts][:10]
+    sw, fresh = words.SpacyWords("en"), words.SpacyWords("en")
+    recent = {}
+    sw.prefetch(texts, recent)
+    assert len(recent) == 3
+    for t in texts:
+        assert sw.tokens(t, recent) == list(chain.from_iterable(fresh.chunk_tokens(t.split())))
+        assert sw.text_stats(t, recent) == token_stats(sw.tokens(t, recent))
+        assert sw.text_sentence_codes(t, recent).tolist() == fresh.sentence_codes(t.split()).tolist()
+    assert len(recent) == 3

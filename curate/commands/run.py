@@ -10,15 +10,16 @@ import traceback
 from curate.commands.stats import format_funnel
 from curate.executors import WorkerLost, make_executor
 from curate.lock import LockError
-from curate.pipeline import ConfigError, load_pipeline
+from curate.config import ConfigError
+from curate.pipeline import load_pipeline
 from curate.runner import run_pipeline
-from curate.tasks import StageFailure
+from curate.chain import StageFailure
 
 RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/demo.toml")
+    p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/web.toml")
     p.add_argument("--input", nargs="+", metavar="PATH", help="input files or globs; replace the file's [[sources]]")
     p.add_argument("--output", metavar="DIR", help="output folder; replaces [pipeline].output")
     p.add_argument("--workers", type=int, help="parallel worker processes (default: [pipeline].workers, else 1)")

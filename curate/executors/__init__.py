@@ -30,12 +30,12 @@ def make_executor(name: str = "local", workers: int = 1, address: str | None = N
 def collect(pairs, n: int, desc: str | None = None, on_result=None) -> list:
     """Results in item order from ``(index, result)`` pairs arriving in completion order, with a
     progress bar (when ``desc`` is set) and ``on_result(result)`` called as each arrives."""
-    import os
-
     from tqdm import tqdm
 
+    from curate.progress import bars_wanted
+
     results: list = [None] * n
-    quiet = desc is None or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
+    quiet = desc is None or not bars_wanted()  # a bar written to a file is one long line of carriage returns
     with tqdm(total=n, desc=desc, unit="task", disable=quiet, leave=False) as bar:
         for i, res in pairs:
             results[i] = res

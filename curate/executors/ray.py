@@ -21,7 +21,7 @@ from curate.executors import WorkerLost, collect
 def check_address(address: str, timeout: float = 5.0) -> None:
     """Fail at once, saying what to do, when ``address`` is not ``auto`` / ``local`` and nothing answers at its
     host and port (``ray.init`` would retry for minutes, then fail with a Ray log line)."""
-    from curate.pipeline import ConfigError
+    from curate.config import ConfigError
 
     if address in ("auto", "local"):  # ray.init's own words: find a running cluster, start one here
         return

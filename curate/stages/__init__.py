@@ -7,13 +7,13 @@ from __future__ import annotations
 import importlib
 
 STAGES = {
-    "extract": "curate.stages.extract:Extract",
+    "extract": "curate.extract.stage:Extract",
     "normalize": "curate.stages.normalize:Normalize",
     "langid": "curate.stages.langid:LangId",
-    "gopher_quality": "curate.stages.heuristics:GopherQuality",
-    "gopher_repetition": "curate.stages.heuristics:GopherRepetition",
-    "c4_quality": "curate.stages.heuristics:C4Quality",
-    "fineweb_quality": "curate.stages.heuristics:FineWebQuality",
+    "gopher_quality": "curate.stages.gopher_quality:GopherQuality",
+    "gopher_repetition": "curate.stages.gopher_repetition:GopherRepetition",
+    "c4_quality": "curate.stages.c4_quality:C4Quality",
+    "fineweb_quality": "curate.stages.fineweb_quality:FineWebQuality",
     "quality_classifier": "curate.stages.quality:QualityClassifier",
     "exact_dedup": "curate.stages.exact_dedup:ExactDedup",
     "minhash_dedup": "curate.stages.minhash.stage:MinHashDedup",

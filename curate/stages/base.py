@@ -1,12 +1,12 @@
 """What a stage is.
 
-Two kinds of stage, and the runner knows which is which:
+Two kinds of stage, siblings under ``Stage``; the runner tells them apart by ``kind``:
 
 - A **map stage** sees one shard (an Arrow table) at a time and returns the rows it keeps and the rows
   it sets aside, each with a reason. Consecutive map stages fuse into one pass over each shard.
 - A **global stage** needs a plan built from the whole corpus first (exact dedup, fuzzy dedup,
   decontamination): ``plan()`` scans every input shard and writes its plan under ``plan_dir``;
-  then ``apply()`` runs on each shard like a map stage, reading the plan.
+  then ``apply_with_plan()`` runs on each shard like a map stage, reading the plan.
 
 Stages of one chain see each batch in turn and may hand what they learned about its documents to the
 stages after them through the batch's ``BatchContext`` (``apply(table, context)``): ``langid`` splits
@@ -44,8 +44,11 @@ class BatchContext:
     """What the stages of one chain learn about one batch's documents, handed from stage to stage.
 
     One per batch, made by the chain runner and passed to every stage's ``apply``; it never outlives
-    the batch, so a stage's result never depends on which stage ran before it or in which process.
-    ``words``: text -> what a stage learned of that text's words (``curate.stages.words.Recent``).
+    the batch. What is in it only saves work: a stage gives the same result with an empty context
+    or none, whichever stages ran before it and in whichever process.
+    ``words``: text -> what a stage learned of that text's words (``curate.text.spacy_words.Recent``):
+    ``langid`` notes each text's words and their fastText ids, the heuristic filters reuse them and
+    add the spaCy chunk ids and tokens they make.
     """
 
     words: dict = dataclasses.field(default_factory=dict)
@@ -56,20 +59,30 @@ class NoParams:
     pass
 
 
-class MapStage:
-    kind: ClassVar[str] = "map"
+class Stage:
+    """What every stage has: a ``name`` (unique in its pipeline), ``params`` (an instance of its ``Params``
+    dataclass) and a ``kind``, "map" or "global", by which the runner cuts a pipeline into steps."""
+
+    kind: ClassVar[str]
     Params: ClassVar[type] = NoParams
 
     def __init__(self, name: str, params: Any = None):
         self.name = name
         self.params = params if params is not None else self.Params()
 
+
+class MapStage(Stage):
+    """Sees one batch at a time: ``apply`` returns the rows it keeps and those it sets aside."""
+
+    kind: ClassVar[str] = "map"
+
     def apply(self, table: pa.Table, context: BatchContext | None = None) -> StageResult:
         raise NotImplementedError
 
 
-class GlobalStage(MapStage):
-    """``plan`` must be deterministic (same plan for any number of workers) and write atomically."""
+class GlobalStage(Stage):
+    """Builds a plan over every shard first (``plan``), then sees each shard with it (``apply_with_plan``).
+    ``plan`` must be deterministic (same plan for any number of workers) and write atomically."""
 
     kind: ClassVar[str] = "global"
     # Parts of ``plan_dir`` that are a report for users (e.g. minhash's ``clusters/``): they stay after the run;
@@ -83,6 +96,11 @@ class GlobalStage(MapStage):
     def apply_with_plan(self, table: pa.Table, shard_index: int, plan_dir: Path,
                         context: BatchContext | None = None) -> StageResult:
         raise NotImplementedError
+
+    def apply(self, table: pa.Table, context: BatchContext | None = None) -> StageResult:
+        """Not a map stage: said in words to whoever calls it as one (the runner never does)."""
+        raise RuntimeError(f"{self.name} is a global stage: it runs as plan() over every shard, then "
+                           "apply_with_plan() on each (the pipeline runner does both)")
 
 
 def split(table: pa.Table, stage: str, reasons: Sequence[str | None], duplicate_of: Sequence[str | None] | None = None) -> StageResult:

@@ -109,6 +109,14 @@ class Params:
             raise ValueError(f"split_output = {self.split_output!r}; allowed: {', '.join(SPLIT_OUTPUTS)}")
 
 
+@dataclass(frozen=True)
+class PlanSettings:
+    """What the plan's tasks need: the stage's parameters, and the n-gram lengths of the index once it is built."""
+
+    params: Params
+    lengths: tuple[int, ...] = ()
+
+
 class Decontaminate(GlobalStage):
     Params = Params
 
@@ -129,15 +137,12 @@ class Decontaminate(GlobalStage):
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         shuffle.save_layout(layout, plan_dir)
-        base = {"plan_dir": str(plan_dir), "max_matches": p.max_matches}
-        info = executor.map(index_task, [{**base, "eval_files": p.eval_files, "ngram": p.ngram, "min_ngram": p.min_ngram,
-                                          "eval_fields": p.eval_fields}])[0]
-        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]], "lengths": info["lengths"],
-                   "window": p.window, "min_fragment": p.min_fragment, "max_splits": p.max_splits}
-                  for g in range(layout.groups)]
+        info = executor.map(index_task, [shuffle.PlanJob(str(plan_dir), PlanSettings(p))])[0]
+        settings = PlanSettings(p, tuple(info["lengths"]))
+        groups = shuffle.group_jobs(plan_dir, settings, layout, inputs)
         executor.map(scan_task, groups)
-        common = executor.map(count_task, [{**base, "range": k} for k in range(layout.ranges)])
-        executor.map(frequent_task, [base])
+        common = executor.map(count_task, shuffle.range_jobs(plan_dir, settings, layout))
+        executor.map(frequent_task, [shuffle.PlanJob(str(plan_dir), settings)])
         results = executor.map(cut_task, groups)
         stats = {"documents": sum(sum(r["rows"]) for r in results)}
         stats.update({k: sum(r[k] for r in results) for k in COUNT_KEYS})
@@ -176,8 +181,6 @@ class Decontaminate(GlobalStage):
         added = sum(len(v) - 1 for v in pieces.values())
         return StageResult(result.kept, result.dropped, added)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("decontaminate is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
 # --- the index ------------------------------------------------------------------------------------
@@ -273,34 +276,34 @@ def cut(text: str, spans: list[tuple[int, int]], window: int, min_fragment: int)
     return kept, len(text) - sum(len(p) for p in kept)
 
 
-def index_task(job: dict) -> dict:
+def index_task(job: shuffle.PlanJob) -> dict:
     """The eval n-gram index (one task): ``ngrams.npy`` and ``index.json``."""
-    plan_dir = Path(job["plan_dir"])
+    plan_dir, p = Path(job.plan_dir), job.settings.params
     index_info = plan_dir / "index.json"
     if not index_info.exists():
-        hashes, lengths, per_file = build_index(job["eval_files"], job["ngram"], job["min_ngram"], job["eval_fields"])
+        hashes, lengths, per_file = build_index(p.eval_files, p.ngram, p.min_ngram, p.eval_fields)
         save_npy(hashes, plan_dir / "ngrams.npy")
         write_json({"lengths": lengths, "ngrams": int(len(hashes)), "files": per_file}, index_info)
     return read_json(index_info)
 
 
-def scan_task(job: dict) -> dict:
+def scan_task(job: shuffle.PlanJob) -> dict:
     """One shard group: every match, and the distinct (n-gram, document) pairs sent to their hash range."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "matches" / f"{job['group']:05d}.arrow"
-    pairs_out = plan_dir / "pairs" / f"{job['group']:05d}.arrow"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "matches" / f"{job.group:05d}.arrow"
+    pairs_out = plan_dir / "pairs" / f"{job.group:05d}.arrow"
     if out.exists() and pairs_out.exists():
         return {}
     layout = shuffle.load_layout(plan_dir)
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     table = load_npy(plan_dir / "ngrams.npy", mmap=False)
     docs, grams, starts, ends = [], [], [], []
-    for i, path in enumerate(job["inputs"]):
+    for i, path in enumerate(job.inputs):
         texts = read_shard(path, columns=[TEXT]).column(TEXT)
         n = len(texts)
         for lo in range(0, n, BATCH_DOCS):
             batch = texts.slice(lo, min(BATCH_DOCS, n - lo))
-            for d, spans in sorted(find_matches(batch, table, job["lengths"]).items()):
+            for d, spans in sorted(find_matches(batch, table, list(job.settings.lengths)).items()):
                 for s, e, h in spans:
                     docs.append((first + i) << 32 | (lo + d))
                     grams.append(h)
@@ -315,23 +318,23 @@ def scan_task(job: dict) -> dict:
     return {}
 
 
-def count_task(job: dict) -> dict:
+def count_task(job: shuffle.PlanJob) -> dict:
     """One hash range: the n-grams found in more than ``max_matches`` documents (``frequent/RRRRR.npy``)."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "frequent" / f"{job['range']:05d}.npy"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "frequent" / f"{job.range:05d}.npy"
     layout = shuffle.load_layout(plan_dir)
     if not (out.exists() and out.with_suffix(".json").exists()):  # the marker is written last
-        t = shuffle.read_part(shuffle.numbered(plan_dir, "pairs", layout.groups), job["range"], PAIRS)
+        t = shuffle.read_part(shuffle.numbered(plan_dir, "pairs", layout.groups), job.range, PAIRS)
         grams, counts = np.unique(t.column("ngram").to_numpy(), return_counts=True)  # pairs are distinct
-        limit = job["max_matches"]
+        limit = job.settings.params.max_matches
         save_npy(grams[counts > limit] if limit else np.zeros(0, np.uint64), out)
         write_json({"ngrams": int(len(grams))}, out.with_suffix(".json"))
     return {"frequent": int(len(load_npy(out))), "ngrams": read_json(out.with_suffix(".json"))["ngrams"]}
 
 
-def frequent_task(job: dict) -> int:
+def frequent_task(job: shuffle.PlanJob) -> int:
     """All the too-common n-grams in one sorted array (one task; at most the index's size)."""
-    plan_dir = Path(job["plan_dir"])
+    plan_dir = Path(job.plan_dir)
     out = plan_dir / "frequent.npy"
     if not out.exists():
         layout = shuffle.load_layout(plan_dir)
@@ -340,16 +343,16 @@ def frequent_task(job: dict) -> int:
     return int(len(load_npy(out)))
 
 
-def cut_task(job: dict) -> dict:
+def cut_task(job: shuffle.PlanJob) -> dict:
     """One shard group: cut the documents with matches (common n-grams left out), one batch per shard."""
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "results", job["group"])
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "results", job.group)
     if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     frequent = load_npy(plan_dir / "frequent.npy", mmap=False)
-    m = shuffle.read_part([plan_dir / "matches" / f"{job['group']:05d}.arrow"], 0, MATCHES)
+    m = shuffle.read_part([plan_dir / "matches" / f"{job.group:05d}.arrow"], 0, MATCHES)
     grams = m.column("ngram").to_numpy()
     common = np.isin(grams, frequent) if len(frequent) else np.zeros(len(grams), bool)
     counts = dict.fromkeys(COUNT_KEYS, 0)
@@ -359,7 +362,7 @@ def cut_task(job: dict) -> dict:
     starts, ends = m.column("start").to_numpy(), m.column("end").to_numpy()
     shard_of = shuffle.key_shard(doc)
     rows, part, outcomes, n_matches, all_pieces, row_counts = [], [], [], [], [], []
-    for i, path in enumerate(job["inputs"]):
+    for i, path in enumerate(job.inputs):
         sel = np.flatnonzero(shard_of == first + i)
         if len(sel) == 0:
             row_counts.append(_num_rows(path))
@@ -372,10 +375,10 @@ def cut_task(job: dict) -> dict:
             row = int(r[a])
             text = texts[row].as_py() or ""
             spans = list(zip(starts[sel[a:z]].tolist(), ends[sel[a:z]].tolist()))
-            pieces, removed = cut(text, spans, job["window"], job["min_fragment"])
+            pieces, removed = cut(text, spans, job.settings.params.window, job.settings.params.min_fragment)
             counts["documents_matched"] += 1
             counts["matches"] += len(spans)
-            if not pieces or len(pieces) > job["max_splits"]:
+            if not pieces or len(pieces) > job.settings.params.max_splits:
                 outcome = "removed"
                 counts["documents_removed"] += 1
                 counts["removed_no_fragment_left" if not pieces else "removed_split_over_limit"] += 1
@@ -396,7 +399,7 @@ def cut_task(job: dict) -> dict:
     res = pa.table({"row": pa.array(rows, pa.int64()), "outcome": pa.array(outcomes, pa.string()),
                     "matches": pa.array(n_matches, pa.int64()),
                     "pieces": pa.array(all_pieces, pa.list_(pa.large_string()))}, schema=RESULTS)
-    shuffle.write_parts(res, np.asarray(part, np.int64), len(job["inputs"]), out, compression="zstd")
+    shuffle.write_parts(res, np.asarray(part, np.int64), len(job.inputs), out, compression="zstd")
     info = {"rows": row_counts, **counts}
     write_json(info, marker)
     return info

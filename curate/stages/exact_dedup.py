@@ -56,9 +56,8 @@ class ExactDedup(GlobalStage):
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         shuffle.save_layout(layout, plan_dir)
-        base = {"plan_dir": str(plan_dir), "lowercase": self.params.lowercase}
-        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]]} for g in range(layout.groups)]
-        ranges = [{**base, "range": k} for k in range(layout.ranges)]
+        groups = shuffle.group_jobs(plan_dir, self.params, layout, inputs)
+        ranges = shuffle.range_jobs(plan_dir, self.params, layout)
         hashed = executor.map(hash_task, groups)
         cand = executor.map(candidates_task, ranges)
         executor.map(texts_task, groups)
@@ -85,8 +84,6 @@ class ExactDedup(GlobalStage):
             reasons[r], dup_of[r] = REASON, d
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("exact_dedup is a global stage: run it through the pipeline runner")
 
 
 def normalized(text: str, lowercase: bool) -> str:
@@ -119,18 +116,18 @@ def _files(plan_dir: Path, part: str, n: int) -> list[Path]:
 
 # --- the tasks -----------------------------------------------------------------------------------
 
-def hash_task(job: dict) -> dict:
+def hash_task(job: shuffle.PlanJob) -> dict:
     """Hashes of one group's documents, written partitioned by hash range."""
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "hashes", job["group"])
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "hashes", job.group)
     if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     hashes, docs, rows = [], [], []
-    for i, path in enumerate(job["inputs"]):
+    for i, path in enumerate(job.inputs):
         texts = read_shard(path, columns=[TEXT]).column(TEXT).to_pylist()
-        hashes.append(text_hashes(texts, job["lowercase"]))
+        hashes.append(text_hashes(texts, job.settings.lowercase))
         docs.append(shuffle.doc_keys(first + i, np.arange(len(texts))))
         rows.append(len(texts))
     h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
@@ -141,14 +138,14 @@ def hash_task(job: dict) -> dict:
     return info
 
 
-def candidates_task(job: dict) -> dict:
+def candidates_task(job: shuffle.PlanJob) -> dict:
     """One hash range: the documents that share their hash with another, sent to their group."""
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "cand", job["range"])
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "cand", job.range)
     if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
-    t = _sorted(shuffle.read_part(_files(plan_dir, "hashes", layout.groups), job["range"], HASHES))
+    t = _sorted(shuffle.read_part(_files(plan_dir, "hashes", layout.groups), job.range, HASHES))
     h = t.column("hash").to_numpy()
     same = np.zeros(len(h), bool)
     if len(h) > 1:
@@ -162,39 +159,39 @@ def candidates_task(job: dict) -> dict:
     return info
 
 
-def texts_task(job: dict) -> dict:
+def texts_task(job: shuffle.PlanJob) -> dict:
     """One group: id and normalized text of its candidates, sent to their hash range."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "texts" / f"{job['group']:05d}.arrow"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "texts" / f"{job.group:05d}.arrow"
     if shuffle.done(out) is not None:
         return {}
     layout = shuffle.load_layout(plan_dir)
-    cand = shuffle.read_part(_files(plan_dir, "cand", layout.ranges), job["group"], HASHES)
+    cand = shuffle.read_part(_files(plan_dir, "cand", layout.ranges), job.group, HASHES)
     cand = cand.sort_by("doc")
     docs = cand.column("doc").to_numpy()
     shards, rows = shuffle.key_shard(docs), shuffle.key_row(docs)
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     ids, texts = [], []
     for s in np.unique(shards):
         sel = rows[shards == s]
-        t = read_shard(job["inputs"][int(s) - first], columns=[ID, TEXT]).take(pa.array(sel, pa.int64()))
+        t = read_shard(job.inputs[int(s) - first], columns=[ID, TEXT]).take(pa.array(sel, pa.int64()))
         ids += t.column(ID).to_pylist()
-        texts += [normalized(x or "", job["lowercase"]) for x in t.column(TEXT).to_pylist()]
+        texts += [normalized(x or "", job.settings.lowercase) for x in t.column(TEXT).to_pylist()]
     t = pa.table({"hash": cand.column("hash"), "doc": cand.column("doc"), "id": pa.array(ids, pa.string()),
                   "text": pa.array(texts, pa.large_string())}, schema=TEXTS)
     shuffle.write_parts(t, shuffle.key_range(t.column("hash").to_numpy(), layout.ranges), layout.ranges, out, compression="zstd")
     return {}
 
 
-def resolve_task(job: dict) -> dict:
+def resolve_task(job: shuffle.PlanJob) -> dict:
     """One hash range: texts compared inside each group of equal hashes; the first of each distinct
     text is kept, later ones are duplicates of it. Results go to the duplicates' groups."""
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "resolved", job["range"])
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "resolved", job.range)
     if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
-    t = _sorted(shuffle.read_part(_files(plan_dir, "texts", layout.groups), job["range"], TEXTS))
+    t = _sorted(shuffle.read_part(_files(plan_dir, "texts", layout.groups), job.range, TEXTS))
     hashes = t.column("hash").to_numpy()
     docs = t.column("doc").to_numpy()
     ids, texts = t.column("id").to_pylist(), t.column("text").to_pylist()
@@ -221,17 +218,17 @@ def resolve_task(job: dict) -> dict:
     return info
 
 
-def gather_task(job: dict) -> int:
+def gather_task(job: shuffle.PlanJob) -> int:
     """One group: its duplicates from every range, as one batch per shard (``drops/GGGGG.arrow``)."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "drops" / f"{job['group']:05d}.arrow"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "drops" / f"{job.group:05d}.arrow"
     layout = shuffle.load_layout(plan_dir)
     if shuffle.done(out) is not None:
         return 0
-    t = shuffle.read_part(_files(plan_dir, "resolved", layout.ranges), job["group"], RESOLVED).sort_by("doc")
+    t = shuffle.read_part(_files(plan_dir, "resolved", layout.ranges), job.group, RESOLVED).sort_by("doc")
     docs = t.column("doc").to_numpy()
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     drops = pa.table({"row": pa.array(shuffle.key_row(docs), pa.int64()), "duplicate_of": t.column("duplicate_of")}, schema=DROPS)
-    shuffle.write_parts(drops, shuffle.key_shard(docs) - first, len(layout.shards_of(job["group"])), out)
+    shuffle.write_parts(drops, shuffle.key_shard(docs) - first, len(layout.shards_of(job.group)), out)
     return int(t.num_rows)
 

@@ -13,33 +13,30 @@ A document is kept when ``lang`` is one of ``languages`` (any language when the 
 
 fastText predicts one line at a time, so newlines (and carriage returns) are replaced by spaces
 before prediction; documents are sent to ``predict`` in batches of ``batch_size``. The model is
-loaded once per process (module-level cache keyed by the model's path, size and modification time).
+loaded once per process (``curate.text.fasttext_model``).
 
 ``fast_predict = true`` (default): for supervised hierarchical-softmax models such as ``lid.176``,
-``curate.stages.fasttext_predict`` makes fastText's prediction with each distinct word's n-gram
-hashing done once per process (about 3x faster here); labels and probabilities are fastText's, bit
-for bit (``tests/test_langid.py``). Other models, and any text it cannot handle, go to fastText.
+``curate.text.fasttext_predict`` makes fastText's prediction with each distinct word's n-gram
+hashing done once per process; labels and probabilities are fastText's, bit for bit
+(``tests/test_langid.py``). Other models, and any text it cannot handle, go to fastText. The words
+it splits each text into (and their ids) go into the batch's ``BatchContext.words`` for the
+heuristic filters after it.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from curate.schema import LANG, LANG_SCORE, TEXT
-from curate.stages.base import MapStage, StageResult, set_column, split
-from curate.stages.words import remember_split
+from curate.stages.base import BatchContext, MapStage, StageResult, set_column, split
+from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model
+from curate.text.spacy_words import RECENT_TEXTS, Recent
 
 REASONS = {"language": "top language not in `languages`, or its score below `threshold`"}
-LABEL_PREFIX = "__label__"
-
-_MODELS: dict[tuple, object] = {}
-_FAST: dict[tuple, object] = {}  # model key -> FastPredictor, or None where fastText is used
-_LOCK = threading.Lock()
 
 
 def default_model_path() -> str:
@@ -49,49 +46,6 @@ def default_model_path() -> str:
     if spec is None or not spec.submodule_search_locations:
         return ""
     return os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
-
-
-def _model_key(path: str) -> tuple:
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"fastText model {path!r} does not exist") from None
-    return (real, st.st_mtime_ns, st.st_size)
-
-
-def load_fasttext_model(path: str):
-    """A fastText model, loaded once per process and path (a file rewritten in place, as by a new
-    ``curate train-quality`` run, is loaded again)."""
-    key = _model_key(path)
-    real = key[0]
-    model = _MODELS.get(key)
-    if model is None:
-        with _LOCK:
-            model = _MODELS.get(key)
-            if model is None:
-                from fasttext.FastText import _FastText  # load_model() would print a deprecation notice
-
-                for old in [k for k in _MODELS if k[0] == real]:
-                    del _MODELS[old]
-                model = _MODELS[key] = _FastText(model_path=real)
-    return model
-
-
-def fast_predictor(path: str):
-    """The ``FastPredictor`` of the model at ``path`` (one per process), or None for models it does
-    not cover."""
-    key = _model_key(path)
-    if key not in _FAST:
-        from curate.stages.fasttext_predict import FastPredictor
-
-        model = load_fasttext_model(path)
-        with _LOCK:
-            if key not in _FAST:
-                for old in [k for k in _FAST if k[0] == key[0]]:
-                    del _FAST[old]
-                _FAST[key] = FastPredictor.build(model, key[0])
-    return _FAST[key]
 
 
 def one_line(text: str) -> str:
@@ -127,8 +81,9 @@ class LangId(MapStage):
     def model_path(self) -> str:
         return self.params.model_path or default_model_path()
 
-    def predict(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
-        """(top label without ``__label__``, its probability) for each text."""
+    def predict(self, texts: list[str], recent: dict | None = None) -> tuple[list[str], np.ndarray]:
+        """(top label without ``__label__``, its probability) for each text. With ``recent`` (a
+        ``BatchContext.words``), each text's words split here are noted there (``Recent``)."""
         model = load_fasttext_model(self.model_path)
         fast = fast_predictor(self.model_path) if self.params.fast_predict else None
         langs: list[str] = []
@@ -141,12 +96,8 @@ class LangId(MapStage):
                 split = list(map(fast.split_words, batch))  # a text's words are its line's
                 found: list = []
                 labels, probs = fast.predict(lines, [w for w, _ in split], ids_out=found)
-                index, flat, ends = found[0] if found else (None, None, None)
-                for i, (t, (words, plain)) in enumerate(zip(batch, split)):
-                    if plain:  # text.split(): the heuristic stages after this one split texts too,
-                        # and look their chunks up by the ids fastText's word index gave them here
-                        ids = None if index is None else (index, flat[ends[i] - 1 - len(words):ends[i] - 1])
-                        remember_split(t, words, ids)
+                if recent is not None:
+                    _note_words(recent, batch, split, found[0] if found else (None, None, None))
             else:
                 labels, probs = model.predict(lines, k=1)
             for i, (lab, pr) in enumerate(zip(labels, probs)):
@@ -154,8 +105,8 @@ class LangId(MapStage):
                 scores[start + i] = min(float(pr[0]), 1.0) if len(pr) else 0.0
         return langs, scores
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        langs, scores = self.predict(table.column(TEXT).to_pylist())
+    def apply(self, table: pa.Table, context: BatchContext | None = None) -> StageResult:
+        langs, scores = self.predict(table.column(TEXT).to_pylist(), None if context is None else context.words)
         table = set_column(table, LANG, pa.array(langs, pa.string()))
         table = set_column(table, LANG_SCORE, pa.array(scores, pa.float64()))
         if self.params.tag_only:
@@ -165,3 +116,14 @@ class LangId(MapStage):
         reasons = [None if (not wanted or lang in wanted) and score >= thr else "language"
                    for lang, score in zip(langs, scores.tolist())]
         return split(table, self.name, reasons)
+
+
+def _note_words(recent: dict, texts: list[str], split: list[tuple[list[str], bool]], found: tuple) -> None:
+    """Note in ``recent`` each text's words where they are ``text.split()`` (``plain``): the heuristic
+    stages after this one split texts too, and look their chunks up by the ids fastText's word index
+    (``found``: the index, every word's id, each text's end in them) gave them here."""
+    index, flat, ends = found
+    for i, (t, (words, plain)) in enumerate(zip(texts, split)):
+        if plain and (t in recent or len(recent) < RECENT_TEXTS):  # a full dict takes no new text
+            ids = None if index is None else (index, flat[ends[i] - 1 - len(words):ends[i] - 1])
+            recent[t] = Recent(words, ids)

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from curate.schema import ID, TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
-from curate.stages.langid import LABEL_PREFIX, load_fasttext_model
+from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model
 
 QUALITY_SCORE = "quality_score"
 POSITIVE, NEGATIVE = "hq", "lq"

@@ -20,7 +20,6 @@ folder whose key differs is rebuilt, and arrays are never read half-written.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import warnings
@@ -30,7 +29,7 @@ import numpy as np
 
 from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.gpt_dataset import (
-    DEFAULT_SPLIT, ORDERS, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
+    DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.indexed import IndexedDataset
@@ -177,6 +176,36 @@ def _split_root(cache_dir: Path, k: int) -> Path:
     return cache_dir if k == 0 else cache_dir / SPLIT_NAMES[k]
 
 
+def _blend_split(k: int, datasets: list, blend_weights: list, blend_size: int, names: list, cache_dir):
+    """The BlendedDataset of split ``k`` over its ``datasets``, its indices read from (or built into) the cache."""
+    desc = {"class": "BlendedDataset", "format": 1, "split": SPLIT_NAMES[k],
+            "datasets": [cache_key(d.cache_description) for d in datasets], "weights": blend_weights,
+            "size": blend_size}
+
+    def build():
+        di, dsi = build_blending_indices(blend_weights, blend_size)
+        counts = np.bincount(di, minlength=len(datasets))
+        for j, c in enumerate(counts):
+            if c > len(datasets[j]):
+                raise IndexError(f"the {SPLIT_NAMES[k]} blend draws {c} samples from {names[j]}, "
+                                 f"which has {len(datasets[j])}")
+        return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
+
+    names_ = ("dataset_index", "dataset_sample_index")
+    if cache_dir is None:
+        arrays, _ = build()
+    else:
+        arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
+    try:
+        return BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
+                              arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+    except ValueError as e:
+        if cache_dir is None:
+            raise
+        raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
+                         "rebuilt") from e
+
+
 def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,
                        *, pad_id: int = -1, verbose: bool = False, order: str = "stable") -> list:
     """The train, valid and test datasets of a blend (None for a split with 0 requested samples).
@@ -247,32 +276,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
             blend_weights = [len(d) for d in datasets]
             blend_size = min(size, sum(blend_weights))
         blend_weights = _normalize(blend_weights)  # Megatron normalizes again inside BlendedDataset
-        desc = {"class": "BlendedDataset", "format": 1, "split": SPLIT_NAMES[k],
-                "datasets": [cache_key(d.cache_description) for d in datasets], "weights": blend_weights,
-                "size": blend_size}
-
-        def build():
-            di, dsi = build_blending_indices(blend_weights, blend_size)
-            counts = np.bincount(di, minlength=len(datasets))
-            for j, c in enumerate(counts):
-                if c > len(datasets[j]):
-                    raise IndexError(f"the {SPLIT_NAMES[k]} blend draws {c} samples from {names[j]}, "
-                                     f"which has {len(datasets[j])}")
-            return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
-
-        names_ = ("dataset_index", "dataset_sample_index")
-        if cache_dir is None:
-            arrays, _ = build()
-        else:
-            arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
-        try:
-            out[k] = BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
-                                    arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
-        except ValueError as e:
-            if cache_dir is None:
-                raise
-            raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
-                             "rebuilt") from e
+        out[k] = _blend_split(k, datasets, blend_weights, blend_size, names, cache_dir)
         log(f"  {SPLIT_NAMES[k]:5s} blend: {len(out[k]):,} samples")
     return out
 
@@ -326,85 +330,3 @@ def _human(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f}{unit}"
     return f"{n:.0f}"
-
-
-def _count(text: str) -> int:
-    """'1e6', '2.5B', '300M', '1_000' -> int."""
-    t = text.strip().replace("_", "").replace(",", "")
-    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}.get(t[-1:].lower())
-    try:
-        value = float(t[:-1]) * scale if scale else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a count: {text!r} (e.g. 1e9, 300M, 2.5B)") from None
-    if value < 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a count: {text!r}")
-    return int(round(value))
-
-
-# ----------------------------------------------------------------------------------------------- CLI
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="blend_command", required=True, metavar="{build,inspect}")
-    b = sub.add_parser("build", help="prebuild the index cache of a blend (as Megatron's tools/prepare_cache.py)",
-                       description="Build the GPT and blend indices of every dataset of SPEC into OUT: "
-                       "OUT/<name>/{document,sample,shuffle}_index.npy for each dataset and "
-                       "OUT/dataset_index.npy, OUT/dataset_sample_index.npy for the blend (train split; valid and "
-                       "test, when asked for, in OUT/valid/ and OUT/test/); the trainer reuses them. --order stable "
-                       "(default): the first N samples are the same whatever --samples is, so a run extended to more "
-                       "steps (train.steps) keeps its data order; each epoch's documents are shuffled on their own "
-                       "(seeded by seed and epoch) and the samples within blocks of one epoch's worth. --order "
-                       "megatron: Megatron-core's arrays byte for byte (for the same .idx, seed, sequence length, "
-                       "split and sample counts), whose documents and samples are shuffled across all epochs "
-                       "together, so asking for more samples than an epoch holds reshuffles everything.")
-    b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
-    b.add_argument("--seq-len", type=int, required=True, help="tokens per sample (each sample holds seq_len + 1)")
-    b.add_argument("--samples", type=_count, required=True, help="train samples")
-    b.add_argument("--valid-samples", type=_count, default=0, help="validation samples (default 0: not built)")
-    b.add_argument("--test-samples", type=_count, default=0, help="test samples (default 0: not built)")
-    b.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
-    b.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
-    b.add_argument("--out", required=True, help="cache folder")
-    b.add_argument("--order", choices=ORDERS, default="stable",
-                   help="stable (default): extending --samples keeps the first samples (data.order in the train "
-                        "config); megatron: Megatron-core's exact arrays, reshuffled when more epochs are needed")
-    i = sub.add_parser("inspect", help="table of datasets, tokens, weights and epochs for a token budget",
-                       description="Show what a blend draws from each dataset for a train token budget.")
-    i.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
-    i.add_argument("--tokens", type=_count, default=None, help="train token budget (default: every train token once)")
-    i.add_argument("--max-epochs", type=float, default=DEFAULT_MAX_EPOCHS,
-                   help=f"warn when a dataset is repeated more than this many epochs (default {DEFAULT_MAX_EPOCHS:g})")
-    i.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        if args.blend_command == "build":
-            return _run_build(args)
-        return _run_inspect(args)
-    except (BlendSpecError, EmptySplitError, FileNotFoundError, ValueError) as e:
-        print(f"pretrain blend {args.blend_command}: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _run_build(args) -> int:
-    sizes = (args.samples, args.valid_samples, args.test_samples)
-    print(f"building indices: seq_len={args.seq_len} samples={sizes} seed={args.seed} -> {args.out}",
-          file=sys.stderr)
-    splits = build_blend_splits(args.spec, args.seq_len, sizes, args.seed, args.out, split=args.split,
-                                verbose=True, order=args.order)
-    for name, ds in zip(SPLIT_NAMES, splits):
-        if ds is not None:
-            print(f"{name}: {len(ds):,} samples")
-    return 0
-
-
-def _run_inspect(args) -> int:
-    spec = load_blend_spec(args.spec)
-    rows, warnings = inspect_blend(spec, args.tokens, args.split, args.max_epochs)
-    budget = int(args.tokens) if args.tokens else sum(r["train_tokens"] for r in rows)
-    split = args.split or spec.split or DEFAULT_SPLIT
-    print(f"blend {spec.source}  (split {split}; epochs = passes over each train split for {budget:,} tokens)")
-    print(format_table(rows, budget))
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    return 0

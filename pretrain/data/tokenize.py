@@ -12,7 +12,6 @@ tokenizer, settings): a rerun with the same inputs finds the output up to date a
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -218,6 +217,39 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
             log(f"{prefix}.bin/.idx are up to date")
             return done["stats"]
 
+    parts = _parts_folder(prefix, job_key, job)
+    tasks = plan_tasks(shards)
+    results: dict[int, dict] = {}
+    for t in tasks:
+        marker = parts / f"{t.index:06d}.json"
+        if marker.is_file():
+            results[t.index] = json.loads(marker.read_text())
+    pending = [t for t in tasks if t.index not in results]
+    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
+    if results:
+        log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
+    t0 = time.perf_counter()
+    bar = _progress(total_rows, sum(r["rows"] for r in results.values()), progress)
+    try:
+        _run_pending(pending, parts, dtype, text_column, tokenizer, workers, results, bar)
+    finally:
+        bar.close()
+
+    stats = merge_parts(parts, tasks, prefix, dtype)
+    for key in ("rows", "errors", "empty", "text_bytes"):
+        stats[key] = sum(results[t.index][key] for t in tasks)
+    stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    with atomic_file(done_path) as f:
+        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
+                            "input": str(input_dir)}, indent=2).encode())
+    shutil.rmtree(parts)
+    return stats
+
+
+def _parts_folder(prefix: str, job_key: str, job: dict) -> Path:
+    """``PREFIX.parts/`` with ``job.json`` for this job: the done parts of the same job are kept, leftovers of
+    another input or tokenizer removed, and half-written files of a killed run deleted."""
     parts = Path(prefix + ".parts")
     parts.mkdir(parents=True, exist_ok=True)
     job_file = parts / "job.json"
@@ -234,45 +266,23 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
             f.write(json.dumps({"job_key": job_key, **job}, indent=2).encode())
     for tmp in parts.glob(".*.tmp"):  # half-written files of a killed run
         tmp.unlink()
+    return parts
 
-    tasks = plan_tasks(shards)
-    results: dict[int, dict] = {}
-    for t in tasks:
-        marker = parts / f"{t.index:06d}.json"
-        if marker.is_file():
-            results[t.index] = json.loads(marker.read_text())
-    pending = [t for t in tasks if t.index not in results]
-    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
-    if results:
-        log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
-    t0 = time.perf_counter()
-    bar = _progress(total_rows, sum(r["rows"] for r in results.values()), progress)
-    try:
-        if workers <= 1 or len(pending) <= 1:
-            for t in pending:
-                results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
-                bar.update(results[t.index]["rows"])
-        else:
-            ctx = _mp_context()
-            with ctx.Pool(min(workers, len(pending)), initializer=_worker_init,
-                          initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
-                jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
-                for stats in pool.imap_unordered(_run_task_star, jobs):
-                    results[stats["task"]] = stats
-                    bar.update(stats["rows"])
-    finally:
-        bar.close()
 
-    stats = merge_parts(parts, tasks, prefix, dtype)
-    for key in ("rows", "errors", "empty", "text_bytes"):
-        stats[key] = sum(results[t.index][key] for t in tasks)
-    stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
-    stats["seconds"] = round(time.perf_counter() - t0, 3)
-    with atomic_file(done_path) as f:
-        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
-                            "input": str(input_dir)}, indent=2).encode())
-    shutil.rmtree(parts)
-    return stats
+def _run_pending(pending: list[Task], parts: Path, dtype, text_column: str, tokenizer, workers: int,
+                 results: dict, bar) -> None:
+    """Run the tasks not done yet, in this process or a pool; their counts go into ``results``."""
+    if workers <= 1 or len(pending) <= 1:
+        for t in pending:
+            results[t.index] = run_task(t, str(parts), dtype.str, text_column, tokenizer)
+            bar.update(results[t.index]["rows"])
+        return
+    with _mp_context().Pool(min(workers, len(pending)), initializer=_worker_init,
+                            initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
+        jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
+        for stats in pool.imap_unordered(_run_task_star, jobs):
+            results[stats["task"]] = stats
+            bar.update(stats["rows"])
 
 
 def merge_parts(parts: Path, tasks: list[Task], prefix: str, dtype) -> dict:
@@ -310,37 +320,10 @@ class _NoBar:
 
 
 def _progress(total: int, initial: int, enabled: bool):
-    if not enabled:
+    """A tqdm bar on a terminal; none when stderr is a file or a pipe (a bar there is one long line of \\r)."""
+    if not enabled or not sys.stderr.isatty():
         return _NoBar()
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, unit="doc", desc="tokenize", file=sys.stderr,
                 dynamic_ncols=True, mininterval=0.5)
-
-
-# ------------------------------------------------------------------------------------------------- CLI
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
-    parser.add_argument("--tokenizer", required=True, help="SentencePiece .model")
-    parser.add_argument("--output-prefix", required=True, help="writes PREFIX.bin and PREFIX.idx")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--text-column", default="text", help="default text")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.workers < 1:
-        print("pretrain tokenize: error: --workers must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        stats = tokenize_curated(args.input, args.tokenizer, args.output_prefix, args.workers,
-                                 args.text_column, args.progress)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"pretrain tokenize: error: {e}", file=sys.stderr)
-        return 2
-    mb = stats["text_bytes"] / 1e6
-    rate = f", {mb / stats['seconds']:.1f} MB/s" if stats.get("seconds") else ""
-    print(f"wrote {args.output_prefix}.bin/.idx: {stats['documents']:,} documents, {stats['tokens']:,} tokens "
-          f"({stats['dtype']}){rate}; {stats['errors']} encode errors, {stats['empty']} empty documents skipped")
-    return 0

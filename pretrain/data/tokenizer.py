@@ -12,12 +12,10 @@ beside it, EOD is the model's ``</s>`` (eos) and a missing pad is -1 (Megatron's
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -236,59 +234,3 @@ def _text_column(table, text_column: str, path):
     if text_column not in table.column_names:
         raise ValueError(f"{path} has no {text_column!r} column (columns: {table.column_names})")
     return table.column(text_column)
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-
-def _bytes(text: str) -> int:
-    t = text.strip().upper().replace("_", "")
-    scale = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-    try:
-        if t.endswith("B"):
-            t = t[:-1]
-        if t and t[-1] in scale:
-            return int(float(t[:-1]) * scale[t[-1]])
-        return int(float(t))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 100M, 2G)") from None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="{train,info}")
-    t = sub.add_parser("train", help="train a SentencePiece model on a curation output",
-                       description="Train a SentencePiece tokenizer on documents sampled from curated shards.")
-    t.add_argument("--input", required=True, nargs="+", metavar="DIR",
-                   help="curation output folder(s) (each manifest.json names the shards); documents are sampled from all")
-    t.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special ids included")
-    t.add_argument("--output", required=True, help="PATH.model to write (special ids go to PATH.json)")
-    t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="default bpe")
-    t.add_argument("--max-bytes", type=_bytes, default=DEFAULT_MAX_BYTES,
-                   help=f"cap on the sampled text (default {DEFAULT_MAX_BYTES // 1_000_000}M bytes)")
-    t.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
-                   help="map unknown characters to UNK instead of UTF-8 byte pieces")
-    t.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
-    t.add_argument("--seed", type=int, default=0, help="sampling and training seed (default 0)")
-    t.add_argument("--threads", type=int, default=None, help="training threads (default: all cores)")
-    t.add_argument("--text-column", default="text", help="default text")
-    i = sub.add_parser("info", help="vocabulary size and special ids of a .model")
-    i.add_argument("model", help="a SentencePiece .model")
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        if args.tokenizer_command == "info":
-            tok = load_tokenizer(args.model)
-            print(json.dumps({"model": tok.model_path, "vocab_size": tok.vocab_size, **tok.specials()}, indent=2))
-            return 0
-        tok = train_tokenizer(args.input, args.vocab_size, args.output, model_type=args.model_type,
-                              max_bytes=args.max_bytes, byte_fallback=args.byte_fallback,
-                              character_coverage=args.character_coverage, seed=args.seed,
-                              threads=args.threads, text_column=args.text_column)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"pretrain tokenizer {args.tokenizer_command}: error: {e}", file=sys.stderr)
-        return 2
-    meta = json.loads(specials_path(tok.model_path).read_text())
-    print(f"wrote {tok.model_path} ({meta['model_type']}, vocab {tok.vocab_size}; trained on "
-          f"{meta['sampled_documents']:,} of {meta['documents']:,} documents, {meta['sampled_bytes']:,} bytes) "
-          f"and {specials_path(tok.model_path)} (eod={tok.eod_id} bos={tok.bos_id} pad={tok.pad_id} unk={tok.unk_id})")
-    return 0

@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from pretrain.config import Config
-from pretrain.model import cross_entropy
+from pretrain.loss import cross_entropy
 from pretrain.parallel.data import apply_dp
 from pretrain.parallel.mesh import Layout, ParallelEnv, init_parallel
 from pretrain.parallel.pipeline import (

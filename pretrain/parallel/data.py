@@ -21,10 +21,10 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 
 def mixed_precision(compute_dtype: torch.dtype, root: bool = False) -> MixedPrecisionPolicy:
-    """The precision recipe of ``pretrain.precision`` for the data-parallel wrappers: fp32 master weights, the
-    blocks' weights gathered (and used) in ``compute_dtype``, the root's (embeddings, final norm, head) kept fp32
-    as without data parallelism (autocast rounds them per op), the block inputs NOT cast (the residual stream
-    stays fp32), gradients reduced in fp32."""
+    """The data-parallel wrappers' part of the precision recipe (train.precision; the forward's autocast is in
+    ``pretrain.trainer.Trainer``): fp32 master weights, the blocks' weights gathered (and used) in
+    ``compute_dtype``, the root's (embeddings, final norm, head) kept fp32 as without data parallelism (autocast
+    rounds them per op), the block inputs NOT cast (the residual stream stays fp32), gradients reduced in fp32."""
     if compute_dtype == torch.float32:
         return MixedPrecisionPolicy()
     return MixedPrecisionPolicy(param_dtype=None if root else compute_dtype, reduce_dtype=torch.float32,

@@ -19,6 +19,7 @@ the same for any number of workers and any order in which tasks finish.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,21 +42,37 @@ def hasher(bands: int, rows: int, ngram: int, seed: int, family: str) -> MinHash
     return _HASHERS[key]
 
 
-def job_hasher(job: dict) -> MinHasher:
-    return hasher(job["bands"], job["rows"], job["ngram"], job["seed"], job["family"])
+@dataclass(frozen=True)
+class PlanSettings:
+    """What the plan's tasks need of the stage: the banding it chose, and what the cluster tasks need."""
+
+    bands: int
+    rows: int
+    ngram: int
+    seed: int
+    family: str
+    quality_column: str = ""
+    verify: bool = False
+    verify_threshold: float = 0.0
+    cluster_groups: int = 0  # known once the components are: set for the members and later tasks
 
 
-def signature_task(job: dict) -> dict:
+def job_hasher(job: shuffle.PlanJob) -> MinHasher:
+    s = job.settings
+    return hasher(s.bands, s.rows, s.ngram, s.seed, s.family)
+
+
+def signature_task(job: shuffle.PlanJob) -> dict:
     """Band hashes of one shard group, partitioned by hash range. Skipped when its marker exists (resume)."""
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "sig", job["group"])
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "sig", job.group)
     if info is not None:
         return info
     layout = shuffle.load_layout(plan_dir)
-    first = layout.bounds[job["group"]]
+    first = layout.bounds[job.group]
     mh = job_hasher(job)
     hashes, docs, rows, with_sh, shingles = [], [], [], 0, 0
-    for i, path in enumerate(job["inputs"]):
+    for i, path in enumerate(job.inputs):
         texts = read_shard(path, columns=[TEXT]).column(TEXT)
         bands, counts = mh.bands_of(texts)
         valid = np.flatnonzero(counts > 0)
@@ -75,14 +92,14 @@ def signature_task(job: dict) -> dict:
 SLICE_RECORDS = 1 << 16  # a bucket task sorts its records in slices of about this many (they fit in a CPU cache)
 
 
-def bucket_task(job: dict) -> dict:
+def bucket_task(job: shuffle.PlanJob) -> dict:
     """Candidate edges of one hash range, over all bands and shard groups."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "edges" / f"{job['range']:05d}.npy"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "edges" / f"{job.range:05d}.npy"
     if out.exists():
         return {"edges": int(load_npy(out).shape[0]), "buckets": None}
     layout = shuffle.load_layout(plan_dir)
-    t = shuffle.read_part(shuffle.numbered(plan_dir, "sig", layout.groups), job["range"], SIG)
+    t = shuffle.read_part(shuffle.numbered(plan_dir, "sig", layout.groups), job.range, SIG)
     firsts, members, buckets = [], [], 0
     for hs, gs in hash_slices(t.column("hash").to_numpy(), t.column("doc").to_numpy()):
         order = np.argsort(hs, kind="stable")  # records come in document order (groups in shard order): so do a bucket's

@@ -64,9 +64,9 @@ def connected_components(n: int, edge_files, offsets: np.ndarray | None = None) 
     return parent
 
 
-def components_task(job: dict) -> dict:
+def components_task(job: shuffle.PlanJob) -> dict:
     """Union-find over all edges: ``offsets.npy`` and ``components.npy`` (one task)."""
-    plan_dir = Path(job["plan_dir"])
+    plan_dir = Path(job.plan_dir)
     comp_path, off_path = plan_dir / "components.npy", plan_dir / "offsets.npy"
     layout = shuffle.load_layout(plan_dir)
     if not comp_path.exists():
@@ -94,25 +94,25 @@ def members_schema(bands: int) -> pa.Schema:
     ])
 
 
-def members_task(job: dict) -> dict:
+def members_task(job: shuffle.PlanJob) -> dict:
     """The group's documents that have a candidate partner, one batch per cluster group."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "members" / f"{job['group']:05d}.arrow"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "members" / f"{job.group:05d}.arrow"
     if out.exists():
         return {"members": None}
     layout = shuffle.load_layout(plan_dir)
     offsets = load_npy(plan_dir / "offsets.npy")
     comps = load_npy(plan_dir / "components.npy")
-    schema = members_schema(job["bands"])
-    qcol = job["quality_column"]
+    schema = members_schema(job.settings.bands)
+    qcol = job.settings.quality_column
     parts = []
-    for i, shard in enumerate(layout.shards_of(job["group"])):
+    for i, shard in enumerate(layout.shards_of(job.group)):
         lo, hi = int(offsets[shard]), int(offsets[shard + 1])
         comp = np.asarray(comps[lo:hi])
         rows = np.flatnonzero(comp >= 0)
         if len(rows) == 0:
             continue
-        path = job["inputs"][i]
+        path = job.inputs[i]
         has_quality = bool(qcol) and qcol in _column_names(path)
         table = read_shard(path, columns=[ID, TEXT] + ([qcol] if has_quality else []))
         take = pa.array(rows, pa.int64())
@@ -127,11 +127,11 @@ def members_task(job: dict) -> dict:
         parts.append(pa.table({
             "gidx": pa.array(rows + lo, pa.int64()), "comp": pa.array(comp[rows], pa.int64()),
             "id": table.column(ID).take(take), "quality": pa.array(quality, pa.float64()), "text": texts,
-            "bands": pa.FixedSizeListArray.from_arrays(pa.array(bands.reshape(-1), pa.uint64()), job["bands"]),
+            "bands": pa.FixedSizeListArray.from_arrays(pa.array(bands.reshape(-1), pa.uint64()), job.settings.bands),
         }, schema=schema))
     t = pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
     c = t.column("comp").to_numpy()
-    shuffle.write_parts(t, group_of(c, job["cluster_groups"]), job["cluster_groups"], out, compression="zstd")
+    shuffle.write_parts(t, group_of(c, job.settings.cluster_groups), job.settings.cluster_groups, out, compression="zstd")
     return {"members": int(t.num_rows)}
 
 
@@ -208,16 +208,16 @@ def cluster_schema() -> pa.Schema:
     ])
 
 
-def cluster_task(job: dict) -> dict:
-    plan_dir = Path(job["plan_dir"])
-    out, marker, info = shuffle.task_output(plan_dir, "clusters", job["group"], also=("drops",))
+def cluster_task(job: shuffle.PlanJob) -> dict:
+    plan_dir = Path(job.plan_dir)
+    out, marker, info = shuffle.task_output(plan_dir, "clusters", job.group, also=("drops",))
     if info is not None:
         return info
     stats_keys = ("documents", "components", "clusters", "duplicates", "rejected")
     layout = shuffle.load_layout(plan_dir)
-    t = shuffle.read_part(shuffle.numbered(plan_dir, "members", layout.groups), job["group"], members_schema(job["bands"]))
+    t = shuffle.read_part(shuffle.numbered(plan_dir, "members", layout.groups), job.group, members_schema(job.settings.bands))
     if t.num_rows == 0:
-        _write_drops(plan_dir, job["group"], cluster_schema().empty_table(), layout)
+        _write_drops(plan_dir, job.group, cluster_schema().empty_table(), layout)
         write_shard(cluster_schema().empty_table(), out)
         info = dict.fromkeys(stats_keys, 0)
         write_json(info, marker)
@@ -234,9 +234,9 @@ def cluster_task(job: dict) -> dict:
                               sort_keys=[("q", "descending"), ("id", "ascending"), ("g", "ascending")]).to_numpy()
     rank = np.empty(len(gidx), np.int64)
     rank[by_rank] = np.arange(len(gidx))
-    flat, offsets = shingle_sets(t.column("text"), job["ngram"])
-    bands = t.column("bands").combine_chunks().flatten().to_numpy().reshape(-1, job["bands"])
-    rep_of, jac, rejected = settle(comp, rank, flat, offsets, bands, job["verify"], job["verify_threshold"])
+    flat, offsets = shingle_sets(t.column("text"), job.settings.ngram)
+    bands = t.column("bands").combine_chunks().flatten().to_numpy().reshape(-1, job.settings.bands)
+    rep_of, jac, rejected = settle(comp, rank, flat, offsets, bands, job.settings.verify, job.settings.verify_threshold)
     inc = np.flatnonzero(rep_of >= 0)
     size = np.bincount(rep_of[inc], minlength=len(gidx))[rep_of[inc]]
     id_list = ids.to_pylist()
@@ -251,7 +251,7 @@ def cluster_task(job: dict) -> dict:
         "snippet": pa.array(snippets, pa.string()),
     }, schema=cluster_schema())
     res = res.sort_by([("cluster", "ascending"), ("is_representative", "descending"), ("gidx", "ascending")])
-    _write_drops(plan_dir, job["group"], res, layout)
+    _write_drops(plan_dir, job.group, res, layout)
     write_shard(res, out)
     reps = int(np.count_nonzero(rep_of[inc] == inc))
     info = {"documents": int(len(gidx)), "components": int(len(np.unique(comp))), "clusters": reps,
@@ -278,13 +278,13 @@ def _write_drops(plan_dir: Path, group: int, res: pa.Table, layout) -> None:
     shuffle.write_parts(t, layout.groups_of(shard), layout.groups, plan_dir / "drops" / f"{group:05d}.arrow")
 
 
-def assign_task(job: dict) -> int:
+def assign_task(job: shuffle.PlanJob) -> int:
     """Per shard group: the rows set aside and the id of the representative kept instead, one batch per
     shard (``assign/GGGGG.arrow``)."""
-    plan_dir = Path(job["plan_dir"])
-    out = plan_dir / "assign" / f"{job['group']:05d}.arrow"
+    plan_dir = Path(job.plan_dir)
+    out = plan_dir / "assign" / f"{job.group:05d}.arrow"
     layout = shuffle.load_layout(plan_dir)
-    t = shuffle.read_part(shuffle.numbered(plan_dir, "drops", job["cluster_groups"]), job["group"], DROPS_SCHEMA).sort_by("gidx")
+    t = shuffle.read_part(shuffle.numbered(plan_dir, "drops", job.settings.cluster_groups), job.group, DROPS_SCHEMA).sort_by("gidx")
     if out.exists():
         return t.num_rows
     offsets = load_npy(plan_dir / "offsets.npy")
@@ -292,6 +292,6 @@ def assign_task(job: dict) -> int:
     shard = _shard_of(gidx, offsets)
     a = pa.table({"row": pa.array(gidx - np.asarray(offsets)[shard], pa.int64()), "duplicate_of": t.column("duplicate_of"),
                   "cluster": t.column("cluster")}, schema=ASSIGN_SCHEMA)
-    first = layout.bounds[job["group"]]
-    shuffle.write_parts(a, shard - first, len(layout.shards_of(job["group"])), out)
+    first = layout.bounds[job.group]
+    shuffle.write_parts(a, shard - first, len(layout.shards_of(job.group)), out)
     return t.num_rows

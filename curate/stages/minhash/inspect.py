@@ -1,28 +1,17 @@
-"""`curate clusters OUT --show N`: the largest near-duplicate clusters that ``minhash_dedup`` found.
-
-OUT is a curation output folder (or a plan folder itself). For every ``minhash_dedup`` plan under
-``OUT/plans/`` it prints the N largest clusters: cluster id (the representative's global index),
-size, and per member its id, whether it is the representative (``*``), its exact shingle Jaccard
+"""The near-duplicate clusters a ``minhash_dedup`` plan keeps (``clusters/``), found and formatted for
+``curate clusters`` (``curate/commands/clusters.py``): per cluster its id (the representative's global
+index), size, and per member its id, whether it is the representative (``*``), its exact shingle Jaccard
 to the representative, its quality score and the first characters of its text.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curate.shards import read_json, read_shard
+from curate.shards import read_shard
 from curate.stages.minhash.stage import STATS_FILE
-
-
-def add_arguments(p) -> None:
-    p.add_argument("output", help="curation output folder (holds plans/), or a minhash_dedup plan folder")
-    p.add_argument("--show", type=int, default=5, metavar="N", help="how many clusters to print, largest first (default 5)")
-    p.add_argument("--members", type=int, default=10, metavar="M", help="members printed per cluster (default 10)")
-    p.add_argument("--width", type=int, default=100, help="characters of text per member (default 100)")
-    p.add_argument("--cluster", type=int, action="append", metavar="ID", help="print this cluster (repeatable) instead of the largest")
 
 
 def find_plans(root: Path) -> list[Path]:
@@ -57,24 +46,3 @@ def format_clusters(t: pa.Table, show: int, members: int, width: int, only: list
         if m.num_rows > members:
             lines.append(f"    ... {m.num_rows - members} more")
     return "\n".join(lines)
-
-
-def run(args) -> int:
-    root = Path(args.output)
-    if not root.exists():
-        print(f"curate clusters: {root} does not exist", file=sys.stderr)
-        return 2
-    plans = find_plans(root)
-    if not plans:
-        print(f"curate clusters: no minhash_dedup plan under {root} (looked for plans/*/{STATS_FILE})", file=sys.stderr)
-        return 1
-    for plan in plans:
-        stats = read_json(plan / STATS_FILE)
-        print(f"{plan}: {stats['documents']} documents, {stats['clusters']} clusters, {stats['duplicates']} set aside "
-              f"({stats['bands']} bands x {stats['rows']} rows, verify={stats['verify']})")
-        t = load_clusters(plan)
-        if t is None:
-            print("  no clusters")
-            continue
-        print(format_clusters(t, args.show, args.members, args.width, args.cluster))
-    return 0

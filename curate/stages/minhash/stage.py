@@ -15,7 +15,7 @@ Pipeline keys (all optional)::
     verify = false      # check every member against its representative with the exact shingle Jaccard
     verify_threshold = 0.0  # the Jaccard a member needs; 0 = `threshold` if given, else where P(s) = 0.5
     seed = 42           # permutations
-    permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (2.5x slower here),
+    permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (slower),
                         # or "datasketch": signatures equal to datasketch.MinHash(num_perm, seed,
                         # scheme="legacy") fed the shingles' UTF-8 bytes (slowest: SHA-1 per shingle)
     quality_column = "quality_score"  # representative: highest score, ties to the smallest id
@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -53,7 +53,7 @@ import pyarrow as pa
 from curate import shuffle
 from curate.shards import claim_plan_dir, read_json, write_json
 from curate.stages.base import GlobalStage, StageResult, split
-from curate.stages.minhash.buckets import bucket_task, signature_task
+from curate.stages.minhash.buckets import PlanSettings, bucket_task, signature_task
 from curate.stages.minhash.clusters import ASSIGN_SCHEMA, CLUSTER_ROWS, assign_task, cluster_task, components_task, members_task
 from curate.stages.minhash.shingles import MAX_NGRAM
 from curate.stages.minhash.signatures import (
@@ -131,8 +131,8 @@ class MinHashDedup(GlobalStage):
         shuffle.save_layout(layout, plan_dir)
         print(f"{self.name}: " + format_s_curve(b, r), file=sys.stderr, flush=True)
         seconds = {}
-        base = {"plan_dir": str(plan_dir), "bands": b, "rows": r, "ngram": p.ngram, "seed": p.seed, "family": p.permutation}
-        groups = [{**base, "group": g, "inputs": inputs[layout.bounds[g]:layout.bounds[g + 1]]} for g in range(layout.groups)]
+        settings = PlanSettings(b, r, p.ngram, p.seed, p.permutation, p.quality_column, p.verify, self.verify_threshold())
+        groups = shuffle.group_jobs(plan_dir, settings, layout, inputs)
 
         t0 = time.perf_counter()
         infos = executor.map(signature_task, groups)
@@ -141,21 +141,21 @@ class MinHashDedup(GlobalStage):
         seconds["signatures"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        binfo = executor.map(bucket_task, [{**base, "range": k} for k in range(layout.ranges)])
+        binfo = executor.map(bucket_task, shuffle.range_jobs(plan_dir, settings, layout))
         edges = sum(x["edges"] for x in binfo)
         seconds["buckets"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        cc = executor.map(components_task, [base])[0]
+        cc = executor.map(components_task, [shuffle.PlanJob(str(plan_dir), settings)])[0]
         candidates, components = cc["candidates"], cc["components"]
         seconds["components"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         cgroups = max(shuffle.MIN_RANGES if candidates else 1, math.ceil(candidates / CLUSTER_ROWS))
-        executor.map(members_task, [{**j, "cluster_groups": cgroups, "quality_column": p.quality_column} for j in groups])
-        cjobs = [{**base, "group": c, "verify": p.verify, "verify_threshold": self.verify_threshold()} for c in range(cgroups)]
-        cinfo = executor.map(cluster_task, cjobs)
-        duplicates = sum(executor.map(assign_task, [{**base, "group": g, "cluster_groups": cgroups} for g in range(layout.groups)]))
+        settings = replace(settings, cluster_groups=cgroups)
+        executor.map(members_task, shuffle.group_jobs(plan_dir, settings, layout, inputs))
+        cinfo = executor.map(cluster_task, [shuffle.PlanJob(str(plan_dir), settings, group=c) for c in range(cgroups)])
+        duplicates = sum(executor.map(assign_task, shuffle.group_jobs(plan_dir, settings, layout, inputs)))
         seconds["clusters"] = time.perf_counter() - t0
 
         stats = {
@@ -191,8 +191,6 @@ class MinHashDedup(GlobalStage):
             reasons[row], dup_of[row] = REASON, rep
         return split(table, self.name, reasons, dup_of)
 
-    def apply(self, table: pa.Table, context=None) -> StageResult:
-        raise RuntimeError("minhash_dedup is a global stage: it runs as plan + apply_with_plan (the pipeline runner does this)")
 
 
 _PARTS = ("sig", "edges", "members", "clusters", "drops", "assign", "components.npy", "offsets.npy", shuffle.LAYOUT_FILE, STATS_FILE)

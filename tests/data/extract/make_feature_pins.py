@@ -1,4 +1,4 @@
-"""Writes ``feature_pins.json``: a digest of the block features ``curate.stages.extract_features`` gives for
+"""Writes ``feature_pins.json``: a digest of the block features ``curate.extract.features`` gives for
 the 21 pages of ``wcxb_pages.jsonl.gz`` (run from the repository root, with the code whose features the
 shipped model was trained on):
 
@@ -35,7 +35,7 @@ def digest(b) -> dict:
 
 
 def main() -> None:
-    from curate.stages.extract_features import features
+    from curate.extract.features import features
 
     with gzip.open(HERE / "wcxb_pages.jsonl.gz", "rt", encoding="utf-8") as f:
         pages = [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,87 @@
+"""`curate train-quality`: train the fastText quality classifier used by ``quality_classifier``.
+
+``--positive`` / ``--negative`` take curation output folders, shard files or JSON Lines files (see
+``curate.stages.quality_train``). ``--max-docs N`` keeps a uniform random sample of N documents per side
+(reservoir sampling, fixed by ``--seed``). ``--valid-fraction F`` holds out that share of each side and
+prints precision, recall and accuracy of the positive label on it (score >= 0.5). ``--bucket`` sets
+fastText's hash buckets for n-gram features: the model file is about ``bucket x dim x 4`` bytes.
+``--threads`` above 1 trades a reproducible model for speed.
+
+Example::
+
+    curate train-quality --positive out/wiki/curated --negative out/crawl/curated --output quality.bin
+"""
+from __future__ import annotations
+
+import random
+import sys
+
+from curate.text.fasttext_model import load_fasttext_model
+from curate.stages.quality_train import collect, evaluate, train
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--positive", nargs="+", required=True, metavar="PATH",
+                        help="high-quality examples: curation output folders, .arrow/.parquet shards, .jsonl files")
+    parser.add_argument("--negative", nargs="+", required=True, metavar="PATH",
+                        help="low-quality examples (raw crawl), same kinds of paths")
+    parser.add_argument("--output", required=True, metavar="MODEL.bin", help="where to write the fastText model")
+    parser.add_argument("--epochs", type=int, default=5, help="training epochs (default 5)")
+    parser.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
+    parser.add_argument("--word-ngrams", type=int, default=2, help="word n-gram features (default 2)")
+    parser.add_argument("--dim", type=int, default=100, help="vector size (default 100)")
+    parser.add_argument("--bucket", type=int, default=200_000,
+                        help="hash buckets for word n-gram features (default 200000; the model takes bucket x dim x 4 "
+                             "bytes, 80 MB by default; fastText's own default of 2M makes it 800 MB)")
+    parser.add_argument("--min-count", type=int, default=1, help="drop words seen fewer times (default 1)")
+    parser.add_argument("--chunk-words", type=int, default=64, metavar="N",
+                        help="train on pieces of N words, one example each (default 64; 0: whole documents)")
+    parser.add_argument("--max-docs", type=int, default=0, metavar="N",
+                        help="random sample of at most N documents per side (default 0: all)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and training seed (default 0)")
+    parser.add_argument("--valid-fraction", type=float, default=0.0, metavar="F",
+                        help="hold out this share per side and print precision/recall on it (default 0)")
+    parser.add_argument("--threads", type=int, default=1, help="training threads (default 1: reproducible)")
+
+
+def run(args) -> int:
+    if args.valid_fraction < 0 or args.valid_fraction >= 1:
+        print("train-quality: --valid-fraction must be in [0, 1)", file=sys.stderr)
+        return 2
+    if min(args.max_docs, args.chunk_words) < 0 or min(args.epochs, args.threads, args.dim, args.bucket) < 1 or args.lr <= 0:
+        print("train-quality: --max-docs and --chunk-words must be >= 0; --epochs, --threads, --dim and --bucket >= 1; "
+              "--lr > 0", file=sys.stderr)
+        return 2
+    rng = random.Random(args.seed)
+    try:
+        pos = collect(args.positive, args.max_docs, rng)
+        neg = collect(args.negative, args.max_docs, rng)
+    except (ValueError, OSError) as e:
+        print(f"train-quality: {e}", file=sys.stderr)
+        return 2
+    if not pos or not neg:
+        print(f"train-quality: need documents on both sides (positive {len(pos)}, negative {len(neg)})", file=sys.stderr)
+        return 2
+
+    held_pos, held_neg = [], []
+    if args.valid_fraction:
+        rng.shuffle(pos)
+        rng.shuffle(neg)
+        k_pos, k_neg = int(len(pos) * args.valid_fraction), int(len(neg) * args.valid_fraction)
+        held_pos, pos = pos[:k_pos], pos[k_pos:]
+        held_neg, neg = neg[:k_neg], neg[k_neg:]
+    print(f"training on {len(pos)} positive and {len(neg)} negative documents"
+          + (f"; holding out {len(held_pos)} + {len(held_neg)}" if args.valid_fraction else ""))
+    try:
+        train(pos, neg, args.output, epochs=args.epochs, lr=args.lr, word_ngrams=args.word_ngrams, dim=args.dim,
+              bucket=args.bucket, min_count=args.min_count, chunk_words=args.chunk_words, seed=args.seed,
+              threads=args.threads)
+    except RuntimeError as e:
+        print(f"train-quality: {e}", file=sys.stderr)
+        return 1
+    if held_pos or held_neg:
+        m = evaluate(load_fasttext_model(args.output), held_pos, held_neg)
+        print(f"held-out: precision {m['precision']:.3f}  recall {m['recall']:.3f}  accuracy {m['accuracy']:.3f}  "
+              f"({m['positives']} positive, {m['negatives']} negative)")
+    print(f"wrote {args.output}")
+    return 0

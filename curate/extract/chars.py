@@ -1,0 +1,48 @@
+"""Character classes of code points as ``re`` and ``str`` read them (word character, digit, upper case, white
+space) and the script-neutral punctuation the block features count, in one table filled as characters are
+seen: the compiled scans of ``features`` and ``depth`` read it instead of calling Python per character."""
+from __future__ import annotations
+
+import numpy as np
+
+SENT_CHARS = ".!?。！？।۔؟"  # sentence marks: Latin, CJK, Devanagari, Urdu, Arabic
+SEP_CHARS = "|»›·•/>"      # separators of menus and breadcrumbs
+COMMA_CHARS = ",、،，"
+# the bits of a class
+IS_WORD, IS_DIGIT, IS_SENTENCE, IS_SEPARATOR, IS_COMMA, IS_UPPER, IS_SPACE = 1, 2, 4, 8, 16, 32, 64
+UNKNOWN = 255  # a code point not classified yet
+
+_CLASS_CACHE: dict[int, int] = {}
+CLASS_TABLE = np.full(0x110000, UNKNOWN, dtype=np.uint8)  # code point -> char_class, filled as characters are seen
+_SENT_SET = {ord(c) for c in SENT_CHARS}
+_SEP_SET = {ord(c) for c in SEP_CHARS}
+_COMMA_SET = {ord(c) for c in COMMA_CHARS}
+
+
+def char_class(cp: int) -> int:
+    """Bits: 1 word character (``\\w``), 2 decimal digit (``\\d``), 4 sentence mark, 8 separator, 16 comma,
+    32 upper case, 64 white space (``str.isspace``)."""
+    k = _CLASS_CACHE.get(cp)
+    if k is None:
+        ch = chr(cp)
+        k = ((ch.isalnum() or ch == "_") * IS_WORD | ch.isdecimal() * IS_DIGIT | (cp in _SENT_SET) * IS_SENTENCE
+             | (cp in _SEP_SET) * IS_SEPARATOR | (cp in _COMMA_SET) * IS_COMMA | ch.isupper() * IS_UPPER
+             | ch.isspace() * IS_SPACE)
+        _CLASS_CACHE[cp] = k
+    return k
+
+
+def classes(cps: np.ndarray) -> np.ndarray:
+    """``char_class`` of each code point, through ``CLASS_TABLE`` (filled the first time a code point is seen)."""
+    cls = CLASS_TABLE[cps]
+    unknown = cls == UNKNOWN
+    if unknown.any():
+        for cp in np.unique(cps[unknown]):
+            CLASS_TABLE[cp] = char_class(int(cp))
+        cls = CLASS_TABLE[cps]
+    return cls
+
+
+def is_word(cps: np.ndarray) -> np.ndarray:
+    """``\\w`` (as ``re`` reads it) for each code point; NUL (past the end of the page) is not one."""
+    return (classes(cps) & IS_WORD).astype(bool)

@@ -1,0 +1,608 @@
+"""The compiled scan of ``dom_scan``: one numba pass over lexbor's serialization of a page's body that writes
+the blocks of ``dom_walk.walk`` as arrays (see ``dom_scan`` for what it reads and when it gives up).
+
+One file with its byte-level helpers: numba's cache keys a compiled function on its own file, so a helper
+changed in another file would leave a stale cached kernel behind.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from curate.extract.ascii import (AMPERSAND, BANG, CARRIAGE_RETURN, CASE_OFFSET, DASH, EQUALS, FILE_SEPARATOR, GT, LT,
+                                  NEWLINE, QUESTION, QUOTE, SLASH, SPACE, TAB, UPPER_A, UPPER_Z)
+
+OK = 0
+GIVE_UP = 1
+NEED_ROOM = 2  # more blocks or elements than the buffers hold: the caller grows them and runs again
+
+# what the tag table says of a tag, besides its category
+FLAG_VOID = 1
+FLAG_RAW = 2
+FLAG_PLAINTEXT = 4
+
+
+def _b(s: str) -> np.ndarray:
+    return np.frombuffer(s.encode(), dtype=np.uint8).copy()
+
+
+# attribute names the scan reads, and what ``tags.is_hidden`` looks for in a style
+_CLASS, _ID, _HIDDEN, _STYLE, _ROLE = _b("class"), _b("id"), _b("hidden"), _b("style"), _b("role")
+_NONE, _DISPLAY_NONE, _VISIBILITY_HIDDEN = _b("none"), _b("display:none"), _b("visibility:hidden")
+_BODY = _b("body")
+_SHORTEST_BODY = len("<body></body>")
+# the entities the serializer writes (what follows the "&")
+_LT_ENTITY, _GT_ENTITY, _AMP_ENTITY = _b("lt;"), _b("gt;"), _b("amp;")
+_NBSP_ENTITY, _QUOT_ENTITY = _b("nbsp;"), _b("quot;")
+_NBSP_LEAD, _NBSP_TRAIL = "\u00a0".encode()  # U+00A0 in UTF-8
+_DOTTED_I_LEAD, _DOTTED_I_TRAIL = "\u0130".encode()  # U+0130: lower-cases to "i" and a combining dot
+_KELVIN_0, _KELVIN_1, _KELVIN_2 = "\u212a".encode()  # U+212A: lower-cases to "k"
+_LOWER_I, _LOWER_K = ord("i"), ord("k")
+_OTHER = 0x80  # stands for a non-ASCII character: no class word holds it
+
+
+@nb.njit(cache=True, inline="always")
+def _is_space_at(buf, i, end):
+    """(whether the character at byte i is white space for ``str.split``, its length in bytes)."""
+    c = buf[i]
+    if c < 0x80:
+        return (TAB <= c <= CARRIAGE_RETURN) or (FILE_SEPARATOR <= c <= SPACE), 1
+    if c < 0xE0:
+        if i + 1 < end and c == 0xC2 and (buf[i + 1] == 0x85 or buf[i + 1] == 0xA0):
+            return True, 2
+        return False, 2
+    if c < 0xF0:
+        if i + 2 < end:
+            c1 = buf[i + 1]
+            c2 = buf[i + 2]
+            if c == 0xE1 and c1 == 0x9A and c2 == 0x80:  # U+1680
+                return True, 3
+            if c == 0xE2 and c1 == 0x80 and (c2 <= 0x8A or c2 == 0xA8 or c2 == 0xA9 or c2 == 0xAF):
+                return True, 3  # U+2000-U+200A, U+2028, U+2029, U+202F
+            if c == 0xE2 and c1 == 0x81 and c2 == 0x9F:  # U+205F
+                return True, 3
+            if c == 0xE3 and c1 == 0x80 and c2 == 0x80:  # U+3000
+                return True, 3
+        return False, 3
+    return False, 4
+
+
+@nb.njit(cache=True, inline="always")
+def _entity(buf, i, end, attr):
+    """The byte an entity at byte i (an "&") stands for and its length; (0, 0) for U+00A0; (-1, 0) for an
+    entity the serializer does not write."""
+    if _starts(buf, i + 1, end, _LT_ENTITY):
+        return LT, 4
+    if _starts(buf, i + 1, end, _GT_ENTITY):
+        return GT, 4
+    if _starts(buf, i + 1, end, _AMP_ENTITY):
+        return AMPERSAND, 5
+    if _starts(buf, i + 1, end, _NBSP_ENTITY):
+        return 0, 6
+    if attr and _starts(buf, i + 1, end, _QUOT_ENTITY):
+        return QUOTE, 6
+    return -1, 0
+
+
+@nb.njit(cache=True, inline="always")
+def _starts(buf, s, end, pat):
+    """Whether ``pat`` stands at byte s, within buf[:end]."""
+    if s + pat.size > end:
+        return False
+    for j in range(pat.size):
+        if buf[s + j] != pat[j]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _unescape(buf, s, e, out):
+    """The attribute value buf[s:e] with its entities replaced, into ``out``: its length, or -1."""
+    o = 0
+    i = s
+    while i < e:
+        c = buf[i]
+        if c == AMPERSAND:
+            v, k = _entity(buf, i, e, True)
+            if k == 0:
+                return -1
+            if v == 0:
+                out[o] = _NBSP_LEAD
+                out[o + 1] = _NBSP_TRAIL
+                o += 2
+            else:
+                out[o] = v
+                o += 1
+            i += k
+        else:
+            out[o] = c
+            o += 1
+            i += 1
+    return o
+
+
+@nb.njit(cache=True)
+def _contains(a, n, pat):
+    m = pat.size
+    for i in range(n - m + 1):
+        j = 0
+        while j < m and a[i + j] == pat[j]:
+            j += 1
+        if j == m:
+            return True
+    return False
+
+
+@nb.njit(cache=True)
+def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
+    """OR into ``cm`` the class words that ``_CLASS_WORD_RE.findall(value.lower())`` finds in the unescaped
+    value v[:n]: lower-case ASCII; U+0130 lower-cases to "i" and a combining dot, U+212A to "k"; any other
+    non-ASCII character to one that no class word holds."""
+    m = 0
+    i = 0
+    while i < n:
+        c = v[i]
+        if c < 0x80:
+            scratch[m] = c + CASE_OFFSET if UPPER_A <= c <= UPPER_Z else c
+            m += 1
+            i += 1
+            continue
+        k = 2 if c < 0xE0 else (3 if c < 0xF0 else 4)
+        if c == _DOTTED_I_LEAD and i + 1 < n and v[i + 1] == _DOTTED_I_TRAIL:
+            scratch[m] = _LOWER_I
+            scratch[m + 1] = _OTHER
+            m += 2
+        elif c == _KELVIN_0 and i + 2 < n and v[i + 1] == _KELVIN_1 and v[i + 2] == _KELVIN_2:
+            scratch[m] = _LOWER_K
+            m += 1
+        else:
+            scratch[m] = _OTHER
+            m += 1
+        i += k
+    p = 0
+    while p + 1 < m:
+        c = scratch[p]
+        if not pairs[c * 256 + scratch[p + 1]]:  # no class word starts with these two bytes
+            p += 1
+            continue
+        hit = 0
+        for w in range(first[c], first[c + 1]):
+            L = wlen[w]
+            if p + L > m:
+                continue
+            j = 1
+            while j < L and scratch[p + j] == wbytes[w, j]:
+                j += 1
+            if j == L:
+                b = wbit[w]
+                cm[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                hit = L
+                break
+        p += hit if hit else 1
+
+
+@nb.njit(cache=True)
+def _equals(buf, a, n, pat):
+    """Whether buf[a:a+n] is ``pat``."""
+    if n != pat.size:
+        return False
+    for j in range(n):
+        if buf[a + j] != pat[j]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _same(buf, a, b, n):
+    for j in range(n):
+        if buf[a + j] != buf[b + j]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _lookup(buf, s, n, k1, k2, klen):
+    """Index of the tag name buf[s:s+n] in the table, or -1."""
+    if n > 16:
+        return -1
+    a = np.uint64(0)
+    b = np.uint64(0)
+    for j in range(n):
+        if j < 8:
+            a |= np.uint64(buf[s + j]) << np.uint64(8 * j)
+        else:
+            b |= np.uint64(buf[s + j]) << np.uint64(8 * (j - 8))
+    i = np.searchsorted(k1, a)
+    while i < k1.size and k1[i] == a:
+        if k2[i] == b and klen[i] == n:
+            return i
+        i += 1
+    return -1
+
+
+# columns of the block table and of the owner stack
+B_CS, B_CE, B_LINK, B_EL, B_OWN, B_ANC, B_DEPTH, B_TAG = range(8)   # blk (int64); bbits: near words, any words
+E_PARENT, E_CHARS, E_LINK = range(3)                               # els (int64)
+O_EI, O_OWN, O_ANC, O_DEPTH, O_TAG = range(5)                      # own (int64); obits: near, any, own class
+
+
+@nb.njit(cache=True, inline="always")
+def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, obits, ot, extra_anc, extra_near):
+    """The text written since the last boundary (bytes bs..o, code points cs..cp) ends: it becomes block k
+    of the current owner ``own[ot]`` unless it is blank (``walk``'s ``_flush``), and the inline elements'
+    class words in ``extra_near`` are cleared. Returns (blocks, o, cp)."""
+    if pre:  # strip("\n") at the end (the start was stripped as it came)
+        while o > bs and out[o - 1] == NEWLINE:
+            o -= 1
+            cp -= 1
+    nw = extra_near.size
+    if not nonws or cp == cs:
+        extra_near[:] = 0
+        return k, bs, cs
+    n = cp - cs
+    lk = link if link < n else n
+    ei = own[ot, O_EI]
+    blk[k, B_CS] = cs
+    blk[k, B_CE] = cp
+    blk[k, B_LINK] = lk
+    blk[k, B_EL] = ei
+    blk[k, B_OWN] = own[ot, O_OWN]
+    blk[k, B_ANC] = own[ot, O_ANC] | extra_anc
+    blk[k, B_DEPTH] = own[ot, O_DEPTH]
+    blk[k, B_TAG] = own[ot, O_TAG]
+    for q in range(nw):
+        bbits[k, q] = obits[ot, q] | extra_near[q]
+        bbits[k, nw + q] = obits[ot, nw + q] | extra_near[q]
+    els[ei, E_CHARS] += n
+    els[ei, E_LINK] += lk
+    extra_near[:] = 0
+    return k + 1, o, cp
+
+
+@nb.njit(cache=True)
+def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre):
+    """Append the text buf[i:j] (entities decoded unless ``raw``) to the block being written (code points
+    from cs): white space collapsed as ``" ".join(raw.split())`` does, or kept in a ``pre`` block (its
+    leading newlines stripped). Returns (ok, o, cp, link, pending, nonws); ok is False at an entity the
+    serializer does not write."""
+    k = i
+    while k < j:
+        c = np.int64(buf[k])
+        s0 = k
+        if c == AMPERSAND and not raw:
+            v, L = _entity(buf, k, j, False)
+            if L == 0:
+                return False, o, cp, link, pending, nonws
+            k += L
+            if v == 0:  # U+00A0: white space for str.split
+                w = True
+                m = 2
+                s0 = -1
+            else:
+                c = v
+                w = False
+                m = 1
+        elif c < 0x80:
+            w = (TAB <= c <= CARRIAGE_RETURN) or (FILE_SEPARATOR <= c <= SPACE)
+            m = 1
+            k += 1
+        else:
+            w, m = _is_space_at(buf, k, j)
+            k += m
+        if in_link:
+            link += 1
+        if pre:
+            if cp == cs and c == NEWLINE:
+                continue  # strip("\n") at the start
+            nonws = nonws or not w
+        elif w:
+            pending = pending or cp > cs
+            continue
+        else:
+            if pending:
+                out[o] = SPACE
+                o += 1
+                cp += 1
+                pending = False
+            nonws = True
+        if m == 1:
+            out[o] = c
+        elif s0 < 0:
+            out[o] = _NBSP_LEAD
+            out[o + 1] = _NBSP_TRAIL
+        else:
+            for q in range(m):
+                out[o + q] = buf[s0 + q]
+        o += m
+        cp += 1
+    return True, o, cp, link, pending, nonws
+
+
+# One function: the scan's state (open elements, block owners, the block being written) lives in its locals;
+# split into calls, that state would cross a function boundary per tag of the page.
+@nb.njit(cache=True)
+def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
+    """The scan (see ``dom_scan``'s doc) of the serialized body ``buf`` with the tag and class-word tables
+    ``tables`` (``dom_scan.TABLES``). Writes the blocks' texts into ``out``, the block table into ``blk`` /
+    ``bbits`` and the elements into ``els``, and returns (OK, GIVE_UP or NEED_ROOM, bytes of text, blocks,
+    elements)."""
+    k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body_tag, pre_tag = tables
+    n = buf.size
+    NW = rbits.shape[1]
+    nb_ = 0
+    els[0, E_PARENT] = -1  # element 0: the body
+    els[0, E_CHARS] = 0
+    els[0, E_LINK] = 0
+    ne = 1
+    # block owners: a stack (the body at 0)
+    D = max_depth + 2
+    own = np.zeros((D, 5), dtype=np.int64)
+    obits = np.zeros((D, 3 * NW), dtype=np.uint64)
+    ot = 0
+    own[0, O_OWN] = info[body_tag, 3]
+    own[0, O_TAG] = body_tag
+    # open elements: the state to restore when they end, and where their name is
+    f_anc = np.empty(D, dtype=np.int64)
+    f_any = np.zeros((D, NW), dtype=np.uint64)
+    f_link = np.empty(D, dtype=np.bool_)
+    f_block = np.empty(D, dtype=np.bool_)
+    f_ns = np.empty(D, dtype=np.int64)
+    f_nl = np.empty(D, dtype=np.int64)
+    sp = 0
+    skip_at = -1  # the open elements from this depth on are skipped (hidden or a skipped tag)
+    # the walk's state
+    anc = 0
+    cls_any = np.zeros(NW, dtype=np.uint64)
+    in_link = False
+    extra_anc = 0
+    extra_near = np.zeros(NW, dtype=np.uint64)
+    link = 0
+    has_parts = False
+    # the block being written: bytes from bs, code points from cs; pending space; any non-space character
+    o = 0
+    cp = 0
+    bs = 0
+    cs = 0
+    pending = False
+    nonws = False
+    cm = np.zeros(NW, dtype=np.uint64)
+    # "<body" and its attributes (the body's own class is not read, as in ``walk``)
+    if n < _SHORTEST_BODY or buf[0] != LT or buf[1] != _BODY[0]:
+        return GIVE_UP, 0, 0, 0
+    i = 0
+    while i < n and buf[i] != GT:
+        i += 1
+    i += 1
+    status = GIVE_UP
+    while i < n:
+        c = buf[i]
+        if c != LT:  # a run of text up to the next "<"
+            j = i
+            while j < n and buf[j] != LT:
+                j += 1
+            if skip_at < 0:
+                has_parts = True
+                ok, o, cp, link, pending, nonws = _text_run(buf, i, j, False, out, o, cp, cs, link, in_link,
+                                                            pending, nonws, own[ot, O_TAG] == pre_tag)
+                if not ok:
+                    return GIVE_UP, 0, 0, 0
+            i = j
+            continue
+        # a tag, a comment or a processing instruction (each writes at most one block and one element)
+        if i + 1 >= n:
+            break
+        if nb_ + 2 >= blk.shape[0] or ne + 2 >= els.shape[0]:
+            return NEED_ROOM, 0, nb_, ne
+        c1 = buf[i + 1]
+        if c1 == BANG:  # "<!--" ... "-->"
+            if not (i + 3 < n and buf[i + 2] == DASH and buf[i + 3] == DASH):
+                break
+            j = i + 4
+            while j + 2 < n and not (buf[j] == DASH and buf[j + 1] == DASH and buf[j + 2] == GT):
+                j += 1
+            if j + 2 >= n:
+                break
+            i = j + 3
+            continue
+        if c1 == QUESTION:  # "<?" ... ">"
+            j = i + 2
+            while j < n and buf[j] != GT:
+                j += 1
+            i = j + 1
+            continue
+        if c1 == SLASH:  # an end tag: it closes the innermost open element
+            ns = i + 2
+            j = ns
+            while j < n and buf[j] != GT:
+                j += 1
+            nl = j - ns
+            i = j + 1
+            if sp == 0:
+                if _equals(buf, ns, nl, _BODY):
+                    status = OK if i == n else GIVE_UP
+                break
+            sp -= 1
+            if f_nl[sp] != nl or not _same(buf, f_ns[sp], ns, nl):
+                break
+            if skip_at >= 0:
+                if sp == skip_at:
+                    skip_at = -1
+                continue
+            if f_block[sp]:
+                if has_parts:  # the block of this element (as ``walk`` when it leaves a block element)
+                    nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk,
+                                            bbits, els, own, obits, ot, extra_anc, extra_near)
+                    bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, False, False, False, 0, 0
+                ot -= 1
+            anc = f_anc[sp]
+            for q in range(NW):
+                cls_any[q] = f_any[sp, q]
+            in_link = f_link[sp]
+            continue
+        # a start tag: its name, then name="value" pairs
+        ns = i + 1
+        j = ns
+        while j < n and buf[j] != SPACE and buf[j] != GT:
+            j += 1
+        nl = j - ns
+        t = _lookup(buf, ns, nl, k1, k2, klen)
+        if t >= 0:
+            cat = info[t, 0]
+            bit = info[t, 1]
+            is_a = info[t, 2] != 0
+            own_index = info[t, 3]
+            flags = info[t, 4]
+        else:
+            cat = default[0]
+            bit = default[1]
+            is_a = default[2] != 0
+            own_index = default[3]
+            flags = 0
+        if flags & FLAG_PLAINTEXT:  # plaintext: its text may hold its own end tag
+            break
+        cm[:] = 0
+        hidden = False
+        while j < n and buf[j] == SPACE:
+            a0 = j + 1  # the first character of a name is a name character even if it is "="
+            e = a0 + 1
+            while e < n and buf[e] != EQUALS:
+                e += 1
+            if e + 1 >= n or buf[e + 1] != QUOTE:
+                break
+            v0 = e + 2
+            v1 = v0
+            while v1 < n and buf[v1] != QUOTE:
+                v1 += 1
+            if v1 >= n:
+                break
+            al = e - a0
+            if skip_at < 0 and cat < 3:
+                if _equals(buf, a0, al, _CLASS) or _equals(buf, a0, al, _ID):
+                    m = _unescape(buf, v0, v1, scratch2)
+                    if m < 0:
+                        return GIVE_UP, 0, 0, 0
+                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
+                elif _equals(buf, a0, al, _HIDDEN):
+                    hidden = True
+                elif _equals(buf, a0, al, _STYLE):
+                    m = _unescape(buf, v0, v1, scratch2)
+                    if m < 0:
+                        return GIVE_UP, 0, 0, 0
+                    if _contains(scratch2, m, _NONE) or _contains(scratch2, m, _HIDDEN):
+                        r = 0
+                        for q in range(m):
+                            ch = scratch2[q]
+                            if ch != SPACE:
+                                scratch[r] = ch + CASE_OFFSET if UPPER_A <= ch <= UPPER_Z else ch
+                                r += 1
+                        if _contains(scratch, r, _DISPLAY_NONE) or _contains(scratch, r, _VISIBILITY_HIDDEN):
+                            hidden = True
+                elif _equals(buf, a0, al, _ROLE):
+                    m = _unescape(buf, v0, v1, scratch2)
+                    if m < 0:
+                        return GIVE_UP, 0, 0, 0
+                    for rr in range(rlen.size):
+                        if rlen[rr] == m:
+                            q = 0
+                            while q < m and scratch2[q] == rbytes[rr, q]:
+                                q += 1
+                            if q == m:
+                                for w in range(NW):
+                                    cm[w] |= rbits[rr, w]
+            j = v1 + 1
+        if j >= n or buf[j] != GT:
+            break
+        i = j + 1
+        void = (flags & FLAG_VOID) != 0
+        raw_end = i
+        if flags & FLAG_RAW:  # raw text up to "</name>"
+            raw_end = i
+            while raw_end + nl + 2 < n:
+                if buf[raw_end] == LT and buf[raw_end + 1] == SLASH and buf[raw_end + nl + 2] == GT \
+                        and _same(buf, raw_end + 2, ns, nl):
+                    break
+                raw_end += 1
+            if raw_end + nl + 2 >= n:
+                break
+        if skip_at >= 0:  # inside a skipped element: only the nesting counts
+            if not void:
+                if sp >= D - 1:
+                    break
+                f_ns[sp] = ns
+                f_nl[sp] = nl
+                sp += 1
+                i = raw_end
+            continue
+        if cat >= 3 or hidden:
+            if cat == 4 and not hidden:  # br: a line break in the block
+                has_parts = True
+                if own[ot, O_TAG] == pre_tag:
+                    if cp > cs:
+                        out[o] = NEWLINE
+                        o += 1
+                        cp += 1
+                elif cp > cs:
+                    pending = True
+            if not void:
+                if sp >= D - 1:
+                    break
+                f_ns[sp] = ns
+                f_nl[sp] = nl
+                skip_at = sp
+                sp += 1
+                i = raw_end
+            continue
+        if sp + 1 > max_depth:
+            break  # deeper than ``walk`` reads element by element
+        if cat == 1 and has_parts:  # a block starts: the text before it is a block of its own
+            nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk, bbits,
+                                    els, own, obits, ot, extra_anc, extra_near)
+            bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, False, False, False, 0, 0
+        if cat == 1:
+            els[ne, E_PARENT] = own[ot, O_EI]
+            els[ne, E_CHARS] = 0
+            els[ne, E_LINK] = 0
+            if not void:  # a new block owner
+                own[ot + 1, O_EI] = ne
+                own[ot + 1, O_OWN] = own_index
+                own[ot + 1, O_ANC] = anc | bit
+                own[ot + 1, O_DEPTH] = own[ot, O_DEPTH] + 1
+                own[ot + 1, O_TAG] = t
+                for q in range(NW):
+                    obits[ot + 1, q] = cm[q] | obits[ot, 2 * NW + q]
+                    obits[ot + 1, NW + q] = cls_any[q] | cm[q]
+                    obits[ot + 1, 2 * NW + q] = cm[q]
+                ot += 1
+            ne += 1
+        else:
+            for q in range(NW):
+                extra_near[q] |= cm[q]
+            extra_anc |= bit
+        if void:
+            continue
+        f_anc[sp] = anc
+        for q in range(NW):
+            f_any[sp, q] = cls_any[q]
+            cls_any[q] |= cm[q]
+        f_link[sp] = in_link
+        f_block[sp] = cat == 1
+        f_ns[sp] = ns
+        f_nl[sp] = nl
+        sp += 1
+        anc |= bit
+        in_link = in_link or is_a
+        if flags & FLAG_RAW and raw_end > i:  # the element's text, as it is
+            has_parts = True
+            _, o, cp, link, pending, nonws = _text_run(buf, i, raw_end, True, out, o, cp, cs, link, in_link,
+                                                       pending, nonws, own[ot, O_TAG] == pre_tag)
+            i = raw_end
+    if status != OK:
+        return GIVE_UP, 0, 0, 0
+    if has_parts:  # the text after the last block: a block of the body
+        nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, False, link, nb_, blk, bbits, els, own, obits, 0,
+                                extra_anc, extra_near)
+    for e in range(ne - 1, 0, -1):  # children come after their parent
+        p = els[e, E_PARENT]
+        els[p, E_CHARS] += els[e, E_CHARS]
+        els[p, E_LINK] += els[e, E_LINK]
+    return OK, o, nb_, ne

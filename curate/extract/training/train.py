@@ -1,0 +1,333 @@
+"""Train the ``extract`` stage's block classifier on pages with gold main text (WCXB's development split).
+
+    curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
+        --out curate/extract/models/extract_blocks.json
+
+Steps: read the pages with the project's WARC reader (decoded as a curation run decodes them), cut each
+into blocks with features (``curate.extract.features``), label each block by how much of it the gold text
+covers (``labels``), then
+
+1. **k-fold cross-validation** by page (``--folds``, default 5, pages assigned to folds by a seeded
+   shuffle): a model trained on the other folds predicts each page; the word F1 of those predictions is
+   the honest figure (per page type and overall);
+2. the final model is trained on all pages; its in-sample F1 is printed next to the CV figure (the gap is
+   how much the model fits the development pages);
+3. the model is written as JSON (``curate.extract.model``), atomically.
+
+The network (``curate.extract.model``: per-block layer, then context layers over neighbours and DOM containers)
+is trained with torch (CPU, seeded, one thread: the same command gives the same
+model); inference needs only numpy. Loss: binary cross-entropy on the soft block label, each block
+weighted by its share of its page's tokens, so every page counts about equally, as in the metric;
+AdamW with weight decay 0.05 (``--weight-decay``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from curate.extract.features import features
+from curate.extract.model import CONTEXT_PARTS, SHIFTS, BlockModel
+from curate.extract.training.labels import block_labels, word_f1
+
+
+@dataclass
+class Page:
+    id: str
+    page_type: str
+    html: str
+    gold: str
+
+
+@dataclass
+class Dataset:
+    pages: list[Page]
+    x: np.ndarray          # [blocks, features]
+    y: np.ndarray          # soft label per block
+    tokens: np.ndarray     # \w+ tokens per block
+    page: np.ndarray       # page index per block (blocks of a page are contiguous, in page order)
+    groups: np.ndarray     # [blocks, 3] container element ids within the page
+    texts: list[str]       # block texts
+    tags: list[str]
+
+
+def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
+    """Pages of ``warc`` that have a gold record (matched by URL), in the gold file's order."""
+    from curate.readers import read_file
+
+    golds = {}
+    with open(gold, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                golds[d["url"]] = d
+    html = {}
+    for item in read_file(str(warc), "warc"):
+        if item[0] == "doc" and item[1]["url"] in golds:
+            html[item[1]["url"]] = item[1]["text"] or ""
+    pages = [Page(d["id"], d["page_type"], html[u], d["main_content"]) for u, d in golds.items() if u in html]
+    return pages[:limit] if limit else pages
+
+
+def build(pages: list[Page], log=print) -> Dataset:
+    xs, ys, cs, ps, gs, texts, tags = [], [], [], [], [], [], []
+    t0 = time.perf_counter()
+    for i, p in enumerate(pages):
+        b = features(p.html)
+        if b is None:
+            continue
+        y, c = block_labels(b.texts, p.gold)
+        xs.append(b.features)
+        ys.append(y)
+        cs.append(c)
+        ps.append(np.full(len(y), i, dtype=np.int64))
+        gs.append(b.groups)
+        texts += b.texts
+        tags += b.tags
+        if (i + 1) % 250 == 0:
+            log(f"  features: {i + 1}/{len(pages)} pages, {time.perf_counter() - t0:.0f} s")
+    return Dataset(pages, np.concatenate(xs), np.concatenate(ys), np.concatenate(cs), np.concatenate(ps),
+                   np.concatenate(gs), texts, tags)
+
+
+def sample_weights(ds: Dataset, idx: np.ndarray) -> np.ndarray:
+    tok = ds.tokens[idx]
+    total = np.bincount(ds.page[idx], weights=tok, minlength=len(ds.pages))[ds.page[idx]]
+    return (tok / np.maximum(total, 1.0)).astype(np.float32)
+
+
+def _page_slices(page: np.ndarray) -> dict[int, slice]:
+    starts = np.flatnonzero(np.r_[True, page[1:] != page[:-1]])
+    ends = np.r_[starts[1:], len(page)]
+    return {int(page[a]): slice(int(a), int(b)) for a, b in zip(starts, ends)}
+
+
+class _Net:
+    """The torch twin of ``model.BlockModel`` (same layers, same context)."""
+
+    def __init__(self, n_in: int, hidden, context_layers: int, dropout: float = 0.0):
+        import torch
+
+        self.dropout = dropout
+        self.training = False
+
+        sizes = [n_in] + list(hidden)
+        self.layers = []
+        for i in range(len(hidden)):
+            d_in = sizes[i] * (CONTEXT_PARTS if 0 < i <= context_layers else 1)
+            self.layers.append(torch.nn.Linear(d_in, sizes[i + 1]))
+        d_in = sizes[-1] * (CONTEXT_PARTS if len(hidden) <= context_layers else 1)
+        self.layers.append(torch.nn.Linear(d_in, 1))
+        self.context_layers = context_layers
+        self.params = [p for m in self.layers for p in m.parameters()]
+
+    def forward(self, x, page, groups):
+        import torch
+
+        n = x.shape[0]
+        same = {}
+        idx = torch.arange(n)
+        for s in SHIFTS:
+            j = (idx + s).clamp(0, n - 1)
+            same[s] = (j, ((page[j] == page) & (idx + s >= 0) & (idx + s < n)).float()[:, None])
+        inv = []
+        for k in range(groups.shape[1]):
+            _, iv, cnt = torch.unique(groups[:, k], return_inverse=True, return_counts=True)
+            inv.append((iv, cnt.float()[:, None]))
+        _, piv, pcnt = torch.unique(page, return_inverse=True, return_counts=True)
+        inv.append((piv, pcnt.float()[:, None]))
+        h = x
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            if 0 < i <= self.context_layers:
+                parts = [h] + [h[j] * m for j, m in same.values()]
+                for iv, cnt in inv:
+                    sums = torch.zeros((cnt.shape[0], h.shape[1])).index_add_(0, iv, h)
+                    parts.append((sums / cnt)[iv])
+                h = torch.cat(parts, dim=1)
+            if self.training and self.dropout > 0:
+                h = torch.nn.functional.dropout(h, self.dropout, training=True)
+            h = layer(h)
+            if i < last:
+                h = torch.relu(h)
+        return h[:, 0]
+
+
+def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int = 8,
+              seed: int = 0, pages_per_batch: int = 16, lr: float = 2e-3, weight_decay: float = 0.05,
+              dropout: float = 0.0) -> BlockModel:
+    """Train on the blocks of the given page indices."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    slices = _page_slices(ds.page)
+    pages = np.array([p for p in pages if int(p) in slices])
+    rows = np.concatenate([np.arange(slices[int(p)].start, slices[int(p)].stop) for p in pages])
+    mean = ds.x[rows].mean(axis=0)
+    scale = ds.x[rows].std(axis=0)
+    scale = np.where(scale < 1e-6, 1.0, scale).astype(np.float32)
+    xt = torch.from_numpy(((ds.x - mean) / scale).astype(np.float32))
+    yt = torch.from_numpy(ds.y.astype(np.float32))
+    w = sample_weights(ds, np.arange(len(ds.y)))
+    wt = torch.from_numpy((w / w[rows].mean()).astype(np.float32))
+    pt = torch.from_numpy(ds.page)
+    # container ids made unique across pages
+    gt = torch.from_numpy(ds.groups + (ds.page[:, None] << 32))
+    net = _Net(ds.x.shape[1], hidden, len(hidden) - 1, dropout)
+    net.training = True
+    opt = torch.optim.AdamW(net.params, lr=lr, weight_decay=weight_decay)
+    n_batches = (len(pages) + pages_per_batch - 1) // pages_per_batch
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * n_batches)
+    rng = np.random.default_rng(seed)
+    loss_fn = torch.nn.BCEWithLogitsLoss(reduction="none")
+    for _ in range(epochs):
+        order = rng.permutation(pages)
+        for s in range(0, len(order), pages_per_batch):
+            b = torch.from_numpy(np.concatenate([np.arange(slices[int(p)].start, slices[int(p)].stop)
+                                                 for p in order[s:s + pages_per_batch]]))
+            out = net.forward(xt[b], pt[b], gt[b])
+            loss = (loss_fn(out, yt[b]) * wt[b]).sum() / pages_per_batch
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    return BlockModel(mean.astype(np.float32), scale, [m.weight.detach().numpy().T.copy() for m in net.layers],
+                      [m.bias.detach().numpy().copy() for m in net.layers], 0.5, {})
+
+
+def predict_pages(model: BlockModel, ds: Dataset, pages) -> np.ndarray:
+    """Block probabilities (zeros outside ``pages``)."""
+    slices = _page_slices(ds.page)
+    prob = np.zeros(len(ds.y), dtype=np.float32)
+    for p in pages:
+        sl = slices.get(int(p))
+        if sl is not None:
+            prob[sl] = model.predict(ds.x[sl], ds.groups[sl])
+    return prob
+
+
+def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str]:
+    """Output text per page index from block probabilities (the stage's own assembly)."""
+    from curate.extract.blocks import assemble, extract_blocks
+
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(ds.page):
+        by_page[int(p)].append(i)
+    out = {}
+    for p, idx in by_page.items():
+        out[p] = assemble([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], prob[idx], threshold)
+    for p, page in enumerate(ds.pages):
+        if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
+            out[p] = extract_blocks(page.html)
+    return out
+
+
+def scores(ds: Dataset, texts: dict[int, str]) -> dict[str, float]:
+    """Mean word F1 per page type and overall (a page without blocks scores as empty output)."""
+    by_type: dict[str, list[float]] = defaultdict(list)
+    for i, p in enumerate(ds.pages):
+        f = word_f1(texts.get(i, ""), p.gold)
+        by_type[p.page_type].append(f)
+        by_type["all"].append(f)
+    return {k: float(np.mean(v)) for k, v in sorted(by_type.items())}
+
+
+def folds_of(n_pages: int, k: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n_pages)
+    fold = np.empty(n_pages, dtype=np.int64)
+    fold[order] = np.arange(n_pages) % k
+    return fold
+
+
+def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.ndarray:
+    """Out-of-fold block probabilities: each page predicted by the model trained on the other folds."""
+    fold = folds_of(len(ds.pages), k, seed)
+    prob = np.zeros(len(ds.y), dtype=np.float32)
+    for f in range(k):
+        tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+        t0 = time.perf_counter()
+        m = train_net(ds, tr, seed=seed, **train_kw)
+        prob += predict_pages(m, ds, te)
+        log(f"  fold {f + 1}/{k}: trained on {len(tr)} pages in {time.perf_counter() - t0:.0f} s")
+    return prob
+
+
+def best_threshold(ds: Dataset, prob: np.ndarray) -> tuple[float, float]:
+    best = (0.5, -1.0)
+    for t in np.arange(0.2, 0.71, 0.05):
+        f = scores(ds, page_texts(ds, prob, float(t)))["all"]
+        if f > best[1]:
+            best = (round(float(t), 2), f)
+    return best
+
+
+def format_scores(name: str, s: dict[str, float]) -> str:
+    return f"{name:<28}" + "  ".join(f"{k} {v:.3f}" for k, v in s.items())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m curate.extract.training.train", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    from curate.commands.extractor import add_train_arguments
+
+    add_train_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(a) -> int:
+    """Train and write the model as the parsed flags ``a`` say (``curate extractor train``)."""
+    hidden = tuple(int(h) for h in a.hidden.split(",") if h)
+    t0 = time.perf_counter()
+    pages = load_pages(a.warc, a.gold, a.limit)
+    print(f"{len(pages)} pages with gold text")
+    ds = build(pages)
+    print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
+    report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
+                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout}
+    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout)
+    threshold = a.threshold or 0.5
+    if a.folds > 1:
+        prob = cross_validate(ds, a.folds, a.seed, **train_kw)
+        if not a.threshold:
+            threshold, _ = best_threshold(ds, prob)
+        cv_texts = page_texts(ds, prob, threshold)
+        cv = scores(ds, cv_texts)
+        print(format_scores(f"cross-validated (t={threshold})", cv))
+        if a.oof:
+            write_atomic(Path(a.oof), "".join(json.dumps({"id": p.id, "page_type": p.page_type,
+                                                          "text": cv_texts.get(i, "")}) + "\n"
+                                              for i, p in enumerate(pages)))
+        report["cv"] = cv
+    all_pages = np.arange(len(pages))
+    model = train_net(ds, all_pages, seed=a.seed, **train_kw)
+    model.threshold = threshold
+    ins = scores(ds, page_texts(ds, predict_pages(model, ds, all_pages), threshold))
+    print(format_scores("in-sample", ins))
+    report["in_sample"] = ins
+    report["threshold"] = threshold
+    model.meta = {"trained_on": f"{len(pages)} pages of {Path(a.gold).name}", "report": report}
+    write_atomic(Path(a.out), model.to_json())
+    if a.report:
+        write_atomic(Path(a.report), json.dumps(report, indent=1))
+    print(f"wrote {a.out} ({os.path.getsize(a.out) / 1024:.0f} KiB) in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

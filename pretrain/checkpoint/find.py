@@ -1,0 +1,170 @@
+"""Picking a checkpoint: ``latest`` and the step directories of ``checkpoint.dir``, each verified against its
+manifest (a damaged one is named; ``find_resume`` falls back to the newest intact older one or stops).
+Imports :mod:`pretrain.checkpoint.manifest` only."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+from pretrain.checkpoint import manifest
+from pretrain.config import ConfigError
+
+LATEST = "latest"
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint that cannot be used (damaged, tampered with, non-finite): the message says which and why.
+    A ConfigError, so ``pretrain train`` prints it without a traceback."""
+
+
+def step_dir(root: str | Path, step: int) -> Path:
+    return Path(root) / f"step_{step:08d}"
+
+
+def resolve(path: str | Path) -> Path | None:
+    """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none;
+    FileNotFoundError if ``latest`` names an incomplete one (never silently start over). Does not verify
+    checksums: see :func:`find_resume` and :func:`find_intact`."""
+    path = Path(path)
+    if (path / "dcp" / ".metadata").exists():
+        return path
+    latest = path / LATEST
+    if latest.exists():
+        d = path / latest.read_text().strip()
+        if not (d / "dcp" / ".metadata").exists():
+            raise FileNotFoundError(f"{latest} names {d.name}, which is not a complete checkpoint (no dcp/.metadata): "
+                                    f"restore it, or point {LATEST} at another step_* directory")
+        return d
+    return None
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def _step_of(d: Path) -> int:
+    try:
+        return int(d.name.split("_", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def damage(d: Path) -> list[str]:
+    """What makes step directory ``d`` unusable (empty: intact, or an older checkpoint without a manifest that
+    is at least complete). Under torch.distributed it is collective: each rank hashes its share of the files
+    and every rank gets the union, so all ranks take the same decision (and none hashes everything)."""
+    problems = _local_damage(Path(d), rank(), world())
+    if not dist.is_initialized():
+        return problems
+    shares: list = [None] * world()
+    dist.all_gather_object(shares, problems)
+    return list(dict.fromkeys(p for share in shares for p in share))  # union, in rank order, no repeats
+
+
+def _local_damage(d: Path, part: int, parts: int) -> list[str]:
+    if not d.is_dir():
+        return ["it does not exist"]
+    if not (d / "dcp" / ".metadata").exists():
+        return ["it is incomplete (no dcp/.metadata)"]
+    if not manifest.has_manifest(d):
+        return []  # written before manifests existed: complete, but unverifiable
+    return manifest.problems(d, part, parts)
+
+
+def _describe(d: Path, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"checkpoint {d} is damaged: {'; '.join(problems[:3])}{more}"
+
+
+def _older_intact(root: Path, below: int) -> tuple[Path | None, list[str]]:
+    """(newest intact step_* directory of ``root`` with a step below ``below``, descriptions of damaged ones)."""
+    seen = []
+    for d in sorted((p for p in root.glob("step_*") if p.is_dir() and 0 <= _step_of(p) < below),
+                    key=_step_of, reverse=True):
+        problems = damage(d)
+        if not problems:
+            return d, seen
+        seen.append(_describe(d, problems))
+    return None, seen
+
+
+def _unverified_note(d: Path) -> None:
+    if not manifest.has_manifest(d):
+        print(f"warning: {d} has no {manifest.MANIFEST} (an older checkpoint): its files are not verified",
+              file=sys.stderr)
+
+
+def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
+    """The step directory a run with ``checkpoint_cfg`` (``dir``, ``on_damage``) resumes from: the one ``latest``
+    names if it is intact, else (``on_damage = "fallback"``) the newest intact older one, with a message naming
+    the damage; CheckpointError when ``on_damage = "stop"`` or nothing intact is left. None: nothing to resume."""
+    root = Path(checkpoint_cfg.dir)
+    on_damage = getattr(checkpoint_cfg, "on_damage", "fallback")
+    if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
+        problems = damage(root)
+        if problems:
+            raise CheckpointError(_describe(root, problems))
+        return root
+    if not (root / LATEST).exists():
+        return _without_latest(root, on_damage, announce)
+    name = (root / LATEST).read_text().strip()
+    d = root / name
+    problems = damage(d)
+    if not problems:
+        if announce:
+            _unverified_note(d)
+        return d
+    what = _describe(d, problems)
+    older, also = _older_intact(root, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
+    hint = f"the newest intact one is {older}" if older else "no older checkpoint is intact"
+    if on_damage == "stop" or older is None:
+        raise CheckpointError(f"{what}; {hint}" + (" (checkpoint.on_damage = 'stop')" if older else "") +
+                              (f"; also damaged: {'; '.join(also)}" if also else ""))
+    if announce:
+        for line in [what, *also]:
+            print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: resuming from {older}, the newest intact checkpoint (set checkpoint.on_damage = 'stop' "
+              f"to stop instead)", file=sys.stderr)
+        _unverified_note(older)
+    return older
+
+
+def _without_latest(root: Path, on_damage: str, announce: bool) -> Path | None:
+    """No ``latest``: a fresh start, unless a step directory is verified complete by its manifest (written just
+    before ``latest`` moves), which means ``latest`` was lost: resume from the newest such one (or stop)."""
+    done = [d for d in sorted(root.glob("step_*"), key=_step_of, reverse=True)
+            if d.is_dir() and manifest.has_manifest(d) and not damage(d)]
+    if not done:
+        return None
+    what = f"{root / LATEST} is missing, yet {done[0]} is a complete checkpoint"
+    if on_damage == "stop":
+        raise CheckpointError(f"{what}: restore it (echo {done[0].name} > {root / LATEST}), or empty {root} to "
+                              f"start over (checkpoint.on_damage = 'stop')")
+    if announce:
+        print(f"warning: {what}; resuming from it (set checkpoint.on_damage = 'stop' to stop instead)",
+              file=sys.stderr)
+    return done[0]
+
+
+def find_intact(path: str | Path) -> Path:
+    """For inference and export: the step directory of ``path`` (a root or a step directory), verified;
+    FileNotFoundError if there is none, CheckpointError naming the damage (and the newest intact one) if any."""
+    path = Path(path)
+    d = resolve(path) if (path / "dcp" / ".metadata").exists() else None
+    if d is None:
+        if not (path / LATEST).exists():
+            raise FileNotFoundError(f"no checkpoint in {path} (expected {LATEST} or dcp/.metadata)")
+        d = path / (path / LATEST).read_text().strip()
+    problems = damage(d)
+    if problems:
+        older, _ = _older_intact(d.parent, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
+        hint = f"; the newest intact one is {older}: pass that directory" if older else ""
+        raise CheckpointError(_describe(d, problems) + hint)
+    _unverified_note(d)
+    return d

@@ -1,0 +1,94 @@
+"""Integrity of a checkpoint folder (imports nothing of pretrain): ``manifest.json`` records every file's size
+and SHA-256 when it is saved; :func:`problems` compares the folder with it.
+
+``manifest.json``::
+
+    {"format": 1, "algorithm": "sha256",
+     "files": {"dcp/.metadata": {"size": 221480, "sha256": "..."}, "dcp/__0_0.distcp": {...}, "meta.json": {...}}}
+
+The manifest is written (atomically) after every rank's files are on disk and before ``latest`` moves, so a
+checkpoint that ``latest`` names always has one. Checksums catch accidents (a truncated copy, a flipped bit, a
+file deleted); they are no defence against someone who rewrites the manifest too: that is what the restricted
+loaders of :mod:`pretrain.checkpoint.safe_load` are for.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+ALGORITHM = "sha256"
+
+
+def file_digest(path: Path) -> dict:
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, ALGORITHM).hexdigest()
+    return {"size": os.path.getsize(path), ALGORITHM: digest}
+
+
+def checkpoint_files(d: Path) -> list[str]:
+    """Every file of checkpoint folder ``d`` but the manifest, as sorted relative POSIX paths."""
+    d = Path(d)
+    def recorded(p: Path) -> bool:  # not the manifest, not a temporary ".name.tmpPID" of an atomic write
+        return p.is_file() and p.name != MANIFEST and (p.name == ".metadata" or not p.name.startswith("."))
+
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if recorded(p))
+
+
+def digests(d: Path, names: list[str]) -> dict:
+    return {name: file_digest(Path(d) / name) for name in names}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old file or the new."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_manifest(d: Path, files: dict) -> None:
+    write_atomic(Path(d) / MANIFEST, json.dumps({"format": 1, "algorithm": ALGORITHM,
+                                                  "files": dict(sorted(files.items()))}, indent=1))
+
+
+def has_manifest(d: Path) -> bool:
+    return (Path(d) / MANIFEST).is_file()
+
+
+def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
+    """What is wrong with checkpoint folder ``d`` against its manifest (empty: intact). A folder without a
+    manifest gives one problem; the caller decides whether an unverifiable (older) checkpoint is acceptable.
+    ``part``/``parts``: check only every ``parts``-th recorded file from the ``part``-th (ranks share the
+    hashing; the manifest itself is read by every one)."""
+    d = Path(d)
+    try:
+        manifest = json.loads((d / MANIFEST).read_text())
+        files = manifest["files"]
+        if manifest.get("algorithm") != ALGORITHM or not isinstance(files, dict):
+            return [f"{MANIFEST} has an unknown layout"]
+    except FileNotFoundError:
+        return [f"no {MANIFEST}"]
+    except (ValueError, KeyError, TypeError) as e:
+        return [f"{MANIFEST} is unreadable ({e})"]
+    out = []
+    for name, want in sorted(files.items())[part::parts]:
+        if not isinstance(want, dict):
+            out.append(f"{MANIFEST} has an unreadable entry for {name}")
+            continue
+        path = d / name
+        if not path.is_file():
+            out.append(f"{name} is missing")
+            continue
+        size = os.path.getsize(path)
+        if size != want.get("size"):
+            out.append(f"{name} has {size:,} bytes, the manifest says {want.get('size'):,}"
+                       + (" (truncated)" if isinstance(want.get("size"), int) and size < want["size"] else ""))
+            continue
+        if file_digest(path)[ALGORITHM] != want.get(ALGORITHM):
+            out.append(f"{name} does not match its {ALGORITHM} checksum (corrupted)")
+    return out

@@ -1,0 +1,360 @@
+"""Saving and loading a checkpoint through ``torch.distributed.checkpoint`` (DCP) at any tp/pp/dp layout, and
+``load_model_for_inference`` (the whole model in one process). The folder layout is described in
+:mod:`pretrain.checkpoint`; imports ``manifest``, ``safe_load`` and ``find`` of this package, never the reverse."""
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import random
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from pretrain.checkpoint import manifest
+from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
+from pretrain.checkpoint.manifest import write_atomic as _write_atomic
+from pretrain.checkpoint.safe_load import (
+    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata, weights_only_reason,
+)
+from pretrain.config import MODEL_CHOICES, ModelConfig, model_config_from_dict
+
+_OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+@contextlib.contextmanager
+def _quiet():
+    with warnings.catch_warnings():  # one process without a process group is a supported DCP mode
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def _dcp_save(state, path: Path) -> None:
+    with _quiet():
+        dcp.save(state, checkpoint_id=str(path))
+
+
+def _dcp_load(state, path: Path) -> None:
+    """``dcp.load`` through the restricted reader and planner; any failure -> CheckpointError naming ``path``."""
+    path = Path(path)
+    planner = SafeLoadPlanner()
+    try:
+        read_dcp_metadata(path / ".metadata")  # a refused .metadata is named before DCP starts
+        with _quiet():
+            dcp.load(state, storage_reader=SafeFileSystemReader(str(path)), planner=planner)
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
+    except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
+        text = str(e)
+        if planner.refused:
+            why = f"refused to unpickle {planner.refused} (nothing in it was run)"
+        elif "Weights only load failed" in text:
+            why = f"refused to unpickle a tensor record: {weights_only_reason(e)} (nothing in it was run)"
+        else:
+            lines = text.strip().splitlines()
+            why = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        raise CheckpointError(f"could not load the checkpoint in {path}: {why}; the file was damaged or tampered "
+                              f"with") from None
+
+
+
+
+def _tied_alias(part) -> tuple[str, str] | None:
+    """(name held, other name) when this part holds the tied weight under one name only."""
+    cfg = part.config
+    if not cfg.tie_embeddings:
+        return None
+    if part.embed is not None and part.lm_head is not None:
+        return None  # both names are in part.state_dict() already
+    if part.embed is not None:
+        return "embed.weight", "lm_head.weight"
+    if part.lm_head is not None:
+        return "lm_head.weight", "embed.weight"
+    return None
+
+
+def model_state(parts) -> dict:
+    out = {}
+    for part in parts:
+        sd = get_model_state_dict(part)
+        alias = _tied_alias(part)
+        if alias:
+            sd[alias[1]] = sd[alias[0]]
+        elif part.config.tie_embeddings and "embed.weight" in sd and "lm_head.weight" not in sd:
+            sd["lm_head.weight"] = sd["embed.weight"]
+        out.update(sd)
+    return out
+
+
+def _optim_aliases(part, osd: dict) -> None:
+    """Give the tied weight's optimizer entries both names."""
+    names = ("embed.weight", "lm_head.weight")
+    if not part.config.tie_embeddings:
+        return
+    for key in list(osd):
+        for a, b in (names, names[::-1]):
+            for prefix in ("state.", "param_groups."):
+                if key.startswith(prefix + a + "."):
+                    other = prefix + b + key[len(prefix + a):]
+                    osd.setdefault(other, osd[key])
+
+
+def optim_state(parts, optimizers) -> tuple[list[dict], dict]:
+    """(per-part flattened optimizer state dicts, their union with the tied weight's entries under both names)."""
+    own, merged = [], {}
+    for part, opt in zip(parts, optimizers):
+        osd = get_optimizer_state_dict(part, opt, options=_OPTIM_OPTS)
+        own.append(osd)
+        merged.update(osd)
+        _optim_aliases(part, merged)
+    return own, merged
+
+
+def _bytes_b64(t: torch.Tensor) -> str:
+    return base64.b64encode(t.cpu().numpy().tobytes()).decode()
+
+
+def _b64_bytes(text: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+
+def rng_state_json() -> dict:
+    """This process's python / numpy / torch (/ cuda) RNG states as plain JSON values."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": [version, list(internal), gauss],
+             "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+             "torch": _bytes_b64(torch.get_rng_state())}
+    if torch.cuda.is_available():
+        state["cuda"] = _bytes_b64(torch.cuda.get_rng_state())
+    return state
+
+
+def set_rng_state_json(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((str(kind), np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(_b64_bytes(state["torch"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(_b64_bytes(state["cuda"]))
+
+
+def _legacy_rng_state(path: Path) -> dict:
+    """rng/rank_*.pt of checkpoints written before the JSON format, read with weights_only (numpy's array
+    reconstruction allowed, nothing else)."""
+    from torch.serialization import safe_globals
+
+    core = np._core if hasattr(np, "_core") else np.core  # numpy 2 / 1
+    allowed = [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    try:
+        with safe_globals(allowed):
+            old = torch.load(path, weights_only=True)
+        return {"python": [old["python"][0], list(old["python"][1]), old["python"][2]],
+                "numpy": [old["numpy"][0], np.asarray(old["numpy"][1]).tolist(), *old["numpy"][2:]],
+                "torch": _bytes_b64(old["torch"]), **({"cuda": _bytes_b64(old["cuda"])} if "cuda" in old else {})}
+    except Exception as e:
+        raise CheckpointError(f"{path}: refused to load this RNG state ({weights_only_reason(e)}); nothing in it "
+                              f"was run. Delete the file to resume without restoring the RNG state") from None
+
+
+def _barrier():
+    if dist.is_initialized():
+        dist.barrier()
+
+
+
+
+
+def _local(t):
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def nonfinite_names(state: dict, limit: int = 5) -> list[str]:
+    """Names of the floating-point tensors of ``state`` (this rank's shards) holding NaN or inf."""
+    bad = []
+    for name, t in state.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(_local(t)).all()):
+            bad.append(name)
+            if len(bad) >= limit:
+                break
+    return bad
+
+
+def _any_rank(flag: bool) -> bool:
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfig) -> Path:
+    """Collective: every rank calls it. ``latest`` moves to this step only after all ranks wrote their part."""
+    root, rank = Path(root), _rank()
+    d = step_dir(root, step)
+    state = model_state(parts)
+    bad = nonfinite_names(state)
+    if _any_rank(bool(bad)):  # every rank raises, none writes: latest stays where it was
+        where = f": {', '.join(bad)}" if bad else " (on another rank)"
+        raise CheckpointError(f"step {step}: the model has non-finite weights{where}; not saving a checkpoint, "
+                              f"{LATEST} stays at the last good one. Lower train.lr or raise train.warmup_steps, "
+                              f"then resume")
+    if rank == 0:
+        if d.exists():  # a partial write from a killed run, never pointed at by latest
+            shutil.rmtree(d)
+        (d / "rng").mkdir(parents=True)
+    _barrier()
+    _, merged_optim = optim_state(parts, optimizers)
+    _dcp_save({"model": state, "optim": merged_optim}, d / "dcp")
+    _write_atomic(d / "rng" / f"rank_{rank:05d}.json", json.dumps(rng_state_json()))
+    if rank == 0:
+        _write_atomic(d / "model_config.json", json.dumps(model_cfg.__dict__, indent=1))
+        _write_atomic(d / "meta.json", json.dumps(meta, indent=1))
+    _barrier()  # every rank's shards, rng and the metadata are on disk
+    names = manifest.checkpoint_files(d)
+    mine = manifest.digests(d, names[rank::_world()])  # each rank hashes its share of the files
+    if dist.is_initialized():
+        shares: list = [None] * _world()
+        dist.all_gather_object(shares, mine)
+    else:
+        shares = [mine]
+    if rank == 0:
+        manifest.write_manifest(d, {k: v for share in shares for k, v in share.items()})
+        _write_atomic(root / LATEST, d.name + "\n")
+    _barrier()
+    return d
+
+
+def read_meta(d: Path) -> dict:
+    return json.loads((Path(d) / "meta.json").read_text())
+
+
+def read_model_config(d: Path) -> ModelConfig:
+    """The checkpoint's ``model_config.json``, each value checked against its type and for sense (sizes at
+    least 1, heads dividing the width): a tampered file fails here, naming itself, before any model is built."""
+    path = Path(d) / "model_config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError(f"holds a {type(raw).__name__}, not an object")
+        cfg = model_config_from_dict(raw)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a usable model config ({e}); use another checkpoint") from None
+    for key in ("hidden_size", "num_layers", "num_heads", "max_seq_len", "vocab_size", "padded_vocab_size",
+                "ffn_hidden_size"):
+        value = getattr(cfg, key)
+        if value is not None and value < 1:
+            raise CheckpointError(f"{path}: {key} = {value} (must be at least 1); use another checkpoint")
+    for key, allowed in MODEL_CHOICES.items():
+        if getattr(cfg, key) not in allowed:
+            raise CheckpointError(f"{path}: {key} = {getattr(cfg, key)!r} (one of {', '.join(allowed)}); "
+                                  "use another checkpoint")
+    if cfg.hidden_size % cfg.num_heads:
+        raise CheckpointError(f"{path}: hidden_size {cfg.hidden_size} is not a multiple of num_heads {cfg.num_heads}")
+    return cfg
+
+
+def saved_layer_count(d: Path) -> int:
+    """How many transformer layers the checkpoint's weights hold (from its DCP metadata)."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    return len({k.split(".")[2] for k in metadata if k.startswith("model.layers.")})
+
+
+def check_shapes(model, d: Path) -> None:
+    """The model built (on the meta device) from ``model_config.json`` has exactly the tensors and shapes the
+    checkpoint's DCP metadata records, and no buffer larger than its weights (a RoPE table for a claimed
+    10^12 positions): a config edited to claim another size fails here, before memory is allocated for it."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    weights = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() for b in model.buffers())
+    if buffers > weights:
+        raise CheckpointError(f"{d}: model_config.json asks for {buffers:,} buffer elements (max_seq_len "
+                              f"{model.config.max_seq_len}), more than the "
+                              f"{weights:,} weights; the checkpoint was damaged or tampered with: use another one")
+    for name, tensor in model.state_dict().items():
+        saved = metadata.get(f"model.{name}")
+        size = getattr(saved, "size", None)
+        if size is None or tuple(size) != tuple(tensor.shape):
+            raise CheckpointError(f"{d}: model_config.json describes {name} as {tuple(tensor.shape)}, the weights "
+                                  f"hold {tuple(size) if size is not None else 'no such tensor'}; the checkpoint "
+                                  "was damaged or tampered with: use another one")
+
+
+def load(d: str | Path, parts, optimizers=None) -> dict:
+    """Load model (and optimizer) state into this rank's parts, whatever layout wrote the checkpoint; restores
+    this rank's RNG state when the checkpoint has one for it. Returns meta.json."""
+    d = Path(d)
+    msd = model_state(parts)
+    state = {"model": msd}
+    osds = None
+    if optimizers is not None:
+        osds, state["optim"] = optim_state(parts, optimizers)
+    _dcp_load(state, d / "dcp")
+    bad = nonfinite_names(msd)
+    if _any_rank(bool(bad)):
+        raise CheckpointError(f"{d} holds non-finite weights{': ' + ', '.join(bad) if bad else ' (on another rank)'}"
+                              f"; refusing to resume from it: point {LATEST} at an older step_* directory")
+    for part in parts:
+        own = {k: v for k, v in msd.items() if k in part.state_dict()}
+        set_model_state_dict(part, own)
+    if optimizers is not None:
+        for part, opt, osd in zip(parts, optimizers, osds):
+            own = {k: state["optim"][k] for k in osd}
+            set_optimizer_state_dict(part, opt, own, options=_OPTIM_OPTS)
+    meta = read_meta(d)
+    if meta.get("world_size") == _world():
+        rng = d / "rng" / f"rank_{_rank():05d}.json"
+        legacy = rng.with_suffix(".pt")
+        if rng.exists():
+            set_rng_state_json(json.loads(rng.read_text()))
+        elif legacy.exists():
+            set_rng_state_json(_legacy_rng_state(legacy))
+    return meta
+
+
+def load_model_for_inference(checkpoint_dir: str | Path, device: str | torch.device = "cpu"):
+    """-> (model, model_config): the whole GPT (tp = pp = 1) in eval mode from a checkpoint root or step dir."""
+    from pretrain.model import GPT
+
+    d = find_intact(checkpoint_dir)
+    cfg = read_model_config(d)
+    try:
+        layers = saved_layer_count(d)
+        if cfg.num_layers != layers:  # before building: a claimed 10^9 layers would take hours even on meta
+            raise CheckpointError(f"{d}: model_config.json says num_layers = {cfg.num_layers}, the weights hold "
+                                  f"{layers} layers; the checkpoint was damaged or tampered with: use another one")
+        with torch.device("meta"):
+            model = GPT(cfg)
+        check_shapes(model, d)
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
+    model.to_empty(device=device)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.embed.weight
+    model.init_weights()  # fills the RoPE table; weights are overwritten below
+    sd = model.state_dict()
+    _dcp_load({"model": sd}, d / "dcp")
+    bad = nonfinite_names(sd)
+    if bad:
+        raise CheckpointError(f"{d} holds non-finite weights: {', '.join(bad)}")
+    model.load_state_dict(sd)
+    return model.eval(), cfg
+
+
+# ---------------------------------------------------------------------------------------- picking a checkpoint

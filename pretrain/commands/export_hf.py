@@ -1,0 +1,26 @@
+"""`pretrain export-hf CHECKPOINT OUT`: a Hugging Face transformers model folder with the tokenizer
+(the work: pretrain/export_hf.py)."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("checkpoint", help="checkpoint folder written by `pretrain train` (its latest checkpoint)")
+    parser.add_argument("out", help="output folder: a transformers model folder with the tokenizer")
+    parser.add_argument("--tokenizer", default=None,
+                        help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
+
+
+def run(args) -> int:
+    from pretrain.export_hf import ExportError, export_checkpoint
+
+    try:
+        out, tok_path = export_checkpoint(args.checkpoint, args.out, args.tokenizer)
+    except (ExportError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    arch = json.loads((out / "quarry_export.json").read_text())["architecture"]
+    print(f"wrote {out}: {arch}" + (f" with the tokenizer {tok_path}" if tok_path else " (no tokenizer)"))
+    return 0

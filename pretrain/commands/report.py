@@ -1,0 +1,35 @@
+"""`pretrain report --out DIR --curated C... --logs LOG_DIR [--checkpoint CKPT]`: funnel and loss plots and a
+one-page summary (the work: pretrain/report.py)."""
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png and index.md into")
+    parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")
+    parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
+    parser.add_argument("--generate-prompt", default="The ", help="prompt for the sample (default 'The ')")
+    parser.add_argument("--max-tokens", type=int, default=50, help="sample length in tokens (default 50)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
+
+
+def run(args) -> int:
+    from pretrain.report import ReportError, make_report
+
+    sample = None
+    try:
+        if args.checkpoint:
+            from pretrain.generate import generate_text, load_for_generation
+
+            model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer)
+            text = generate_text(model, tokenizer, args.generate_prompt, args.max_tokens, temperature=0.0)
+            sample = (args.generate_prompt, text)
+        out = make_report(args.out, args.curated, args.logs, sample)
+    except (ReportError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
+    return 0
