@@ -211,6 +211,17 @@ def check(cfg: Config, world_size: int) -> None:
             err(f"{name} = {value}: must be at least 1")
     if errors:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+    dp = _check_layout(cfg, world_size, err)
+    _check_batches(cfg, dp, err)
+    _check_choices(cfg, err)
+    _check_values(cfg, err)
+    if errors:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+
+
+def _check_layout(cfg: Config, world_size: int, err) -> int:
+    """The parallel layout against the world size and the model's shapes; returns dp."""
+    m, p, d = cfg.model, cfg.parallel, cfg.data
     mp = p.tp * p.pp
     dp = p.dp
     if world_size % mp:
@@ -255,6 +266,12 @@ def check(cfg: Config, world_size: int) -> None:
             f"shards the sequence): use a multiple of {p.tp}")
     if p.dp_mode not in ("fsdp", "replicate"):
         err(f"parallel.dp_mode = {p.dp_mode!r}: use fsdp or replicate")
+    return dp
+
+
+def _check_batches(cfg: Config, dp: int, err) -> None:
+    """Global batch, micro-batches and batch ramp-up against dp and the pipeline."""
+    p, t = cfg.parallel, cfg.train
     unit = t.micro_batch * dp
     if t.global_batch % unit:
         err(f"train.global_batch = {t.global_batch} is not divisible by micro_batch * dp = {t.micro_batch} * "
@@ -282,6 +299,11 @@ def check(cfg: Config, world_size: int) -> None:
     if p.vpp > 1 and num_micro % p.pp:
         err(f"interleaved 1F1B needs the number of micro-batches per step ({num_micro}) to be a multiple of "
             f"pp = {p.pp}: change train.global_batch or train.micro_batch")
+
+
+def _check_choices(cfg: Config, err) -> None:
+    """Keys with a fixed set of values, and settings that need another one."""
+    m, p, t, d = cfg.model, cfg.parallel, cfg.train, cfg.data
     if m.max_seq_len is not None and m.max_seq_len < d.seq_len:
         err(f"model.max_seq_len = {m.max_seq_len} is shorter than data.seq_len = {d.seq_len}")
     for name, value, allowed in (*((f"model.{k}", getattr(m, k), v) for k, v in MODEL_CHOICES.items()),
@@ -300,9 +322,6 @@ def check(cfg: Config, world_size: int) -> None:
         err(f"train.steps = {t.steps}: must be >= 0")
     if t.eval_interval and t.eval_iters < 1:
         err("train.eval_iters must be >= 1 when train.eval_interval > 0")
-    _check_values(cfg, err)
-    if errors:
-        raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
 
 
 def _check_values(cfg: Config, err) -> None:

@@ -53,10 +53,9 @@ def walk(tree):
     bits, any class bits, depth, tag)``; its *owner* is the nearest block-level element above its text (or
     the body), a tuple (element index, own tag index, ancestor tag bits, near class bits, any class bits,
     depth, tag, own class bits); the block's bits are its owner's with those of the inline elements its
-    text passed through. Text of inline elements
-    joins the current block; the block is written when a block-level element starts or ends. An element's
-    chars and link chars count the text of all blocks below it. Iterative (an explicit stack), so deep
-    pages cost no recursion; below MAX_DEPTH levels an element's text is read as one run."""
+    text passed through. Text of inline elements joins the current block; the block is written when a
+    block-level element starts or ends. Iterative (an explicit stack): deep pages cost no recursion; below
+    MAX_DEPTH levels an element's text is read as one run."""
     el_parent = [-1]
     el_chars = [0]
     el_link = [0]
@@ -104,24 +103,10 @@ def walk(tree):
             c = c.next
             continue
         attrs = c.attributes
-        cm = 0
-        if attrs:
-            cls = attrs.get("class")
-            if cls:
-                cm = class_of(cls)
-                if cm is None:
-                    cm = class_mask(cls)
-            eid = attrs.get("id")
-            if eid:
-                m = class_of(eid)
-                cm |= class_mask(eid) if m is None else m
-            if "style" in attrs or "hidden" in attrs or "role" in attrs:
-                if is_hidden(attrs):
-                    c = c.next
-                    continue
-                role = attrs.get("role")
-                if role in ROLE_BITS:
-                    cm |= ROLE_BITS[role]
+        cm = _class_bits(attrs, class_of) if attrs else 0
+        if cm is None:  # hidden: the element and its text are not on the page
+            c = c.next
+            continue
         if cat == 1 and parts:  # a block starts: the text before it is a block of its own
             raw = "".join(parts)
             if not raw.isspace():  # blank: no block
@@ -166,8 +151,34 @@ def walk(tree):
         raw = "".join(parts)
         if not raw.isspace():  # blank: no block
             _flush(raw, body_owner, link, extra_anc, extra_near, blocks, el_chars, el_link)
-    for i in range(len(el_parent) - 1, 0, -1):  # children come after their parent
+    _add_to_parents(el_parent, el_chars, el_link)
+    return blocks, el_parent, el_chars, el_link
+
+
+def _class_bits(attrs: dict, class_of) -> int | None:
+    """The class-word and role bits of an element's ``class``, ``id`` and ``role``; None: hidden."""
+    cm = 0
+    cls = attrs.get("class")
+    if cls:
+        cm = class_of(cls)
+        if cm is None:
+            cm = class_mask(cls)
+    eid = attrs.get("id")
+    if eid:
+        m = class_of(eid)
+        cm |= class_mask(eid) if m is None else m
+    if "style" in attrs or "hidden" in attrs or "role" in attrs:
+        if is_hidden(attrs):
+            return None
+        role = attrs.get("role")
+        if role in ROLE_BITS:
+            cm |= ROLE_BITS[role]
+    return cm
+
+
+def _add_to_parents(el_parent: list, el_chars: list, el_link: list) -> None:
+    """Each element's chars and link chars counted into its ancestors' (children come after their parent)."""
+    for i in range(len(el_parent) - 1, 0, -1):
         p = el_parent[i]
         el_chars[p] += el_chars[i]
         el_link[p] += el_link[i]
-    return blocks, el_parent, el_chars, el_link

@@ -182,143 +182,181 @@ def read(split: dict, name: str, max_doc_bytes: int):
     if is_arc(path):
         yield from _read_arc(path, name, max_doc_bytes)
         return
-    kind = streams.sniff(path)
-    start, stop = split.get("start", 0), split.get("stop")
-    s = _Stream(streams.events(path, kind, start), kind == "plain", start if kind == "plain" else 0)
-    max_body = max_doc_bytes + MAX_HEADER
+    yield from _WarcSplit(split, name, max_doc_bytes).records()
 
-    def label(where):
+
+class _WarcSplit:
+    """One split of a WARC file: its records, resynchronised at the next header after damage or junk.
+    A record belongs to the split its header starts in (``owned``); yields the reader's items."""
+
+    def __init__(self, split: dict, name: str, max_doc_bytes: int):
+        self.path, self.name, self.max_doc_bytes = split["path"], name, max_doc_bytes
+        self.kind = kind = streams.sniff(self.path)
+        self.start, self.stop = split.get("start", 0), split.get("stop")
+        self.s = _Stream(streams.events(self.path, kind, self.start), kind == "plain",
+                         self.start if kind == "plain" else 0)
+        self.max_body = max_doc_bytes + MAX_HEADER
+        self.multi_record_members: set = set()
+        self.quiet = False  # the rest of a malformed record is not reported a second time as junk
+
+    def label(self, where) -> str:
         member, intra = where
-        if kind == "plain":
-            return f"{name}@{intra}"
-        return f"{name}@{member}" + (f"+{intra}" if intra else "")
+        if self.kind == "plain":
+            return f"{self.name}@{intra}"
+        return f"{self.name}@{member}" + (f"+{intra}" if intra else "")
 
-    def offset(where):
-        return where[1] if kind == "plain" else where[0]
+    def offset(self, where) -> int:
+        return where[1] if self.kind == "plain" else where[0]
 
-    def owned(where):
-        o = offset(where)
-        return o >= start and (stop is None or o < stop)
+    def owned(self, where) -> bool:
+        o = self.offset(where)
+        return o >= self.start and (self.stop is None or o < self.stop)
 
-    def cut_short(rec_at, fields=None):
-        """The record at ``rec_at`` ends at damage or at the end of the file: one row, and on."""
-        if s.damage is not None:
-            _, at, end, message = s.take_damage()
-            mine = owned(rec_at) if rec_at is not None else (at >= start and (stop is None or at < stop))
-            if mine:
-                where = rec_at if rec_at is not None else (at, 0)
-                text = f"compressed bytes {at}-{end} unreadable: {message}"
-                yield ("drop", _meta_row(fields or {}, label(where) + ("" if rec_at else ":damaged"), path, text), "corrupt_" + kind)
-            if stop is not None and end >= stop:
-                s.eof = True  # what follows belongs to the next split
-            return
-        if rec_at is not None and owned(rec_at):
-            reason = "truncated_" + kind if s.truncated else "truncated_record"
-            text = bytes(s.buf[:10000]) if not fields else (s.truncated[2] if s.truncated else "")
-            yield ("drop", _meta_row(fields or {}, label(rec_at), path, text), reason)
-            s.truncated = None  # reported with this record
-        s.reset()
-
-    multi_record_members, quiet = set(), False
-    while True:
-        # 1. the next record header, skipping (and setting aside) anything else
-        if not s.fill(len(_MAGIC)):
-            junk_at = s.where()
-            if bytes(s.buf).strip() and owned(junk_at):
-                yield ("drop", row(label(junk_at) + ":junk", bytes(s.buf[:10000]).decode("utf-8", "replace"), path), "malformed_record")
-            s.reset()
-            if s.damage is not None:
-                yield from cut_short(None)
+    def records(self):
+        s = self.s
+        while True:
+            # 1. the next record header, skipping (and setting aside) anything else
+            if not s.fill(len(_MAGIC)):
+                if (yield from self._end_of_data()):
+                    continue
+                break
+            if not s.buf.startswith(_MAGIC):
+                yield from self._skip_junk()
                 continue
-            if s.truncated and owned(junk_at):
-                yield ("drop", row(label(junk_at) + ":truncated", s.truncated[2], path), "truncated_" + kind)
-            break
-        if not s.buf.startswith(_MAGIC):
-            junk_at, prefix = s.where(), b""
-            while True:
-                i = s.buf.find(_MAGIC)
-                if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
-                    if len(prefix) < 10000:
-                        prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
-                    s.consume(i)
-                    break
-                cut = max(len(s.buf) - len(_MAGIC) if i == -1 else i + 1, 0)
+            self.quiet = False
+            rec_at = s.where()
+            if self.stop is not None and self.offset(rec_at) >= self.stop:
+                return
+            if self.kind != "plain" and rec_at[1] > 0:
+                self.multi_record_members.add(rec_at[0])
+            yield from self._record_at(rec_at)
+        if self.multi_record_members and self.kind == "gzip":  # (bz2 and xz WARCs are one stream by nature)
+            yield ("count", "warc_single_gzip_members", len(self.multi_record_members))
+
+    def _end_of_data(self):
+        """Fewer bytes left than a header: junk, damage or a cut. Returns True where reading goes on."""
+        s, path = self.s, self.path
+        junk_at = s.where()
+        if bytes(s.buf).strip() and self.owned(junk_at):
+            yield ("drop", row(self.label(junk_at) + ":junk", bytes(s.buf[:10000]).decode("utf-8", "replace"), path),
+                   "malformed_record")
+        s.reset()
+        if s.damage is not None:
+            yield from self._cut_short(None)
+            return True
+        if s.truncated and self.owned(junk_at):
+            yield ("drop", row(self.label(junk_at) + ":truncated", s.truncated[2], path), "truncated_" + self.kind)
+        return False
+
+    def _skip_junk(self):
+        """Bytes that are not a record header: skip to the next header at a line start (kept up to 10 kB)."""
+        s = self.s
+        junk_at, prefix = s.where(), b""
+        while True:
+            i = s.buf.find(_MAGIC)
+            if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
                 if len(prefix) < 10000:
-                    prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
-                s.consume(cut)
-                if i == -1 and not s.more():
-                    prefix += bytes(s.buf[: max(10000 - len(prefix), 0)])
-                    s.reset()
-                    break
-            if prefix.strip() and owned(junk_at) and not quiet:
-                yield ("drop", row(label(junk_at) + ":junk", prefix.decode("utf-8", "replace"), path), "malformed_record")
-            continue
-        # 2. the header block
-        quiet = False
-        rec_at = s.where()
-        if stop is not None and offset(rec_at) >= stop:
-            return
-        if kind != "plain" and rec_at[1] > 0:
-            multi_record_members.add(rec_at[0])
+                    prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
+                s.consume(i)
+                break
+            cut = max(len(s.buf) - len(_MAGIC) if i == -1 else i + 1, 0)
+            if len(prefix) < 10000:
+                prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
+            s.consume(cut)
+            if i == -1 and not s.more():
+                prefix += bytes(s.buf[: max(10000 - len(prefix), 0)])
+                s.reset()
+                break
+        if prefix.strip() and self.owned(junk_at) and not self.quiet:
+            yield ("drop", row(self.label(junk_at) + ":junk", prefix.decode("utf-8", "replace"), self.path),
+                   "malformed_record")
+
+    def _record_at(self, rec_at):
+        """2. the header block, 3. the record's block, its size checked before it is read."""
+        s, path = self.s, self.path
         while True:
             m = _HEAD_END.search(s.buf, 0, MAX_HEADER)
             if m or len(s.buf) >= MAX_HEADER or not s.more():
                 break
         if not m and s.at_end:
-            yield from cut_short(rec_at)
-            continue
+            yield from self._cut_short(rec_at)
+            return
         length = _content_length(bytes(s.buf[: m.start()])) if m else None
         if length is None:
-            if owned(rec_at):
-                yield ("drop", row(label(rec_at), bytes(s.buf[:2000]).decode("utf-8", "replace"), path), "malformed_record")
+            if self.owned(rec_at):
+                yield ("drop", row(self.label(rec_at), bytes(s.buf[:2000]).decode("utf-8", "replace"), path),
+                       "malformed_record")
             s.consume(len(_MAGIC))
-            quiet = True  # the rest of this record is not reported a second time as junk
-            continue
+            self.quiet = True
+            return
         fields = _fields(bytes(s.buf[: m.start()]).decode("latin-1"))
         hlen = m.end()
+        if length > self.max_body:
+            yield from self._huge_record(rec_at, fields, hlen, length)
+            return
         end = hlen + length
-        # 3. the block, its size checked before it is read
-        if length > max_body:
-            # Before trusting a huge Content-Length, look for a real header within the next max_body bytes.
-            s.fill(hlen + max_body)
-            k = _header_in(s.buf, hlen, len(s.buf), valid=True)
-            if k != -1:
-                if owned(rec_at):
-                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
-                s.consume(k)
-                continue
-            if not _skip(s, end):
-                yield from cut_short(rec_at, fields)
-                continue
-            if owned(rec_at):
-                if fields.get("warc-type") == "response":
-                    yield ("drop", _meta_row(fields, label(rec_at), path, f"record of {length} bytes"), "too_large")
-                else:
-                    yield ("skip", fields.get("warc-type") or "unknown")
-            continue
         have = s.fill(end)
         if not (have and _clean_end(s, end)):
             k = _header_in(s.buf, hlen, min(end, len(s.buf)), valid=True)
             if k != -1:  # Content-Length runs into the next record: cut the record there
-                if owned(rec_at):
-                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
-                s.consume(k)
-                continue
+                yield from self._bad_length(rec_at, fields, hlen, k, k)
+                return
             if not have:  # the file ends (or is damaged) inside this record
-                yield from cut_short(rec_at, fields)
-                continue
-            k = s.find(b"\n" + _MAGIC, end, end + max_body)
+                yield from self._cut_short(rec_at, fields)
+                return
+            k = s.find(b"\n" + _MAGIC, end, end + self.max_body)
             if k != -1:  # Content-Length stops short of the record's end
-                if owned(rec_at):
-                    yield ("drop", _meta_row(fields, label(rec_at), path, bytes(s.buf[hlen:min(k, hlen + 10000)])), "bad_content_length")
-                s.consume(k + 1)
-                continue
+                yield from self._bad_length(rec_at, fields, hlen, k, k + 1)
+                return
         block = bytes(s.buf[hlen:end])
         s.consume(end)
-        if owned(rec_at):
-            yield from _record(fields, block, label(rec_at), path, max_doc_bytes)
-    if multi_record_members and kind == "gzip":  # (bz2 and xz WARCs are one stream by nature)
-        yield ("count", "warc_single_gzip_members", len(multi_record_members))
+        if self.owned(rec_at):
+            yield from _record(fields, block, self.label(rec_at), path, self.max_doc_bytes)
+
+    def _bad_length(self, rec_at, fields, hlen: int, k: int, resume: int):
+        """A Content-Length that does not end at the record's end: the block up to ``k``, on from ``resume``."""
+        if self.owned(rec_at):
+            yield ("drop", _meta_row(fields, self.label(rec_at), self.path, bytes(self.s.buf[hlen:min(k, hlen + 10000)])),
+                   "bad_content_length")
+        self.s.consume(resume)
+
+    def _huge_record(self, rec_at, fields, hlen: int, length: int):
+        """Before trusting a huge Content-Length, look for a real header within the next max_body bytes."""
+        s = self.s
+        s.fill(hlen + self.max_body)
+        k = _header_in(s.buf, hlen, len(s.buf), valid=True)
+        if k != -1:
+            yield from self._bad_length(rec_at, fields, hlen, k, k)
+            return
+        if not _skip(s, hlen + length):
+            yield from self._cut_short(rec_at, fields)
+            return
+        if self.owned(rec_at):
+            if fields.get("warc-type") == "response":
+                yield ("drop", _meta_row(fields, self.label(rec_at), self.path, f"record of {length} bytes"), "too_large")
+            else:
+                yield ("skip", fields.get("warc-type") or "unknown")
+
+    def _cut_short(self, rec_at, fields=None):
+        """The record at ``rec_at`` ends at damage or at the end of the file: one row, and on."""
+        s, start, stop = self.s, self.start, self.stop
+        if s.damage is not None:
+            _, at, end, message = s.take_damage()
+            mine = self.owned(rec_at) if rec_at is not None else (at >= start and (stop is None or at < stop))
+            if mine:
+                where = rec_at if rec_at is not None else (at, 0)
+                text = f"compressed bytes {at}-{end} unreadable: {message}"
+                yield ("drop", _meta_row(fields or {}, self.label(where) + ("" if rec_at else ":damaged"), self.path,
+                                         text), "corrupt_" + self.kind)
+            if stop is not None and end >= stop:
+                s.eof = True  # what follows belongs to the next split
+            return
+        if rec_at is not None and self.owned(rec_at):
+            reason = "truncated_" + self.kind if s.truncated else "truncated_record"
+            text = bytes(s.buf[:10000]) if not fields else (s.truncated[2] if s.truncated else "")
+            yield ("drop", _meta_row(fields or {}, self.label(rec_at), self.path, text), reason)
+            s.truncated = None  # reported with this record
+        s.reset()
 
 
 def _skip(s: _Stream, n: int) -> bool:
