@@ -11,6 +11,7 @@ COMMANDS = {
     "stats": ("curate.commands.stats", "print the funnel of a finished run: per stage, documents in, kept, dropped by reason"),
     "train-quality": ("curate.commands.train_quality", "train a fastText quality classifier from positive and negative shards"),
     "clusters": ("curate.commands.clusters", "show near-duplicate clusters found by minhash_dedup"),
+    "stages": ("curate.commands.stages", "the stage reference: every stage's keys, defaults, meanings and reasons"),
     "extractor": ("curate.commands.extractor", "train the learned extraction model (the extract stage's blocks engine)"),
 }
 
@@ -18,6 +19,7 @@ EPILOG = """examples (from the repository root, after `make demo`):
   curate run pipelines/books.toml
   curate run pipelines/web.toml --input 'pipelines/sample/*.warc.gz' --output out/run1 --workers 2
   curate stats out/demo/curated/web
+  curate stages gopher_quality
   curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
   curate clusters out/demo/curated/web --show 5
   curate extractor train --help

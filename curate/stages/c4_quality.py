@@ -38,19 +38,20 @@ _POLICY_RE = re.compile("|".join(map(re.escape, C4_POLICY_SUBSTRINGS)))  # any o
 @dataclass
 class C4QualityParams:
     split_paragraph: bool = True          # rules apply to lines (C4); false: to sentences
-    remove_citations: bool = True
+    remove_citations: bool = True  # cut citation marks like [1], [edit], [citation needed] from kept lines
     filter_no_terminal_punct: bool = True  # FineWeb sets this to false
     min_num_sentences: int = 5             # -1: off
     min_words_per_line: int = 3            # -1: off
     max_word_length: int = 1000            # -1: off
-    filter_lorem_ipsum: bool = True
-    filter_javascript: bool = True
-    filter_curly_bracket: bool = True
-    filter_policy: bool = True
+    filter_lorem_ipsum: bool = True  # drop a document with 'lorem ipsum' in a kept line: c4_lorem_ipsum
+    filter_javascript: bool = True  # remove lines that mention javascript
+    filter_curly_bracket: bool = True  # drop a document with '{' in a kept line: c4_curly_bracket
+    filter_policy: bool = True  # remove lines with a cookie / terms-of-use / privacy-policy phrase
+    # a line must end in one of these (filter_no_terminal_punct)
     end_punctuation: list[str] = field(default_factory=lambda: list(C4_END_PUNCTUATION))
     words: str = "spacy"                   # how sentences are counted (see the module doc)
-    language: str = "en"
-    skip: list[str] = field(default_factory=list)
+    language: str = "en"  # spaCy language code for the word splitting
+    skip: list[str] = field(default_factory=list)  # reason codes of rules to turn off
 
     def __post_init__(self):
         check_skip(self.skip, C4_REASONS, "c4_quality")

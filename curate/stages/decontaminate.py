@@ -71,6 +71,7 @@ from curate.stages.minhash.shingles import words
 from curate.stages.minhash.store import load_npy, save_npy
 
 REASON = "contaminated"
+REASONS = {REASON: "no piece left after cutting eval n-grams, or more than max_splits pieces"}
 STATS_FILE = "decontam_stats.json"
 BATCH_DOCS = 2048
 SPLIT_ID = "split_id"
@@ -86,15 +87,17 @@ _PARTS = ("matches", "pairs", "frequent", "results", "ngrams.npy", "index.json",
 
 @dataclass
 class Params:
+    # evaluation sets: JSONL (.jsonl, .json, .gz) or text, one example a line
     eval_files: list[str] = field(default_factory=list)
-    ngram: int = 13
-    min_ngram: int = 8
+    ngram: int = 13  # n-gram length in words (GPT-3 / MT-NLG: 13)
+    min_ngram: int = 8  # an example of min_ngram..ngram-1 words is itself one n-gram
+    # JSONL keys holding eval text; [] = "text" if present, else every string value
     eval_fields: list[str] = field(default_factory=list)
-    window: int = 200
-    min_fragment: int = 200
-    max_splits: int = 10
-    max_matches: int = 10
-    split_output: str = "documents"
+    window: int = 200  # characters removed on each side of a matched n-gram
+    min_fragment: int = 200  # fragments shorter than this (characters) are dropped
+    max_splits: int = 10  # a document left in more pieces than this is removed
+    max_matches: int = 10  # an n-gram found in more documents than this is a common phrase, not cut (0: no limit)
+    split_output: str = "documents"  # "documents": pieces become documents (same id, split_id); "joined": one document
 
     def __post_init__(self):
         if not self.eval_files:

@@ -32,6 +32,7 @@ from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 
 REASON = "exact_duplicate"
+REASONS = {REASON: "the text equals an earlier document's (`duplicate_of` names it)"}
 STATS_FILE = "exact_stats.json"
 HASHES = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64())])
 TEXTS = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64()), ("id", pa.string()), ("text", pa.large_string())])

@@ -24,16 +24,18 @@ FINEWEB_STOP_CHARS = sorted(TERMINAL_PUNCTUATION)  # DataTrove's default stop_ch
 
 @dataclass
 class FineWebQualityParams:
-    line_punct_thr: float = 0.12
-    line_punct_exclude_zero: bool = False
-    short_line_thr: float = 0.67
-    short_line_length: int = 30
+    line_punct_thr: float = 0.12  # share of lines ending in stop_chars below this: fineweb_line_punct_ratio
+    line_punct_exclude_zero: bool = False  # true: a share of exactly 0 is kept
+    short_line_thr: float = 0.67  # share of short lines above this: fineweb_short_line_ratio
+    short_line_length: int = 30  # a line of at most this many characters is short
+    # share of characters in lines repeating an earlier one above this: fineweb_char_dup_ratio
     char_duplicates_ratio: float = 0.01
-    new_line_ratio: float = 0.3
+    new_line_ratio: float = 0.3  # newlines per token above this: fineweb_list_ratio
+    # characters that end a line with punctuation (DataTrove's TERMINAL_PUNCTUATION)
     stop_chars: list[str] = field(default_factory=lambda: list(FINEWEB_STOP_CHARS))
-    words: str = "spacy"
-    language: str = "en"
-    skip: list[str] = field(default_factory=list)
+    words: str = "spacy"  # "spacy" (DataTrove's tokens) or "regex" (Quarry's splitter, no spaCy)
+    language: str = "en"  # spaCy language code for the word splitting
+    skip: list[str] = field(default_factory=list)  # reason codes of rules to turn off
 
     def __post_init__(self):
         check_skip(self.skip, FINEWEB_REASONS, "fineweb_quality")

@@ -35,20 +35,23 @@ ALPHA_WORDS_OF = ("tokens", "words")
 
 @dataclass
 class GopherQualityParams:
-    min_doc_words: int = 50
-    max_doc_words: int = 100_000
-    min_avg_word_length: float = 3.0
-    max_avg_word_length: float = 10.0
-    max_symbol_word_ratio: float = 0.1
+    min_doc_words: int = 50  # fewer words than this: gopher_short_doc
+    max_doc_words: int = 100_000  # more words than this: gopher_long_doc
+    min_avg_word_length: float = 3.0  # mean word length (characters) below this: gopher_mean_word_length_low
+    max_avg_word_length: float = 10.0  # mean word length above this: gopher_mean_word_length_high
+    max_symbol_word_ratio: float = 0.1  # '#' or ellipses per token above this: gopher_symbol_ratio
+    # share of lines starting with a bullet (• or -) above this: gopher_bullet_lines
     max_bullet_lines_ratio: float = 0.9
-    max_ellipsis_lines_ratio: float = 0.3
+    max_ellipsis_lines_ratio: float = 0.3  # share of lines ending with an ellipsis above this: gopher_ellipsis_lines
+    # share of tokens (or words, alpha_words_of) holding a letter below this: gopher_alpha_words
     min_alpha_words_ratio: float = 0.8
     alpha_words_of: str = "tokens"  # "tokens" (DataTrove) or "words" (the Gopher paper)
-    min_stop_words: int = 2
+    min_stop_words: int = 2  # fewer distinct stop_words than this: gopher_stop_words
+    # the stop words counted by min_stop_words (case-sensitive)
     stop_words: list[str] = field(default_factory=lambda: list(GOPHER_STOP_WORDS))
-    words: str = "spacy"
-    language: str = "en"
-    skip: list[str] = field(default_factory=list)
+    words: str = "spacy"  # "spacy" (DataTrove's tokens) or "regex" (Quarry's splitter, no spaCy)
+    language: str = "en"  # spaCy language code for the word splitting
+    skip: list[str] = field(default_factory=list)  # reason codes of rules to turn off
 
     def __post_init__(self):
         check_skip(self.skip, GOPHER_QUALITY_REASONS, "gopher_quality")

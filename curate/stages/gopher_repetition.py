@@ -33,25 +33,25 @@ GOPHER_REPETITION_REASONS = {
 
 @dataclass
 class GopherRepetitionParams:
-    dup_para_frac: float = 0.3
-    dup_para_char_frac: float = 0.2
-    dup_line_frac: float = 0.3
-    dup_line_char_frac: float = 0.2
-    top_2gram_frac: float = 0.20
-    top_3gram_frac: float = 0.18
-    top_4gram_frac: float = 0.16
-    dup_5gram_frac: float = 0.15
-    dup_6gram_frac: float = 0.14
-    dup_7gram_frac: float = 0.13
-    dup_8gram_frac: float = 0.12
-    dup_9gram_frac: float = 0.11
-    dup_10gram_frac: float = 0.10
+    dup_para_frac: float = 0.3  # share of paragraphs repeating an earlier one above this: gopher_dup_para_frac
+    dup_para_char_frac: float = 0.2  # share of characters in repeated paragraphs above this: gopher_dup_para_char_frac
+    dup_line_frac: float = 0.3  # share of lines repeating an earlier one above this: gopher_dup_line_frac
+    dup_line_char_frac: float = 0.2  # share of characters in repeated lines above this: gopher_dup_line_char_frac
+    top_2gram_frac: float = 0.20  # share of characters in the most frequent 2-gram above this: gopher_top_2gram
+    top_3gram_frac: float = 0.18  # share of characters in the most frequent 3-gram above this: gopher_top_3gram
+    top_4gram_frac: float = 0.16  # share of characters in the most frequent 4-gram above this: gopher_top_4gram
+    dup_5gram_frac: float = 0.15  # share of characters in repeated 5-grams above this: gopher_dup_5gram
+    dup_6gram_frac: float = 0.14  # share of characters in repeated 6-grams above this: gopher_dup_6gram
+    dup_7gram_frac: float = 0.13  # share of characters in repeated 7-grams above this: gopher_dup_7gram
+    dup_8gram_frac: float = 0.12  # share of characters in repeated 8-grams above this: gopher_dup_8gram
+    dup_9gram_frac: float = 0.11  # share of characters in repeated 9-grams above this: gopher_dup_9gram
+    dup_10gram_frac: float = 0.10  # share of characters in repeated 10-grams above this: gopher_dup_10gram
     keep_empty: bool = False             # true: empty text is kept (nothing in it repeats)
     top_ngram_needs_repeat: bool = False  # true: an n-gram seen once is not a "top" n-gram
     exact_ngrams: bool = False            # true: n-grams equal only when their tokens are
-    words: str = "spacy"
-    language: str = "en"
-    skip: list[str] = field(default_factory=list)
+    words: str = "spacy"  # "spacy" (DataTrove's tokens) or "regex" (Quarry's splitter, no spaCy)
+    language: str = "en"  # spaCy language code for the word splitting
+    skip: list[str] = field(default_factory=list)  # reason codes of rules to turn off
 
     def __post_init__(self):
         check_skip(self.skip, GOPHER_REPETITION_REASONS, "gopher_repetition")

@@ -62,23 +62,26 @@ from curate.stages.minhash.signatures import (
 from curate.stages.minhash.store import load_npy
 
 REASON = "near_duplicate"
+REASONS = {REASON: "in a cluster of near duplicates and not its representative (`duplicate_of` names it)"}
 STATS_FILE = "minhash_stats.json"
 BAND_CHOICES = ("datasketch", "window")
 
 
 @dataclass
 class Params:
-    bands: int = DEFAULT_BANDS
-    rows: int = DEFAULT_ROWS
-    threshold: float = 0.0
-    band_choice: str = "datasketch"
+    bands: int = DEFAULT_BANDS  # b: LSH bands ...
+    rows: int = DEFAULT_ROWS  # r: ... of r rows each: b * r permutations
+    threshold: float = 0.0  # > 0: choose b and r (b * r <= bands * rows) for this Jaccard instead
+    band_choice: str = "datasketch"  # how threshold picks (b, r): "datasketch" (MinHashLSH's optimisation) or "window"
+    # datasketch's (false positive, false negative) weights for band_choice
     lsh_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
-    ngram: int = 5
-    verify: bool = False
-    verify_threshold: float = 0.0
-    seed: int = 42
+    ngram: int = 5  # word n-gram shingles
+    verify: bool = False  # check every member against its representative with the exact shingle Jaccard
+    verify_threshold: float = 0.0  # the Jaccard a member needs; 0 = threshold if given, else where P(s) = 0.5
+    seed: int = 42  # seed of the permutations
+    # "multiply_shift", "mod_prime" (exact, slower) or "datasketch" (its legacy signatures)
     permutation: str = "multiply_shift"
-    quality_column: str = "quality_score"
+    quality_column: str = "quality_score"  # the representative: highest score in this column, ties to the smallest id
 
     def __post_init__(self):
         if self.bands < 1 or self.rows < 1:
