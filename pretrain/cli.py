@@ -15,12 +15,14 @@ COMMANDS = {
     "generate": ("pretrain.commands.generate", "generate text from a checkpoint"),
     "export-hf": ("pretrain.commands.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),
     "report": ("pretrain.commands.report", "write the run report: funnel and loss plots, summary"),
+    "config": ("pretrain.commands.config", "the training config's reference: every table's keys, types, defaults, meanings"),
 }
 
 EPILOG = """examples (the paths exist after `make demo`):
   pretrain tokenizer train --input out/demo/curated/books out/demo/curated/web --vocab-size 4096 --output out/tok.model
   pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/web
   pretrain blend inspect data_specs/demo.toml --tokens 1e6
+  pretrain config train
   pretrain train --config pretrain/configs/tiny.toml
   torchrun --nproc-per-node 4 -m pretrain train --config pretrain/configs/tiny.toml --set parallel.tp=2 --set parallel.pp=2
   pretrain generate --checkpoint out/demo/checkpoints --prompt "The "

@@ -21,19 +21,19 @@ from curate.config import ConfigError, check_keys, coerce, load_toml  # noqa: F4
 @dataclass
 class ModelConfig:
     vocab_size: int | None = None  # real vocabulary size; None: read from data.tokenizer
-    hidden_size: int = 64
-    num_layers: int = 4
-    num_heads: int = 4
+    hidden_size: int = 64  # width of the residual stream (h)
+    num_layers: int = 4  # transformer blocks
+    num_heads: int = 4  # attention heads (hidden_size / num_heads is the head dim)
     ffn_hidden_size: int | None = None  # None: 4h (gelu), 8h/3 rounded up to a multiple of 64 (swiglu)
     max_seq_len: int | None = None  # None: data.seq_len
     norm: str = "layernorm"  # layernorm | rmsnorm
-    norm_eps: float = 1e-5
+    norm_eps: float = 1e-5  # epsilon of layernorm / rmsnorm
     position: str = "learned"  # learned | rope
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0  # RoPE base frequency (position = "rope")
     mlp: str = "gelu"  # gelu | swiglu
-    bias: bool = True
-    tie_embeddings: bool = True
-    init_std: float = 0.02
+    bias: bool = True  # biases in the attention and MLP layers and LayerNorm (GPT-2 style); false: none (LLaMA style)
+    tie_embeddings: bool = True  # the output head shares the input embedding's weights
+    init_std: float = 0.02  # std of the normal init (Megatron: output layers scaled by 1/sqrt(2 * num_layers))
     init_seed: int | None = None  # None: train.seed
     make_vocab_size_divisible_by: int = 128  # vocabulary padded to a multiple of this times tp; 0: no padding
     padded_vocab_size: int | None = None  # derived (or taken from a checkpoint being resumed)
@@ -48,11 +48,11 @@ MODEL_CHOICES = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "rope
 
 @dataclass
 class ParallelConfig:
-    tp: int = 1
-    pp: int = 1
+    tp: int = 1  # tensor-parallel ranks (innermost: keep them inside one node)
+    pp: int = 1  # pipeline-parallel stages
     vpp: int = 1  # virtual pipeline stages per pipeline rank (interleaved 1F1B when > 1)
     dp: int = 0  # 0: world_size // (tp * pp)
-    sequence_parallel: bool = False
+    sequence_parallel: bool = False  # norms run on sequence shards across the tp ranks (needs tp >= 2)
     pp_schedule: str = "auto"  # auto | 1f1b | interleaved_1f1b
     dp_mode: str = "fsdp"  # fsdp (FSDP2 fully_shard) | replicate (all-reduce, parameters replicated)
     fsdp_reshard_after_forward: bool | None = None  # None: true without pipeline parallelism, false with it
@@ -62,18 +62,18 @@ class ParallelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 100
-    micro_batch: int = 1
-    global_batch: int = 8
-    seed: int = 1234
-    lr: float = 3e-4
+    steps: int = 100  # optimizer steps to train to (a resumed run trains on to this step)
+    micro_batch: int = 1  # sequences per forward/backward on one rank
+    global_batch: int = 8  # sequences per optimizer step over all dp ranks (a multiple of micro_batch * dp)
+    seed: int = 1234  # the shuffle of the blend's samples and (without model.init_seed) the initialisation
+    lr: float = 3e-4  # peak learning rate (AdamW), reached after warmup_steps
     min_lr: float = 3e-5  # cosine decay floor
-    warmup_steps: int = 0
+    warmup_steps: int = 0  # linear warm-up from 0 to lr
     decay_steps: int | None = None  # None: steps (cosine from warmup_steps to decay_steps, then min_lr)
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
+    weight_decay: float = 0.1  # AdamW decoupled weight decay (not on biases and norms)
+    beta1: float = 0.9  # AdamW first-moment decay
+    beta2: float = 0.95  # AdamW second-moment decay
+    eps: float = 1e-8  # AdamW epsilon
     grad_clip: float = 1.0  # 0: off
     rampup_batch_size: list[int] | None = None  # [start, increment, samples], e.g. MT-NLG [32, 32, 5859375]
     eval_interval: int = 0  # 0: no evaluation
@@ -91,7 +91,7 @@ class DataConfig:
     kind: str = "blend"  # blend | synthetic
     blend: str | None = None  # a data_specs/*.toml blend spec
     tokenizer: str | None = None  # a sentencepiece .model, for the vocabulary size
-    seq_len: int = 256
+    seq_len: int = 256  # tokens per training sequence
     cache_dir: str | None = None  # blend index cache (pretrain blend build --out); None: built in memory
     order: str = "stable"  # stable (the first N samples never depend on train.steps) | megatron (its arrays)
 
@@ -107,7 +107,7 @@ class CheckpointConfig:
 class LogConfig:
     dir: str | None = None  # metrics.jsonl and TensorBoard events; None: stdout only
     interval: int = 1  # stdout line every N steps
-    tensorboard: bool = True
+    tensorboard: bool = True  # also write TensorBoard events to log.dir
 
 
 @dataclass
@@ -124,15 +124,15 @@ class Config:
 
 
 TABLES = {f.name: f.type for f in dataclasses.fields(Config)}
-_TABLE_CLASSES = {"model": ModelConfig, "parallel": ParallelConfig, "train": TrainConfig, "data": DataConfig,
+TABLE_CLASSES = {"model": ModelConfig, "parallel": ParallelConfig, "train": TrainConfig, "data": DataConfig,
                   "checkpoint": CheckpointConfig, "log": LogConfig}
 
 
 def from_dict(raw: dict) -> Config:
     cfg = Config()
     for table, values in raw.items():
-        if table not in _TABLE_CLASSES:
-            raise ConfigError(f"unknown table [{table}]; known: {', '.join(_TABLE_CLASSES)}")
+        if table not in TABLE_CLASSES:
+            raise ConfigError(f"unknown table [{table}]; known: {', '.join(TABLE_CLASSES)}")
         if not isinstance(values, dict):
             raise ConfigError(f"[{table}] must be a table")
         section = getattr(cfg, table)

@@ -294,6 +294,23 @@ def test_every_stage_key_has_a_meaning():
     assert not missing, "keys without a `# comment` on their Params field line: " + ", ".join(missing)
 
 
+def test_config_reference_is_in_sync_and_complete(capsys):
+    from pretrain.cli import main as pretrain_main
+    from pretrain.commands import config as config_command
+    from pretrain.config import TABLE_CLASSES
+
+    generated = config_command.markdown(list(TABLE_CLASSES))
+    assert (ROOT / "docs" / "config.md").read_text(encoding="utf-8") == generated, (
+        "docs/config.md is stale: regenerate it with `pretrain config --markdown > docs/config.md`")
+    from curate.field_docs import describe
+    missing = [f"{t}.{k.name}" for t, cls in TABLE_CLASSES.items() for k in describe(cls) if not k.meaning]
+    assert not missing, "config keys without a `# comment` on their field line: " + ", ".join(missing)
+    assert pretrain_main(["config", "train"]) == 0
+    out = capsys.readouterr().out
+    assert "global_batch (int, default 8)" in out and "[model]" not in out
+    assert pretrain_main(["config", "nosuch"]) == 2
+
+
 def test_every_stage_lists_its_reasons():
     for t in STAGES:
         own = [code for code, _ in stages_command.reasons(t) if code != "stage_error"]

@@ -19,10 +19,9 @@ Splits (each owns the lines that *start* in it):
 - otherwise compressed as one stream (zstd, bz2, xz; gzip without an index or whose index cannot be built: damaged,
   truncated): up to ``MAX_STREAM_SPLITS[kind]`` ranges of the *decompressed* stream; every split decompresses
   from the start and skips (counting newlines only) up to its range, so planning costs nothing but the total
-  decompression grows to about ``(n + 1) / 2`` times the file's. zstd decompresses at over 1 GB/s per core,
-  about a thousand times the map stages' speed, so 32 splits add about 1% to a run's work; gzip is slower
-  and this path is only its fallback: 8 (``benchmarks/read_splits.py`` prints both); bz2 and xz (tens of
-  MB/s, still tens of times the map stages): 8.
+  decompression grows to about ``(n + 1) / 2`` times the file's. zstd decompresses far faster than the map
+  stages run, so it gets 32 splits; gzip (this path is only its fallback), bz2 and xz get 8
+  (``benchmarks/read_splits.py`` prints the costs; figures in docs/benchmarks.md).
 
 A split with an index that has gone missing (removed with the run's plans) is read the second way, with the
 same records and ids.

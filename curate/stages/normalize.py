@@ -7,13 +7,13 @@ surrogates, terminal escapes, ftfy's list of control characters, then NFC) excep
 quotes are kept (they are text). ``tests/test_normalize.py`` proves the equality on real text,
 mojibake, entities, ligatures, full-width forms, joiners and controls.
 
-ftfy's ``fix_text`` is the slowest step of a cheap pipeline (about 2.6 MB/s here), and most of its
+ftfy's ``fix_text`` is the slowest step of a cheap pipeline (docs/benchmarks.md), and most of its
 work is looking for problems clean text does not have. So ``fix_text`` is called only on text that
 one of its steps could change (``skip_clean = false`` calls it on everything): text holding an HTML
 entity, a character of one of ftfy's tables (ligatures, widths, control characters), a C1 control,
 a line break other than ``\n``, a surrogate or an escape; text not already in ``normalization``
-form; or text whose lines ftfy's ``is_bad`` regex flags as mojibake. ``is_bad`` scans at about
-5 MB/s, so a cheaper gate runs first: every pattern of ftfy's badness regex needs either two adjacent
+form; or text whose lines ftfy's ``is_bad`` regex flags as mojibake. ``is_bad`` is itself slow,
+so a cheaper gate runs first: every pattern of ftfy's badness regex needs either two adjacent
 non-ASCII characters or one of a few characters named in its one-character patterns; the gate
 (derived from ftfy's own regex at import) looks for exactly those. Text none of this finds is left
 as it is, which is what ``fix_text`` would return.
@@ -149,7 +149,7 @@ _BADNESS_BY_LINE = re.compile(BADNESS_RE.pattern, BADNESS_RE.flags | re.MULTILIN
 
 
 def _mojibake_gate() -> re.Pattern:
-    """A regex that matches every text ftfy's ``BADNESS_RE`` matches (a superset, 10x cheaper)."""
+    """A regex that matches every text ftfy's ``BADNESS_RE`` matches (a superset, much cheaper)."""
     import re._parser as parser
 
     from ftfy.badness import BADNESS_RE
