@@ -32,60 +32,81 @@ def call(args: tuple):
 
 
 def read_task(task: ReadTask) -> Marker:
-    chain = StageChain(task.step, task.task_id)
-    read = StageCounts(READ_STAGE, skipped={})
-    counters: dict[str, int] = {}
-    batch, dropped = [], []
-    batches, drop_flushes, n_dropped = 0, 0, 0
-
-    def to_table(rows):
-        table, replaced = rows_to_table(rows, BASE_SCHEMA)
-        if replaced:
-            counters["surrogates_replaced"] = counters.get("surrogates_replaced", 0) + replaced
-        return table
-
-    def flush():
-        nonlocal batches
-        table = to_table(batch)
-        batch.clear()
-        chain.run(table, f"{task.task_id}-{batches:05d}")
-        batches += 1
-
-    def flush_dropped():
-        nonlocal drop_flushes, n_dropped
-        table = to_table([{k: d[k] for k in BASE_SCHEMA.names} for d in dropped])
-        stem = task.task_id if drop_flushes == 0 else f"{task.task_id}-{drop_flushes:05d}"
-        drop_flushes += 1
-        chain.write_dropped(mark_dropped(table, READ_STAGE, [d[REASON] for d in dropped]), READ_STAGE, stem)
-        n_dropped += len(dropped)
-        dropped.clear()
-
+    out = _ReadOutput(task)
     items = readers.read_split(task.split, text_field=task.source.get("text_field", "text"),
                                id_field=task.source.get("id_field", "id"), max_doc_bytes=task.max_doc_bytes)
     for item in items:
         kind = item[0]
         if kind == "doc":
-            batch.append(item[1])
-            read.kept += 1
-            if len(batch) >= task.shard_rows:
-                flush()
+            out.keep(item[1])
         elif kind == "drop":
-            dropped.append({**{k: item[1].get(k, "") for k in BASE_SCHEMA.names}, REASON: item[2]})
-            read.drop(item[2])
-            if len(dropped) >= task.shard_rows:  # memory stays bounded however much of a split is junk
-                flush_dropped()
+            out.set_aside(item[1], item[2])
         elif kind == "skip":
-            read.skipped[item[1]] = read.skipped.get(item[1], 0) + 1
+            out.read.skipped[item[1]] = out.read.skipped.get(item[1], 0) + 1
         elif kind == "count":
-            counters[item[1]] = counters.get(item[1], 0) + int(item[2])
-    if batch:
-        flush()
-    if dropped:
-        flush_dropped()
-    read.docs_in = read.kept + n_dropped
-    if counters:
-        read.counters = dict(sorted(counters.items()))
-    return chain.marker(task.key, [read], docs=read.docs_in)
+            out.count(item[1], int(item[2]))
+    return out.finish()
+
+
+class _ReadOutput:
+    """What a read task does with the reader's items: documents go to the step's stages in batches of
+    ``shard_rows``; what the reader sets aside is written in batches as large (memory stays bounded however
+    much of a split is junk); the reader's own counts."""
+
+    def __init__(self, task: ReadTask):
+        self.task = task
+        self.chain = StageChain(task.step, task.task_id)
+        self.read = StageCounts(READ_STAGE, skipped={})
+        self.counters: dict[str, int] = {}
+        self.batch: list[dict] = []
+        self.dropped: list[dict] = []
+        self.batches = self.drop_flushes = self.n_dropped = 0
+
+    def keep(self, doc: dict) -> None:
+        self.batch.append(doc)
+        self.read.kept += 1
+        if len(self.batch) >= self.task.shard_rows:
+            self._flush()
+
+    def set_aside(self, row: dict, reason: str) -> None:
+        self.dropped.append({**{k: row.get(k, "") for k in BASE_SCHEMA.names}, REASON: reason})
+        self.read.drop(reason)
+        if len(self.dropped) >= self.task.shard_rows:
+            self._flush_dropped()
+
+    def count(self, name: str, n: int) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def finish(self) -> Marker:
+        if self.batch:
+            self._flush()
+        if self.dropped:
+            self._flush_dropped()
+        self.read.docs_in = self.read.kept + self.n_dropped
+        if self.counters:
+            self.read.counters = dict(sorted(self.counters.items()))
+        return self.chain.marker(self.task.key, [self.read], docs=self.read.docs_in)
+
+    def _table(self, rows: list[dict]):
+        table, replaced = rows_to_table(rows, BASE_SCHEMA)
+        if replaced:
+            self.count("surrogates_replaced", replaced)
+        return table
+
+    def _flush(self) -> None:
+        table = self._table(self.batch)
+        self.batch.clear()
+        self.chain.run(table, f"{self.task.task_id}-{self.batches:05d}")
+        self.batches += 1
+
+    def _flush_dropped(self) -> None:
+        task_id = self.task.task_id
+        table = self._table([{k: d[k] for k in BASE_SCHEMA.names} for d in self.dropped])
+        stem = task_id if self.drop_flushes == 0 else f"{task_id}-{self.drop_flushes:05d}"
+        self.drop_flushes += 1
+        self.chain.write_dropped(mark_dropped(table, READ_STAGE, [d[REASON] for d in self.dropped]), READ_STAGE, stem)
+        self.n_dropped += len(self.dropped)
+        self.dropped.clear()
 
 
 def map_task(task: MapTask) -> Marker:
