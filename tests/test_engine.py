@@ -399,19 +399,3 @@ def test_damaged_task_records_are_redone_and_a_damaged_run_file_is_refused(tmp_p
     (out / "run.json").write_text("[]")
     with pytest.raises(ConfigError, match="run.json is damaged"):
         run_pipeline(load_pipeline(p), LocalExecutor(1), progress=False)
-
-
-def test_help_examples_name_files_that_make_demo_makes():
-    """`curate --help` examples work when copied after `make demo`: the pipeline files exist and the folders
-    they name are ones pipelines/demo.sh writes (not a parent folder such as out/demo/curated)."""
-    from curate.cli import EPILOG
-
-    demo = (ROOT / "pipelines" / "demo.sh").read_text().replace('"$OUT', "out/demo").replace('"', " ")
-    written = {w for w in demo.split() if w.startswith("out/demo/")}
-    named = [w for line in EPILOG.splitlines() if line.strip().startswith("curate ") for w in line.split()]
-    assert any(w.endswith(".toml") for w in named) and any(w.startswith("out/demo/") for w in named)
-    for w in named:
-        if w.endswith(".toml"):
-            assert (ROOT / w).is_file(), w
-        elif w.startswith("out/demo/") and not w.endswith(".bin"):
-            assert w in written, (w, sorted(written))

@@ -33,17 +33,6 @@ def test_help_of_every_command_imports_no_heavy_library():
         assert name in out.stdout
 
 
-def test_defaults_repeated_by_the_commands_equal_the_libraries():
-    from pretrain.commands import blend as blend_cmd
-    from pretrain.commands import tokenizer as tokenizer_cmd
-    from pretrain.data import blend, gpt_dataset, tokenizer
-
-    assert tokenizer_cmd.DEFAULT_MAX_BYTES == tokenizer.DEFAULT_MAX_BYTES
-    assert blend_cmd.DEFAULT_SEED == blend.DEFAULT_SEED
-    assert blend_cmd.DEFAULT_MAX_EPOCHS == blend.DEFAULT_MAX_EPOCHS
-    assert tuple(blend_cmd.ORDERS) == tuple(gpt_dataset.ORDERS)
-
-
 def test_export_writes_every_file_with_the_mode_of_an_ordinary_write(tmp_path):
     from pretrain.export_hf import export_model
     from tests.test_export_hf import ARCHS, tiny_model
@@ -56,32 +45,6 @@ def test_export_writes_every_file_with_the_mode_of_an_ordinary_write(tmp_path):
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file()}
     assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
-
-
-def test_help_examples_parse_and_name_what_the_demo_writes():
-    """Each example of `pretrain --help` parses with its command's flags, and every out/demo/... path it names is
-    one that pipelines/demo.sh writes (or a repository file)."""
-    import argparse
-    import re
-    import shlex
-
-    from pretrain.cli import COMMANDS, EPILOG
-
-    demo = (ROOT / "pipelines" / "demo.sh").read_text().replace('"$OUT', '"out/demo')
-    lines = [line.strip() for line in EPILOG.splitlines() if line.strip().startswith(("pretrain ", "torchrun "))]
-    assert len(lines) >= 7
-    for line in lines:
-        argv = shlex.split(line)
-        argv = argv[argv.index("pretrain") + 1:]
-        parser = argparse.ArgumentParser()
-        sub = parser.add_subparsers(dest="command", required=True)
-        for name, (module, _) in COMMANDS.items():
-            __import__(module, fromlist=["add_arguments"]).add_arguments(sub.add_parser(name))
-        parser.parse_args(argv)  # SystemExit on an unknown flag or a missing argument
-        for path in re.findall(r"\bout/demo/[\w./-]+", line):
-            assert f'"{path}"' in demo or f'"{path} ' in demo or f"{path}\"" in demo, (path, line)
-        for path in re.findall(r"\b(?:pretrain/configs|data_specs)/[\w./-]+", line):
-            assert (ROOT / path).is_file(), path
 
 
 def test_the_first_step_of_a_run_is_printed_at_once(capsys):

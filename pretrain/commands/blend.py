@@ -6,9 +6,8 @@ import argparse
 import math
 import sys
 
-DEFAULT_SEED = 1234  # Megatron-LM's --seed default (pretrain.data.blend.DEFAULT_SEED)
-DEFAULT_MAX_EPOCHS = 4.0  # pretrain.data.blend.DEFAULT_MAX_EPOCHS
-ORDERS = ("stable", "megatron")  # pretrain.data.gpt_dataset.ORDERS
+from pretrain.data.defaults import DEFAULT_MAX_EPOCHS, DEFAULT_SEED, ORDERS
+
 
 
 def _count(text: str) -> int:

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-DEFAULT_MAX_BYTES = 100_000_000  # pretrain.data.tokenizer.DEFAULT_MAX_BYTES (not imported: --help stays fast)
+from pretrain.data.defaults import DEFAULT_MAX_BYTES
+
 
 
 def _bytes(text: str) -> int:

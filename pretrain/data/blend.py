@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
+from pretrain.data.defaults import DEFAULT_MAX_EPOCHS
 from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
@@ -35,8 +36,6 @@ from pretrain.data.gpt_dataset import (
 from pretrain.data.indexed import IndexedDataset
 
 MID_LEVEL_SURPLUS = 0.005
-DEFAULT_SEED = 1234  # Megatron-LM's --seed default
-DEFAULT_MAX_EPOCHS = 4.0
 
 
 # ------------------------------------------------------------------------------------ blending indices

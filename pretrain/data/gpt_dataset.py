@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrain.data.defaults import ORDERS
 from pretrain.data.indexed import IndexedDataset, atomic_file
 
 SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"
 LAST_EPOCH_THRESHOLD = 0.80
 CACHE_FORMAT = 1
-ORDERS = ("stable", "megatron")  # see pretrain/data/stable_order.py
 
 
 class EmptySplitError(ValueError):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_MAX_BYTES = 100_000_000
+from pretrain.data.defaults import DEFAULT_MAX_BYTES
+
 MAX_LINE_BYTES = 4096  # SentencePiece skips training sentences longer than max_sentence_length (4192)
 SPECIALS = {"unk_id": 0, "bos_id": 1, "eod_id": 2, "pad_id": 3}
 
