@@ -7,6 +7,11 @@ stages in their main thread); elsewhere the deadline does nothing. Python code i
 the timer fires; a running C call (lexbor, resiliparse) is not, and the handler runs the moment it returns:
 the document is still set aside, but the time was spent. What bounds the C part is the stage's size limit
 and the depth guards of the engines.
+
+The timer repeats every ``RETRY_S`` after it first fires: an exception raised while Python runs a finalizer
+(a weakref callback, ``__del__``) is printed and dropped by the interpreter, so one signal alone may be lost.
+And a call that returns after its time ran out (its first exception dropped) is still a timeout: the verdict
+depends only on the CPU time spent, not on where the signal happened to land.
 """
 from __future__ import annotations
 
@@ -18,8 +23,7 @@ class ExtractTimeout(Exception):
     pass
 
 
-def _on_alarm(signum, frame):
-    raise ExtractTimeout()
+RETRY_S = 0.02
 
 
 class CpuDeadline:
@@ -31,10 +35,15 @@ class CpuDeadline:
         self.enabled = (seconds > 0 and hasattr(signal, "setitimer")
                         and threading.current_thread() is threading.main_thread())
         self._old = None
+        self.expired = False
+
+    def _on_alarm(self, signum, frame):
+        self.expired = True
+        raise ExtractTimeout()
 
     def __enter__(self):
         if self.enabled:
-            self._old = signal.signal(signal.SIGPROF, _on_alarm)
+            self._old = signal.signal(signal.SIGPROF, self._on_alarm)
         return self
 
     def __exit__(self, *exc):
@@ -46,8 +55,12 @@ class CpuDeadline:
     def call(self, fn, *args):
         if not self.enabled:
             return fn(*args)
+        self.expired = False
         try:
-            signal.setitimer(signal.ITIMER_PROF, self.seconds)
-            return fn(*args)
+            signal.setitimer(signal.ITIMER_PROF, self.seconds, RETRY_S)
+            result = fn(*args)
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
+        if self.expired:
+            raise ExtractTimeout()
+        return result
