@@ -32,7 +32,8 @@ from pretrain.trainer import Trainer, evaluate
 
 
 def train(cfg: Config) -> dict:
-    """Run (or resume) training; returns {"losses": {step: loss}, "val_losses": {...}, "step", "consumed_samples"}.
+    """Run (or resume) training; returns {"losses": {step: loss}, "val_losses": {...}, "evals": {step: {"eval/NAME/METRIC":
+    value}}, "step", "consumed_samples"}.
     Every rank returns the same losses."""
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
@@ -82,7 +83,7 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
     log.peak_name = peak.label.split(" (")[0]
     log.info(f"MFU against the {peak.label}; attention FLOPs counted causally (pretrain/flops.py)")
     window = StepWindow(cfg, peak, env.layout.world_size, log, first_step=step + 1)
-    val_losses = {}
+    val_losses, evals = {}, {}
     load_data = env.layout.pp == 1 or parts.has_first_stage or parts.has_last_stage
     batches = None
     if load_data and step < t.steps:
@@ -122,8 +123,9 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
             if evaluating or saving or task_results or window.due(step) or step == t.steps:
                 window.flush(last_ckpt)
             if task_results:
+                evals[step] = flat_metrics(task_results)
                 log.eval({"step": step, "consumed_samples": consumed, "tokens": consumed * cfg.data.seq_len,
-                          **flat_metrics(task_results)})
+                          **evals[step]})
             if saving:
                 meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
                         "world_size": env.layout.world_size,
@@ -136,7 +138,7 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
         if batches is not None:
             batches.close()
     local_numel = sum((q.to_local() if isinstance(q, DTensor) else q).numel() for q in parts.parameters())
-    return {"losses": window.losses, "val_losses": val_losses, "grad_norms": window.grad_norms, "step": step,
+    return {"losses": window.losses, "val_losses": val_losses, "evals": evals, "grad_norms": window.grad_norms, "step": step,
             "consumed_samples": consumed, "stage_ids": parts.stage_ids, "local_param_numel": local_numel}
 
 
