@@ -7,7 +7,6 @@ then each rank allocates and initialises only its shards.
 from __future__ import annotations
 
 import contextlib
-
 from dataclasses import dataclass, field
 
 import torch
