@@ -114,7 +114,7 @@ class LogConfig:
 class EvalConfig:
     interval: int = 0  # run eval.tasks every this many steps and at the last step; 0: at the last step only
     tasks: list[dict] = field(default_factory=list)  # [[eval.tasks]]: name, kind (bpb|cloze|choice), path, shots, stride, limit (see `pretrain eval --help`)
-    batch_size: int | None = None  # sequences per evaluation forward on a rank; None: train.micro_batch
+    batch_size: int | None = None  # sequences per evaluation forward on a rank; None (and under pipeline parallelism): train.micro_batch
 
 
 @dataclass

@@ -140,7 +140,6 @@ def evaluate_checkpoint(checkpoint: str, specs: list[TaskSpec], *, step: int | N
                          f"vocab_size {model_cfg.vocab_size}: pass the tokenizer it was trained with (--tokenizer)")
     window = model_cfg.max_seq_len
     tasks = prepare_tasks(specs, tok, window)
-    rank0 = not dist.is_initialized() or dist.get_rank() == 0
     if world > 1:
         start_process_group(dev)
         parts, cfg = _parallel_parts(d, model_cfg, tp, pp, batch_size, dev, world)
