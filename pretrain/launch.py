@@ -98,7 +98,7 @@ def _children(pid: int) -> list[int] | None:
 @dataclass
 class Attempt:
     returncode: int
-    deliberate: bool  # pretrain train stopped on purpose: restarting would not help
+    deliberate: str  # pretrain train's message when it stopped on purpose (restarting would not help), else ""
     workers_started: bool
 
 
@@ -109,6 +109,7 @@ class Supervisor:
         self.plan, self.out = plan, out or sys.stdout
         self.proc: subprocess.Popen | None = None
         self.stopping = False
+        self.quiet = False  # torchrun's output is left out (it is being ended after a deliberate stop)
 
     def say(self, text: str) -> None:
         print(f"pretrain launch: {text}", file=sys.stderr, flush=True)
@@ -130,9 +131,9 @@ class Supervisor:
                     self.say("stopped by a signal; not restarting")
                     return result.returncode
                 if result.deliberate:
-                    self.say(f"pretrain train stopped on purpose (exit code {result.returncode}, message above); "
-                             f"not restarting: fix what it says, then run the same command again")
-                    return result.returncode
+                    self.say("pretrain train stopped on purpose (its message is above); not restarting: fix what "
+                             "it says, then run the same command again")
+                    return 3 if "not finite" in result.deliberate else 2  # pretrain train's own exit codes
                 if not result.workers_started:
                     self.say(f"no worker started within --timeout {plan.timeout_s:g} s: the other launchers did not "
                              f"join (start the same `pretrain launch` line on every node, with the same "
@@ -159,10 +160,11 @@ class Supervisor:
 
     def run_attempt(self) -> Attempt:
         plan = self.plan
+        self.quiet = False
         self.proc = proc = subprocess.Popen(torchrun_command(plan), env=attempt_env(), stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True, bufsize=1,
                                             start_new_session=True)
-        deliberate = threading.Event()
+        deliberate: list[str] = []
         reader = threading.Thread(target=self._relay, args=(proc, deliberate), daemon=True)
         reader.start()
         started = False
@@ -170,9 +172,10 @@ class Supervisor:
         stop_at = None
         while proc.poll() is None:
             time.sleep(0.5)
-            if deliberate.is_set():  # torchrun would restart workers that will stop the same way: end it
+            if deliberate:  # torchrun would restart workers that will stop the same way: end it
                 stop_at = stop_at or time.monotonic() + 3  # (after the other ranks' messages)
-                if time.monotonic() >= stop_at:
+                if time.monotonic() >= stop_at and not self.quiet:
+                    self.quiet = True  # torchrun's traceback about the signal says nothing new
                     self._end_group(proc, signal.SIGTERM)
             kids = _children(proc.pid)
             now = time.monotonic()
@@ -187,12 +190,14 @@ class Supervisor:
                          f"up after {plan.timeout_s:g} s")
         self._end_group(proc)
         reader.join(timeout=10)
-        return Attempt(proc.returncode, deliberate.is_set(), started)
+        return Attempt(proc.returncode, deliberate[0] if deliberate else "", started)
 
-    def _relay(self, proc, deliberate: threading.Event) -> None:
+    def _relay(self, proc, deliberate: list[str]) -> None:
         for line in proc.stdout:
             if DELIBERATE_STOP.match(line):
-                deliberate.set()
+                deliberate.append(line)
+            if self.quiet:
+                continue
             self.out.write(line)
             self.out.flush()
 

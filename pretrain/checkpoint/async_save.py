@@ -16,7 +16,6 @@ import concurrent.futures
 import contextlib
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch.distributed as dist
@@ -41,9 +40,8 @@ def start(state: dict, d: Path, finish) -> None:
     (checksums, manifest, ``latest``) there. Every rank calls it at the same step."""
     global _EXECUTOR, _PENDING
     group = _group()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        written = dcp.async_save(state, checkpoint_id=str(d / "dcp"), process_group=group)
+    written = dcp.async_save(state, checkpoint_id=str(d / "dcp"), process_group=group,
+                             no_dist=not dist.is_initialized())  # one process: no collectives
     if _EXECUTOR is None:
         _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="quarry-ckpt")
 

@@ -60,7 +60,7 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _look(token: str, dirs: list[tuple[str, str]], sizes: dict[str, int]) -> list[str]:
+def _look(token: str, dirs: list[tuple[str, str]], sizes: dict[str, int], where0: dict[str, str]) -> list[str]:
     """What this rank does not see as rank 0 does."""
     out = []
     for key, path in dirs:
@@ -70,8 +70,8 @@ def _look(token: str, dirs: list[tuple[str, str]], sizes: dict[str, int]) -> lis
         except OSError:
             ok = False
         if not ok:
-            out.append(f"{key} = {path} (here {Path(path).resolve()}): the token file rank 0 wrote there is not "
-                       f"visible")
+            out.append(f"{key} = {path}: the file rank 0 wrote in {where0.get(path, path)} is not visible in "
+                       f"{Path(path).resolve()} here")
     for path, size in sizes.items():
         mine = _size(path)
         if mine != size:
@@ -92,10 +92,11 @@ def check_shared_storage(cfg) -> None:
         for _, path in dirs:
             Path(path).mkdir(parents=True, exist_ok=True)
             write_atomic(Path(path) / f"{TOKEN_PREFIX}{token}", token)
-        payload = [(token, {p: _size(p) for p in data_files(cfg)}, socket.gethostname())]
+        payload = [(token, {p: _size(p) for p in data_files(cfg)}, socket.gethostname(),
+                    {path: str(Path(path).resolve()) for _, path in dirs})]
     dist.broadcast_object_list(payload, src=0)
-    token, sizes, host0 = payload[0]
-    mine = (rank, socket.gethostname(), _look(token, dirs, sizes))
+    token, sizes, host0, where0 = payload[0]
+    mine = (rank, socket.gethostname(), _look(token, dirs, sizes, where0))
     found: list = [None] * dist.get_world_size()
     dist.all_gather_object(found, mine)
     if rank == 0:
