@@ -27,11 +27,12 @@ def same_checkpoints(a, b) -> None:
         assert torch.equal(wa[name], wb[name]), name
 
 
+@pytest.mark.slow
 def test_async_save_gives_the_same_losses_and_checkpoints(tmp_path):
     runs = {}
     for mode in ("sync", "async"):
         cfg = tiny_config({"train.steps": 4, "checkpoint.interval": 2, "checkpoint.dir": str(tmp_path / mode),
-                           "checkpoint.async_save": mode == "async"})
+                           "checkpoint.async_save": mode == "async", "train.decay_steps": 6})
         runs[mode] = train_losses(config_dict(cfg))["losses"]
         assert async_save.pending() is None  # the run waited for its last background save
         assert (tmp_path / mode / "latest").read_text().strip() == "step_00000004"
@@ -42,8 +43,8 @@ def test_async_save_gives_the_same_losses_and_checkpoints(tmp_path):
         same_checkpoints(d, ckpt.step_dir(tmp_path / "sync", step))
     # resuming from a background-written checkpoint continues the curve
     more = tiny_config({"train.steps": 6, "checkpoint.interval": 2, "checkpoint.dir": str(tmp_path / "async"),
-                        "checkpoint.async_save": True})
-    whole = tiny_config({"train.steps": 6})
+                        "checkpoint.async_save": True, "train.decay_steps": 6})
+    whole = tiny_config({"train.steps": 6, "train.decay_steps": 6})
     assert train_losses(config_dict(more))["losses"] == {s: v for s, v in train_losses(config_dict(whole))[
         "losses"].items() if s > 4}
 

@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch.distributed as dist
@@ -40,6 +41,8 @@ def start(state: dict, d: Path, finish) -> None:
     (checksums, manifest, ``latest``) there. Every rank calls it at the same step."""
     global _EXECUTOR, _PENDING
     group = _group()
+    if not dist.is_initialized():  # one process: DCP warns from its own thread, where no catch_warnings reaches
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
     written = dcp.async_save(state, checkpoint_id=str(d / "dcp"), process_group=group,
                              no_dist=not dist.is_initialized())  # one process: no collectives
     if _EXECUTOR is None:

@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from pretrain.checkpoint.find import CheckpointError
-from pretrain.checkpoint.safe_load import read_dcp_metadata
+from pretrain.checkpoint.safe_load import UnsafeCheckpointError, read_dcp_metadata
 
 # model keys a user does not set directly: what sets them
 _SET_BY = {
@@ -28,7 +28,10 @@ _IGNORED = ("init_seed", "init_std")  # no shape depends on them
 def shape_differences(d: Path, model_state: dict) -> list[tuple[str, tuple, tuple]]:
     """[(tensor name, shape in the checkpoint, shape in the model)] for the model's tensors whose global shape
     differs from the checkpoint's (tensors the checkpoint lacks are left to the loader)."""
-    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    try:
+        metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
     out = []
     for name, tensor in model_state.items():
         size = getattr(metadata.get(f"model.{name}"), "size", None)
