@@ -38,7 +38,7 @@ DELIBERATE_STOP = re.compile(r"^(\[[^\]]*\]:?\s*)*pretrain train: ")  # a messag
 
 @dataclass
 class LaunchPlan:
-    nnodes: str = "1"  # "N" or "MIN:MAX"
+    nnodes: str = "1"  # launchers (nodes) in the job
     nproc_per_node: int = 1
     rdzv_endpoint: str | None = None  # HOST:PORT; None with one node: torchrun --standalone
     rdzv_id: str = "quarry"
@@ -50,7 +50,7 @@ class LaunchPlan:
 
     @property
     def max_nodes(self) -> int:
-        return int(self.nnodes.split(":")[-1])
+        return int(self.nnodes)
 
     @property
     def standalone(self) -> bool:
@@ -70,6 +70,17 @@ def torchrun_command(plan: LaunchPlan) -> list[str]:
             "--max-restarts", str(plan.max_restarts), "--monitor-interval", "1",
             "-m", "pretrain", "train", *plan.train_args]
     return cmd
+
+
+def _end_with_parent() -> None:
+    """In the torchrun child before it runs (Linux): SIGTERM when this supervisor dies, even by SIGKILL, so that
+    no launcher and its workers outlive it unsupervised."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def attempt_env() -> dict:
@@ -163,7 +174,7 @@ class Supervisor:
         self.quiet = False
         self.proc = proc = subprocess.Popen(torchrun_command(plan), env=attempt_env(), stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=_end_with_parent)
         deliberate: list[str] = []
         reader = threading.Thread(target=self._relay, args=(proc, deliberate), daemon=True)
         reader.start()

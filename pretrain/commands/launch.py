@@ -17,7 +17,7 @@ worker runs the command says every --notice seconds what it waits for.
 
 examples:
   pretrain launch --nproc-per-node 4 --config pretrain/configs/tiny.toml --set parallel.tp=2 --set data.kind=synthetic --set model.vocab_size=256
-  pretrain launch --nnodes 2 --nproc-per-node 8 --rdzv-endpoint head-node:29500 --rdzv-id run1 --max-restarts 3 --config pretrain/configs/tiny.toml --set parallel.tp=8
+  pretrain launch --nnodes 2 --nproc-per-node 8 --rdzv-endpoint head-node:29500 --rdzv-id run1 --max-restarts 3 --config pretrain/configs/tiny.toml --set parallel.tp=4 --set parallel.pp=2
   pretrain launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29500 --dry-run --config pretrain/configs/tiny.toml
 """
 
@@ -27,7 +27,7 @@ def add_arguments(parser) -> None:
 
     parser.epilog = HELP_EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--nnodes", default="1", help="launchers (nodes) in the job: N, or MIN:MAX (default 1)")
+    parser.add_argument("--nnodes", default="1", help="launchers (nodes) in the job (default 1)")
     parser.add_argument("--nproc-per-node", type=int, default=1, help="trainer processes on this node (default 1)")
     parser.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, the same on every node (needed "
                         "with --nnodes > 1; one node without it: torchrun --standalone)")
@@ -50,12 +50,8 @@ def _check(args, plan) -> str | None:
     from pretrain.config import ConfigError, check, load_config
     from pretrain.data.batches import check_data_paths
 
-    try:
-        nodes = [int(x) for x in args.nnodes.split(":")]
-        if not 1 <= len(nodes) <= 2 or min(nodes) < 1 or nodes[0] > nodes[-1]:
-            raise ValueError
-    except ValueError:
-        return f"--nnodes {args.nnodes!r}: give a number of nodes (2) or MIN:MAX (1:2)"
+    if not args.nnodes.isdigit() or int(args.nnodes) < 1:
+        return f"--nnodes {args.nnodes!r}: give the number of nodes (launchers), e.g. 2"
     if args.nproc_per_node < 1 or args.max_restarts < 0:
         return "--nproc-per-node must be at least 1 and --max-restarts at least 0"
     if plan.max_nodes > 1 and not args.rdzv_endpoint:
