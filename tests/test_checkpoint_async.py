@@ -153,3 +153,20 @@ def test_shared_storage_check_stops_every_rank(tmp_path):
     assert "log.dir" not in messages[0].split("\n")[1]  # the shared one is fine
     assert "same path" in messages[0]
     assert not list(tmp_path.glob("*/.quarry-shared-check-*"))
+
+
+def test_shared_storage_names_data_files_that_differ(tmp_path):
+    from pretrain.checkpoint.shared_storage import TOKEN_PREFIX, _look
+
+    shared = tmp_path / "ckpt"
+    shared.mkdir()
+    (shared / f"{TOKEN_PREFIX}abc").write_text("abc")
+    data = tmp_path / "web.bin"
+    data.write_bytes(b"x" * 10)
+    assert _look("abc", [("checkpoint.dir", str(shared))], {str(data): 10}, {}) == []
+    problems = _look("abc", [("checkpoint.dir", str(shared))],
+                     {str(data): 12, str(tmp_path / "gone.idx"): 5}, {})
+    assert problems == [f"data file {data}: 12 bytes on rank 0, 10 bytes here",
+                        f"data file {tmp_path / 'gone.idx'}: 5 bytes on rank 0, missing here"]
+    (shared / f"{TOKEN_PREFIX}abc").write_text("another run's token")
+    assert "is not visible" in _look("abc", [("checkpoint.dir", str(shared))], {}, {str(shared): "/rank0/ckpt"})[0]
