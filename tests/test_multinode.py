@@ -147,3 +147,24 @@ def test_checkpoint_dir_not_shared_stops_at_start_naming_path_and_rule(tmp_path)
     assert "not restarting" in out and "attempt 2" not in out
     assert "FileNotFoundError" not in out
     assert [p for d in nodes for p in d.glob("ckpt/.quarry-shared-check-*")] == []  # rank 0 removed its token
+
+
+def _group_timeouts():
+    import torch
+    import torch.distributed as dist
+
+    from pretrain.parallel.mesh import Layout, init_parallel, start_process_group
+
+    start_process_group(torch.device("cpu"), 42)
+    env = init_parallel(Layout(tp=2, pp=2), torch.device("cpu"))
+    groups = {"world": dist.group.WORLD, "tp": env.submesh("tp").get_group(), "pp": env.submesh("pp").get_group(),
+              "embed": env.embed_group}
+    out = {name: g._get_backend(torch.device("cpu")).options._timeout.total_seconds() for name, g in groups.items()}
+    dist.destroy_process_group()
+    return out
+
+
+def test_parallel_timeout_s_bounds_every_process_group():
+    """torch gives subgroups its own 30-minute default; every group of the run gets parallel.timeout_s."""
+    for timeouts in run_distributed(4, _group_timeouts):
+        assert timeouts == {"world": 42.0, "tp": 42.0, "pp": 42.0, "embed": 42.0}
