@@ -97,7 +97,11 @@ def test_two_launchers_give_one_launchers_losses(tmp_path, layout):
 
 
 @pytest.mark.slow
-def test_a_killed_launcher_recovers_by_itself_with_the_uninterrupted_losses(tmp_path):
+@pytest.mark.parametrize("lost", ["launcher", "worker"])
+def test_a_killed_launcher_recovers_by_itself_with_the_uninterrupted_losses(tmp_path, lost):
+    """lost = launcher: node b's torchrun and its workers killed (its `pretrain launch` starts torchrun again);
+    lost = worker: one of node b's workers killed (torchrun's own elastic restart, each round with a fresh
+    store: no launcher is restarted)."""
     steps = 16
     raw = write_config(tmp_path / "run.toml", {"parallel.tp": 2, "train.steps": steps, "checkpoint.interval": 4,
                                                "checkpoint.dir": str(tmp_path / "ckpt"),
@@ -115,13 +119,19 @@ def test_a_killed_launcher_recovers_by_itself_with_the_uninterrupted_losses(tmp_
 
     launcher_b = _children(procs[1].pid)  # node b's torchrun: the launcher and its workers are its session
     assert launcher_b, logs[1].read_text()
-    os.killpg(launcher_b[0], signal.SIGKILL)
+    if lost == "launcher":
+        os.killpg(launcher_b[0], signal.SIGKILL)
+    else:
+        os.kill(_children(launcher_b[0])[0], signal.SIGKILL)
     killed_at = time.monotonic()
     codes = finish(procs, 60 + 6 * TIMEOUT_S)
     out = [log.read_text() for log in logs]
     assert codes == [0, 0], "\n".join(o[-4000:] for o in out)
     assert time.monotonic() - killed_at < 60 + 6 * TIMEOUT_S
-    assert "torchrun ended with exit code -9; starting it again" in out[1]
+    if lost == "launcher":
+        assert "torchrun ended with exit code -9; starting it again" in out[1]
+    else:
+        assert "attempt 2" not in "".join(out)  # torchrun's restart did it
     assert "resumed from" in "".join(out)
     got = metrics(tmp_path / "log")
     assert sorted(got) == list(range(1, steps + 1))
