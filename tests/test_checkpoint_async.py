@@ -170,3 +170,24 @@ def test_shared_storage_names_data_files_that_differ(tmp_path):
                         f"data file {tmp_path / 'gone.idx'}: 5 bytes on rank 0, missing here"]
     (shared / f"{TOKEN_PREFIX}abc").write_text("another run's token")
     assert "is not visible" in _look("abc", [("checkpoint.dir", str(shared))], {}, {str(shared): "/rank0/ckpt"})[0]
+
+
+def _check_unwritable(base: str):
+    import torch.distributed as dist
+
+    from pretrain.parallel.mesh import start_process_group
+
+    cfg = tiny_config({"checkpoint.dir": f"{base}/file/ckpt"})  # under a regular file: cannot be created
+    start_process_group(torch.device("cpu"), 30)
+    try:
+        ckpt.check_shared_storage(cfg)
+    except ConfigError as e:
+        return str(e)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_shared_storage_check_stops_every_rank_when_rank0_cannot_write(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    messages = run_distributed(2, _check_unwritable, str(tmp_path))
+    assert messages[0] == messages[1] and f"cannot write in checkpoint.dir = {tmp_path}/file/ckpt" in messages[0]

@@ -88,14 +88,20 @@ def check_shared_storage(cfg) -> None:
     rank, dirs = dist.get_rank(), shared_dirs(cfg)
     payload: list = [None]
     if rank == 0:
-        token = secrets.token_hex(8)
-        for _, path in dirs:
-            Path(path).mkdir(parents=True, exist_ok=True)
-            write_atomic(Path(path) / f"{TOKEN_PREFIX}{token}", token)
+        token, unwritable = secrets.token_hex(8), None
+        for key, path in dirs:
+            try:
+                Path(path).mkdir(parents=True, exist_ok=True)
+                write_atomic(Path(path) / f"{TOKEN_PREFIX}{token}", token)
+            except OSError as e:  # every rank must hear of it, or they would wait for rank 0 until the timeout
+                unwritable = f"rank 0 on {socket.gethostname()} cannot write in {key} = {path}: {e}"
+                break
         payload = [(token, {p: _size(p) for p in data_files(cfg)}, socket.gethostname(),
-                    {path: str(Path(path).resolve()) for _, path in dirs})]
+                    {path: str(Path(path).resolve()) for _, path in dirs}, unwritable)]
     dist.broadcast_object_list(payload, src=0)
-    token, sizes, host0, where0 = payload[0]
+    token, sizes, host0, where0, unwritable = payload[0]
+    if unwritable:
+        raise SharedStorageError(f"{unwritable}: make it writable (or choose another path)\n{RULE}")
     mine = (rank, socket.gethostname(), _look(token, dirs, sizes, where0))
     found: list = [None] * dist.get_world_size()
     dist.all_gather_object(found, mine)
