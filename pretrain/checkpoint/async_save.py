@@ -13,7 +13,6 @@ training (:func:`wait`), wait for it, and an error of the background work is rai
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import sys
 import time
 import warnings
@@ -79,15 +78,3 @@ def wait(announce: bool = False) -> Path | None:
               file=sys.stderr, flush=True)
     return d
 
-
-@contextlib.contextmanager
-def finished_at_exit():
-    """Around a training loop: on a normal exit the background save is waited for; on an error it is waited
-    for too (its own collectives time out if a peer died) but its error does not hide the loop's."""
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(Exception):
-            wait()
-        raise
-    wait()
