@@ -39,8 +39,9 @@ def train(cfg: Config) -> dict:
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
     device = pick_device(cfg, local_rank)
-    start_process_group(device)  # before the checkpoint check: the ranks share its hashing
+    start_process_group(device, cfg.parallel.timeout_s)  # before the checkpoint check: the ranks share its hashing
     try:
+        ckpt.check_shared_storage(cfg)  # every rank sees rank 0's checkpoint.dir, log.dir and data, or all stop
         # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
         resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
         if resume_dir is not None:
@@ -130,9 +131,11 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
                 meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
                         "world_size": env.layout.world_size,
                         "layout": {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp}, "config": cfg.to_dict()}
-                last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model)
-                log.info(f"saved checkpoint {last_ckpt}")
+                last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model,
+                                      async_save=cfg.checkpoint.async_save)
+                log.info(f"{'writing' if cfg.checkpoint.async_save else 'saved'} checkpoint {last_ckpt}")
                 window.restart()
+        ckpt.wait_async()  # a background save completes (latest moves to it) before the run ends
         window.flush(last_ckpt)
     finally:
         if batches is not None:
