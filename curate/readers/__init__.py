@@ -106,7 +106,7 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
                 replaced += n
             yield item
     except Exception as e:  # a reader bug must not end the run: the split's rest is set aside, named
-        where = {k: v for k, v in split.items() if k not in ("path", "format")}
+        where = {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
         yield ("drop", row(f"{name}:reader_error:{where}", f"{type(e).__name__}: {e}"[:2000], path), "reader_error")
     if replaced:
         yield ("count", "surrogates_replaced", replaced)
@@ -119,11 +119,19 @@ def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = 
         yield from read_split(split, text_field=text_field, id_field=id_field, max_doc_bytes=max_doc_bytes)
 
 
+def source_paths(pattern: str) -> list[str]:
+    """What a source's ``path`` names, sorted: the path itself when it exists (a file named ``a[1].jsonl`` or
+    ``what?.jsonl`` is that file, not a glob), else the glob's matches."""
+    if os.path.lexists(pattern):
+        return [pattern]
+    return sorted(glob.glob(pattern, recursive=True))
+
+
 def expand_sources(sources: list[dict]) -> list[dict]:
     """Expand each source's glob into files (sorted, so task order is stable); keep per-source options."""
     files = []
     for src in sources:
-        matches = sorted(p for p in glob.glob(src["path"], recursive=True) if Path(p).is_file())
+        matches = [p for p in source_paths(src["path"]) if Path(p).is_file()]
         for p in matches:
             files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
     return files
@@ -135,7 +143,7 @@ def unusable_matches(sources: list[dict]) -> list[str]:
     not listed."""
     out = []
     for src in sources:
-        for p in sorted(glob.glob(src["path"], recursive=True)):
+        for p in source_paths(src["path"]):
             path = Path(p)
             try:
                 if path.is_file() or (path.is_dir() and infer_format(p) is None):
