@@ -46,7 +46,8 @@ def run_interruptible(name: str, module, args) -> int:
     except KeyboardInterrupt as e:
         term = isinstance(e, Terminated)
         hint = getattr(module, "INTERRUPT_HINT", "")
-        print(f"\n{name}: {'terminated (SIGTERM)' if term else 'interrupted'}" + (f"; {hint}" if hint else ""),
+        start = "\n" if sys.stderr.isatty() else ""  # (ends a progress bar's line on a terminal)
+        print(f"{start}{name}: {'terminated (SIGTERM)' if term else 'interrupted'}" + (f"; {hint}" if hint else ""),
               file=sys.stderr, flush=True)
         return 143 if term else 130
     finally:

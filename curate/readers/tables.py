@@ -80,6 +80,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
             continue
         if last is not None and index >= last:
             return
+        start = row0
         try:
             for batch in load():
                 yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes)
@@ -89,6 +90,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
             yield ("drop", row(f"{name}:{unit}{index}", f"{type(e).__name__}: {e}"[:500], path), reason)
             if unit == "stream":
                 return
+        row0 = max(row0, start + n_rows)  # a damaged unit's rows still count: ids do not depend on the split
 
 
 def _parquet_units(path: str, wanted: tuple, text_field: str):
@@ -137,14 +139,14 @@ def _arrow_units(path: str, first: int = 0):
         stream = pa.ipc.open_stream(src)  # no readable schema: the caller sets the file aside as corrupt_file
         return [(0, 0, lambda: stream, "stream")]
     n = reader.num_record_batches
-    counted = ipc_batches(path, n) if first else None
+    counted = ipc_batches(path, n)
     units = []
     for i in range(n):
         if i < first:
             rows = counted[i][0] if counted else _rows_of(reader, i)
             units.append((i, rows, None, "batch"))
         else:
-            units.append((i, 0, (lambda i=i: [reader.get_batch(i)]), "batch"))
+            units.append((i, counted[i][0] if counted else 0, (lambda i=i: [reader.get_batch(i)]), "batch"))
     return units
 
 
@@ -263,8 +265,9 @@ def _is_text(t) -> bool:
 
 def _column(col: pa.Array) -> list:
     t = col.type
-    if pa.types.is_dictionary(t) and _is_text(t.value_type):
-        col, t = col.dictionary_decode(), t.value_type  # (id / url: short values)
+    if pa.types.is_dictionary(t):  # (Arrow has no take for view types: the values are mapped here)
+        values = _column(col.dictionary)
+        return [None if i is None or not 0 <= i < len(values) else values[i] for i in col.indices.to_pylist()]
     if _is_text(t):
         return [None if b is None else b.decode("utf-8", "replace") for b in col.cast(pa.large_binary()).to_pylist()]
     try:
@@ -285,9 +288,8 @@ def _texts(col, n: int, max_doc_bytes: int) -> tuple[list, list]:
             return [None] * n, [0] * n
         idx = col.indices.to_pylist()
         used = sorted({i for i in idx if i is not None})  # only the values these rows use are decoded
-        values, sizes_of = _texts(col.dictionary.take(pa.array(used, pa.int64())), len(used), max_doc_bytes)
-        at = {v: k for k, v in enumerate(used)}
-        return ([None if i is None else values[at[i]] for i in idx], [0 if i is None else sizes_of[at[i]] for i in idx])
+        decoded = {i: _texts(col.dictionary.slice(i, 1), 1, max_doc_bytes) for i in used}  # (no take for views)
+        return ([None if i is None else decoded[i][0][0] for i in idx], [0 if i is None else decoded[i][1][0] for i in idx])
     if not _is_text(t):
         return [None] * n, [0] * n
     lengths = _lengths(col)
