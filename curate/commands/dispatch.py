@@ -22,6 +22,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the clean-up ends the process at once
     raise Terminated()
 
 
