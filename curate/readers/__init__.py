@@ -11,8 +11,9 @@ Large files are read in splits: :func:`plan_splits` cuts a file into JSON-serial
 at line or record boundaries, gzip members, Parquet row groups, Arrow batches) and :func:`read_split` reads
 one; every record lands in exactly one split, with the same id whatever the split size, and
 :func:`read_file` is all splits of a file in order. The format modules say how each cuts and names records:
-:mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc`, :mod:`~curate.readers.tables`,
-:mod:`~curate.readers.html`.
+:mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc` (ARC: :mod:`~curate.readers.arc`),
+:mod:`~curate.readers.tables`, :mod:`~curate.readers.html`. A source's ``path`` that exists is that file, even
+when it looks like a glob (``a[1].jsonl``): :func:`source_paths`.
 """
 from __future__ import annotations
 
