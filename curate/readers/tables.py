@@ -236,7 +236,8 @@ def _lengths(col) -> np.ndarray | None:
         if values is None:
             return None
         idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        return values[idx] if len(values) else np.zeros(len(col), np.int64)
+        ok = (idx >= 0) & (idx < len(values))  # an index past the dictionary (a damaged file): no text
+        return np.where(ok, values[np.where(ok, idx, 0)] if len(values) else 0, 0).astype(np.int64)
     if _is_view(t):
         views = col.buffers()[1]
         if views is None or len(col) == 0:
@@ -286,7 +287,8 @@ def _texts(col, n: int, max_doc_bytes: int) -> tuple[list, list]:
     if pa.types.is_dictionary(t):
         if not _is_text(t.value_type):
             return [None] * n, [0] * n
-        idx = col.indices.to_pylist()
+        size = len(col.dictionary)
+        idx = [i if i is not None and 0 <= i < size else None for i in col.indices.to_pylist()]
         used = sorted({i for i in idx if i is not None})  # only the values these rows use are decoded
         decoded = {i: _texts(col.dictionary.slice(i, 1), 1, max_doc_bytes) for i in used}  # (no take for views)
         return ([None if i is None else decoded[i][0][0] for i in idx], [0 if i is None else decoded[i][1][0] for i in idx])
