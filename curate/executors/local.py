@@ -91,7 +91,9 @@ class LocalExecutor:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        processes = list((getattr(pool, "_processes", None) or {}).values())
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # (CPython's pool keeps them there)
+        if hasattr(pool, "terminate_workers"):  # Python 3.14+
+            pool.terminate_workers()
         for p in processes:
             if p.is_alive():
                 p.terminate()
