@@ -240,12 +240,35 @@ def test_an_input_that_changes_after_planning_stops_the_run(tmp_path, monkeypatc
     assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 1
     err = capsys.readouterr().err
     assert f"input {src} changed" in err and "--allow-changed-inputs" in err
-    assert not list((tmp_path / "out" / "data").glob("*")) if (tmp_path / "out" / "data").exists() else True
+    assert not list((tmp_path / "out").glob("data/*"))
     monkeypatch.setattr(steps, "read_tasks", planned)
     assert curate_main(["run", str(toml), "--quiet", "--allow-changed-inputs"]) == 0
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     lines = src.read_bytes().count(b"\n")
     assert stats["stages"][0]["in"] == lines + (1 if not src.read_bytes().endswith(b"\n") else 0)
+
+
+def test_a_file_that_grows_while_it_is_read_stops_and_leaves_no_shards(tmp_path, monkeypatch, capsys):
+    """The change comes after 300 documents (3 shards written): the task stops at its next check, removes
+    what it wrote, and no marker claims the split."""
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 3000)
+    toml = _pipeline(tmp_path, src, tmp_path / "out")
+    reading = readers.read_split
+
+    def read_then_append(split, **kw):
+        for n, item in enumerate(reading(split, **kw)):
+            if n == 300:
+                with open(src, "a") as f:
+                    f.write(json.dumps({"id": "late", "text": "a line written while the file was read"}) + "\n")
+            yield item
+
+    monkeypatch.setattr(tasks.readers, "read_split", read_then_append)
+    assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 1
+    assert "changed while it was read" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert not list(out.glob("data/*")) and not list(out.glob("dropped/**/*.arrow"))
+    assert not list(out.glob("steps/00_read/_tasks/*.json"))
 
 
 def test_a_file_changing_while_it_is_read_stops_its_task(tmp_path):
