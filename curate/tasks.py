@@ -44,11 +44,12 @@ class InputChanged(RuntimeError):
 
 
 def check_unchanged(split: dict, when: str) -> None:
-    """InputChanged when the split's file differs from ``split["expect"]`` (no ``expect``: nothing to check)."""
+    """InputChanged when the split's file differs from ``split["expect"]`` (its path, size and mtime_ns at
+    planning; no ``expect``: nothing to check)."""
     expect = split.get("expect")
     if not expect:
         return
-    path = split["path"]
+    path = expect["path"]
     try:
         st = os.stat(path)
         now = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}

@@ -275,7 +275,8 @@ def test_a_file_changing_while_it_is_read_stops_its_task(tmp_path):
     src = tmp_path / "in.jsonl"
     _jsonl(src, 10)
     st = os.stat(src)
-    split = {"path": str(src), "format": "jsonl", "expect": {"size": st.st_size, "mtime_ns": st.st_mtime_ns}}
+    split = {"path": str(src), "format": "jsonl",
+             "expect": {"path": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
     tasks.check_unchanged(split, "now")
     with open(src, "ab") as f:
         f.write(b'{"text": "more"}\n')
