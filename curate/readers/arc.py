@@ -25,6 +25,8 @@ from curate.readers.warc import MAX_HEADER, _meta_row, _record, _skip, _Stream
 MAX_LINE = 8 << 10  # an ARC header line is a URL and four to nine short fields
 _HTML_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 _LENGTH = re.compile(rb"^\d{1,15}$")
+_BLANK = re.compile(rb"[\r\n]*")
+_LINE_START = re.compile(rb"\n(?=[^\r\n])")  # a newline that starts a line that is not blank
 
 
 def header(line: bytes) -> tuple[str, str, int] | None:
@@ -68,8 +70,8 @@ class _ArcFile:
     def records(self):
         s = self.s
         while True:
-            while s.fill(1) and s.buf[:1] in (b"\n", b"\r"):  # the newline(s) between records
-                s.consume(1)
+            while s.fill(1) and (blank := _BLANK.match(s.buf).end()):  # the newline(s) between records
+                s.consume(blank)
             if not s.buf:
                 if s.damage is not None:
                     yield from self._damaged(None)
@@ -87,17 +89,22 @@ class _ArcFile:
             yield from self._record(parsed, (nl + 1) if nl != -1 else len(s.buf))
 
     def _next_header(self, lo: int, hi: int) -> int:
-        """Offset of the first valid header line at a line start in buf[lo:hi] (filling as needed), or -1."""
+        """Offset of the first valid header line at a line start in buf[lo:hi] (filling up to ``hi``), or -1.
+        Blank lines are skipped by the regex engine, not one by one."""
         s = self.s
-        i = s.find(b"\n", max(lo - 1, 0), hi)
-        while i != -1:
+        s.fill(hi)
+        pos = max(lo - 1, 0)
+        while True:
+            m = _LINE_START.search(s.buf, pos, min(hi, len(s.buf)))
+            if m is None:
+                return -1
+            i = m.start()
             s.fill(i + 1 + MAX_LINE + 2)
             j = s.buf.find(b"\n", i + 1, i + 2 + MAX_LINE)
             line = bytes(s.buf[i + 1: j if j != -1 else len(s.buf)])
             if (j != -1 or s.at_end) and header(line) is not None:
                 return i + 1
-            i = s.find(b"\n", i + 1, hi)
-        return -1
+            pos = i + 1
 
     def _junk(self):
         """Bytes that do not start with a valid header line: up to the next one, set aside as one row (memory
@@ -163,15 +170,22 @@ class _ArcFile:
     def _clean_end(self, end: int) -> bool:
         """The record ends where its length says: newlines, then a header line or the end of the data."""
         s = self.s
-        s.fill(end + MAX_LINE + 4)
-        rest = bytes(s.buf[end:end + MAX_LINE + 4])
-        stripped = rest.lstrip(b"\r\n")
-        if not stripped:
-            return s.at_end and len(s.buf) <= end + MAX_LINE + 4
-        if len(stripped) == len(rest):
-            return False  # no newline after the record
-        nl = stripped.find(b"\n")
-        return looks_like_header(stripped[: nl if nl != -1 else len(stripped)])
+        s.fill(end + 1)
+        if s.buf[end:end + 1] not in (b"\n", b"\r"):
+            return len(s.buf) <= end and s.at_end  # no newline after the record: only the end of the data is clean
+        p = end
+        while True:  # the blank run after the record (however long: the records loop skips it)
+            s.fill(p + MAX_LINE + 4)
+            p = _BLANK.match(s.buf, p).end()
+            if p < len(s.buf) or s.at_end:
+                break
+            if p - end > self.max_body:
+                return True
+        if p >= len(s.buf):
+            return True
+        rest = bytes(s.buf[p:p + MAX_LINE + 2])
+        nl = rest.find(b"\n")
+        return looks_like_header(rest[: nl if nl != -1 else len(rest)])
 
     def _bad_length(self, fields, label: str, body_at: int, k: int, resume: int):
         s = self.s

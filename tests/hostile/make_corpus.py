@@ -218,6 +218,8 @@ def build_arc(d: Path) -> dict:
     e["cut.arc.gz"] = _expect("warc", docs=4, drops={"truncated_gzip": 1}, skips=1)
     (d / "cut.arc").write_bytes((desc + b"".join(recs))[:-300])
     e["cut.arc"] = _expect("warc", docs=4, drops={"truncated_record": 1}, skips=1)
+    (d / "blank-lines.arc").write_bytes(desc + recs[0] + b"\n" * (3 << 20) + b"".join(recs[1:]))  # 3 MB of blank lines
+    e["blank-lines.arc"] = _expect("warc", docs=5, skips=1)
     start = sum(len(m) for m in members[:3])
     (d / "corrupt-member.arc.gz").write_bytes(_corrupt_middle(b"".join(members), start, start + len(members[3])))
     e["corrupt-member.arc.gz"] = _expect("warc", docs=4, drops={"corrupt_gzip": 1}, skips=1)
