@@ -73,7 +73,7 @@ def dedup(tmp: Path, docs: int, mib: int) -> None:
     from curate.shards import write_shard
 
     big = ("a long duplicated page " * ((mib << 20) // 23 + 1))[: mib << 20]
-    per = 12  # documents per shard (the read step's batches hold at most 64 MB of text)
+    per = 12  # documents per shard (the read step's batches hold at most 64 Mi characters)
     shards = []
     for s in range(0, docs, per):
         rows = [{"id": f"d{i}", "text": big, "source": "b", "url": "", "content_type": "text/plain"}
