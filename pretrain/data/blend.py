@@ -34,6 +34,7 @@ from pretrain.data.gpt_dataset import (
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.indexed import IndexedDataset
+from pretrain.data.parts import open_indexed
 
 MID_LEVEL_SURPLUS = 0.005
 
@@ -228,7 +229,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     if seq_len <= 1:
         raise ValueError(f"sequence length must be > 1, got {seq_len}")
     cache_dir = Path(cache_dir) if cache_dir is not None else None
-    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    indexed = [open_indexed(d.prefix) for d in spec.datasets]
     names = [d.name for d in spec.datasets]
     out: list = [None, None, None]
 
@@ -288,7 +289,7 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     budget of ``tokens`` (default: all train tokens once), and warnings."""
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
-    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    indexed = [open_indexed(d.prefix) for d in spec.datasets]
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
     budget = int(tokens) if tokens else sum(train_tokens)
     if spec.weighted:

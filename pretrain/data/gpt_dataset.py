@@ -353,6 +353,37 @@ def _gather_many(idx, shuffle, sample_flat, document_index, starts, tokens, out,
     return acc
 
 
+def _sample_pieces(i, shuffle, sample_flat, document_index, starts, size, extra):
+    """(global token start, length) of each document piece of sample ``i``, as ``_gather_one`` copies them."""
+    j = np.int64(shuffle[i])
+    d0, o0 = np.int64(sample_flat[2 * j]), np.int64(sample_flat[2 * j + 1])
+    d1, o1 = np.int64(sample_flat[2 * j + 2]), np.int64(sample_flat[2 * j + 3])
+    pieces, pos = [], 0
+    for d in range(d0, d1 + 1):
+        e = np.int64(document_index[d])
+        a = starts[e] + (o0 if d == d0 else 0)
+        b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
+        m = min(b - a, size - pos)
+        if m > 0:
+            pieces.append((a, m))
+            pos += m
+    return pieces
+
+
+def _gather_parts_py(idx, shuffle, sample_flat, document_index, starts, part_starts, part_tokens, out, extra, pad):
+    """The gather over a dataset of parts, in Python (dtypes the compiled one does not take, or no numba)."""
+    for r in range(len(idx)):
+        pos = 0
+        for a, m in _sample_pieces(idx[r], shuffle, sample_flat, document_index, starts, out.shape[1], extra):
+            p = int(np.searchsorted(part_starts, a, side="right")) - 1
+            out[r, pos:pos + m] = part_tokens[p][a - part_starts[p]:a - part_starts[p] + m]
+            pos += m
+        out[r, pos:] = pad
+
+
+_PART_CODES = {np.dtype("<u2"): 0, np.dtype("<i4"): 1}
+_gather_parts_many = None
+
 # One compiled call per ``ds[i]`` costs mostly argument unboxing (~70 ns per array). The fast path passes
 # the five index/token arrays as one int64 "state" row of addresses and lengths, rebuilt as array views
 # inside (``_sample_from_state``); the dtypes are picked by codes in the state, so every combination
@@ -402,6 +433,40 @@ try:  # compiled gather: one call per sample (or per batch), no Python loop over
         if st[10] == 0:
             return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.uint32))
         return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.int64))
+    @numba.njit(cache=True, nogil=True)
+    def _copy_from_part(address, offset, m, code, dst):
+        """``m`` tokens from token ``offset`` of the part whose tokens start at ``address`` into ``dst``."""
+        if code == 0:
+            src16 = numba.carray(_voidptr(address + offset * 2), (m,), np.uint16)
+            for k in range(m):
+                dst[k] = src16[k]
+        else:
+            src32 = numba.carray(_voidptr(address + offset * 4), (m,), np.int32)
+            for k in range(m):
+                dst[k] = src32[k]
+
+    @numba.njit(cache=True, nogil=True)
+    def _gather_parts_many(idx, shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code,
+                           out, extra, pad):
+        size = out.shape[1]
+        for r in range(idx.shape[0]):
+            j = np.int64(shuffle[idx[r]])
+            d0 = np.int64(sample_flat[2 * j])
+            o0 = np.int64(sample_flat[2 * j + 1])
+            d1 = np.int64(sample_flat[2 * j + 2])
+            o1 = np.int64(sample_flat[2 * j + 3])
+            pos = 0
+            for d in range(d0, d1 + 1):
+                e = np.int64(document_index[d])
+                a = starts[e] + (o0 if d == d0 else 0)
+                b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
+                m = min(b - a, size - pos)
+                if m > 0:  # a sequence never spans two parts: the piece lies in the last part starting at or before a
+                    p = np.searchsorted(part_starts, a, side="right") - 1
+                    _copy_from_part(part_addresses[p], a - part_starts[p], m, code, out[r, pos:pos + m])
+                    pos += m
+            for k in range(pos, size):
+                out[r, k] = pad
 except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
     pass
 
@@ -436,8 +501,17 @@ class GPTDataset:
         self._document_index = np.asarray(self.document_index)
         self._starts = np.empty(len(indexed) + 1, dtype=np.int64)
         np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
-        self._starts[-1] = len(indexed.tokens)
-        self._tokens = indexed.tokens
+        self._parts = None  # a dataset of parts: (token offset of each part and the total, each part's tokens)
+        if hasattr(indexed, "token_parts"):
+            part_starts, part_tokens = indexed.token_parts()
+            self._parts = (np.ascontiguousarray(part_starts, dtype=np.int64), list(part_tokens))
+            self._starts[-1] = int(part_starts[-1])
+            self._tokens = np.zeros(0, dtype=indexed.dtype)
+        else:
+            self._starts[-1] = len(indexed.tokens)
+            self._tokens = indexed.tokens
+        self._num_tokens = int(self._starts[-1])
+        self._part_addresses = None
         self._state = None
         self._check_indices()
 
@@ -461,7 +535,7 @@ class GPTDataset:
             rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
             if rows.min() < 0 or rows.max() >= len(doc) or offsets.min() < 0:
                 raise ValueError(f"{where}: a sample starts outside the document index or at a negative offset")
-            if (self._starts[doc[rows]] + offsets + self.extra > len(self._tokens)).any():
+            if (self._starts[doc[rows]] + offsets + self.extra > self._num_tokens).any():
                 raise ValueError(f"{where}: a sample reads past the end of the tokens")
 
     def __len__(self) -> int:
@@ -474,6 +548,9 @@ class GPTDataset:
         if not 0 <= idx < n:
             raise IndexError(f"sample {idx} out of range for {n} samples")
         out = np.empty(self._size, dtype=np.int64)
+        if self._parts is not None:
+            self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
+            return out
         state = self._state
         if state is None:
             state = self._make_state()
@@ -503,7 +580,21 @@ class GPTDataset:
     def __getstate__(self):
         d = dict(self.__dict__)
         d["_state"] = None  # addresses are only valid in this process
+        d["_part_addresses"] = None
         return d
+
+    def _gather_parts(self, idx: np.ndarray, out: np.ndarray) -> None:
+        """Samples ``idx`` of a dataset of parts into ``out``: each document piece is read from its part."""
+        part_starts, part_tokens = self._parts
+        code = _PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
+        if _gather_parts_many is None or code is None:
+            _gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                             part_tokens, out, self.extra, self.pad_id)
+            return
+        if self._part_addresses is None:  # the parts' memory maps live as long as self.indexed
+            self._part_addresses = np.array([t.ctypes.data if len(t) else 0 for t in part_tokens], dtype=np.int64)
+        _gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                           self._part_addresses, code, out, self.extra, self.pad_id)
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""
@@ -514,6 +605,9 @@ class GPTDataset:
         if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
             raise IndexError(f"sample index out of range for {self._length} samples")
         out = np.empty((len(idx), self._size), dtype=np.int64)
+        if self._parts is not None:
+            self._gather_parts(idx, out)
+            return out
         _gather_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
                      out, self.extra, self.pad_id)
         return out
