@@ -61,6 +61,10 @@ def plan_tasks(shards: list) -> list[Task]:
         except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid / ArrowIOError name no file
             if isinstance(e, FileNotFoundError):
                 raise
+            if entry is not None:  # cut short or replaced after curation: say so, naming the shard
+                from pretrain.data.manifest_check import verify_shard
+
+                verify_shard(entry)
             raise ValueError(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from e
         for u in range(units):
             tasks.append(Task(len(tasks), path, u, entry if u == 0 else None))
