@@ -31,7 +31,7 @@ from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.defaults import DEFAULT_MAX_EPOCHS
 from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
-    cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
+    cache_key, deferred_sync, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.indexed import IndexedDataset
 from pretrain.data.parts import open_indexed
@@ -221,6 +221,11 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     samples of a split are the same whatever sample count is asked for (unless the spec mixes ``weight`` and
     ``epochs``: those weights depend on the token budget). ``order = "megatron"``: Megatron-core's arrays.
     """
+    with deferred_sync():  # thousands of datasets: one sync at the end, not an fsync per cache file
+        return _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_id, verbose, order)
+
+
+def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_id, verbose, order) -> list:
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
     sizes = [int(n) if n else 0 for n in num_samples]
