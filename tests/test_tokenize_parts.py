@@ -2,6 +2,7 @@
 survives a lost Ray node, and merges into the bytes of a one-process run; manifests that lie are refused."""
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -254,3 +255,29 @@ def test_three_node_ray_cluster_losing_a_node_gives_the_local_parts(setup, tmp_p
     a = build_gpt_dataset(PartsDataset(tmp_path / "ray"), "969,30,1", "train", 400, 64, 3, None)
     b = build_gpt_dataset(IndexedDataset(tmp_path / "one"), "969,30,1", "train", 400, 64, 3, None)
     assert np.array_equal(a.get_batch(np.arange(len(a))), b.get_batch(np.arange(len(b))))
+
+
+def test_thousands_of_parts_hold_one_file_each_and_too_many_say_ulimit(tmp_path):
+    """An .idx is read, not mapped: a dataset of N parts holds N files open (the .bin maps), and past the limit the
+    error says what to raise."""
+    import subprocess
+    import sys
+
+    from pretrain.data.indexed import IndexedDatasetBuilder, data_file_path
+    from pretrain.data.parts import part_name, write_parts_index
+
+    parts = []
+    for i in range(150):
+        with IndexedDatasetBuilder(tmp_path / "p" / part_name(i), np.uint16, durable=False) as b:
+            b.add_documents(np.arange(12, dtype=np.uint16), [5, 7])
+        parts.append({"name": part_name(i), "documents": 2, "tokens": 12, "rows": 2, "shards": 1,
+                      "bin_bytes": os.path.getsize(data_file_path(tmp_path / "p" / part_name(i)))})
+    write_parts_index(tmp_path / "p", np.uint16, parts)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), "
+            "resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            "from pretrain.data.parts import open_indexed\n"
+            "ds = open_indexed(sys.argv[2]); print(ds.num_documents)")
+    ok = subprocess.run([sys.executable, "-c", code, "250", str(tmp_path / "p")], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.strip() == "300", ok.stderr  # 150 parts under 250 files
+    bad = subprocess.run([sys.executable, "-c", code, "120", str(tmp_path / "p")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "ulimit -n" in bad.stderr and "too many open files" in bad.stderr

@@ -14,6 +14,7 @@ are read from each part's own memory map.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -44,7 +45,20 @@ def is_parts_dataset(prefix) -> bool:
 
 def open_indexed(prefix):
     """``PREFIX.bin/.idx`` as an IndexedDataset when there, else the parts dataset ``PREFIX/parts.json``."""
-    prefix = os.fspath(prefix)
+    try:
+        return _open_indexed(os.fspath(prefix))
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        raise OSError(e.errno, f"too many open files opening {prefix}: every dataset and every part holds its .bin "
+                      f"open (memory-mapped); this process may open {soft} (hard limit {hard}): raise it with "
+                      "`ulimit -n`, or merge parts (pretrain tokenize --merge)") from None
+
+
+def _open_indexed(prefix: str):
     if os.path.isfile(index_file_path(prefix)) or not is_parts_dataset(prefix):
         if not os.path.isfile(index_file_path(prefix)) and os.path.isdir(prefix):
             raise FileNotFoundError(f"{prefix} is a folder without {PARTS_INDEX}: not a dataset of parts (a "
