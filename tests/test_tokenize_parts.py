@@ -281,3 +281,37 @@ def test_thousands_of_parts_hold_one_file_each_and_too_many_say_ulimit(tmp_path)
     assert ok.returncode == 0 and ok.stdout.strip() == "300", ok.stderr  # 150 parts under 250 files
     bad = subprocess.run([sys.executable, "-c", code, "120", str(tmp_path / "p")], capture_output=True, text=True)
     assert bad.returncode != 0 and "ulimit -n" in bad.stderr and "too many open files" in bad.stderr
+
+
+def test_parquet_shards_give_the_same_parts_as_arrow(setup, tmp_path):
+    root, cur, tok, one = setup
+    texts = [d["text"] for d in curated.prose_docs()][:160]
+    texts.insert(5, "")
+    pq = curated.make_curated(tmp_path / "pq", texts, shards=6, fmt="parquet")
+    tokenize_to_parts(pq, tok.model_path, tmp_path / "p", LocalExecutor(1), part_bytes=1, merge=True, log=lambda m: None)
+    assert same_files(tmp_path / "p", one)
+
+
+@pytest.mark.slow
+def test_training_on_the_parts_gives_the_losses_of_the_merged_file(setup, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root, cur, tok, one = setup
+    tokenize_to_parts(cur, tok.model_path, tmp_path / "p", LocalExecutor(1), part_bytes=1, log=lambda m: None)
+    losses = {}
+    for name, prefix in (("parts", tmp_path / "p"), ("merged", one)):
+        spec = tmp_path / f"{name}.toml"
+        spec.write_text(f'split = "1,0,0"\n[[datasets]]\nname = "web"\nprefix = "{prefix}"\nweight = 1.0\n')
+        args = [sys.executable, "-m", "pretrain", "train", "--config", str(ROOT / "pretrain" / "configs" / "tiny.toml"),
+                "--set", f"data.blend='{spec}'", "--set", f"data.tokenizer='{tok.model_path}'",
+                "--set", f"data.cache_dir='{tmp_path}/cache-{name}'", "--set", "train.steps=6",
+                "--set", f"log.dir='{tmp_path}/log-{name}'", "--set", f"checkpoint.dir='{tmp_path}/ckpt-{name}'",
+                "--set", "checkpoint.interval=0", "--set", "log.interval=1"]
+        out = subprocess.run(args, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        rows = [json.loads(x) for x in (tmp_path / f"log-{name}" / "metrics.jsonl").read_text().splitlines()]
+        losses[name] = [r["loss"] for r in rows if "loss" in r]
+    assert len(losses["parts"]) == 6 and losses["parts"] == losses["merged"]
