@@ -315,6 +315,8 @@ class IndexCache:
 
 
 _DEFERRED_SYNC = {"active": False, "pending": False}
+CACHE_READ_BYTES = 4 << 20  # a cached array up to this size is read, a larger one memory-mapped: a mapping holds a
+                            # file descriptor, and a blend of 10,000 datasets has 30,000 cached arrays
 
 
 class deferred_sync:
@@ -337,11 +339,11 @@ class deferred_sync:
 
 
 def _open_array(path: Path, meta: dict | None) -> np.ndarray:
-    """A cached ``.npy`` memory-mapped at the data offset its ``index.json`` records (no header parse: thousands of
-    datasets load in a blend) when the file has the header and size it names; else (a cache written before offsets, or a file
+    """A cached ``.npy`` read (up to ``CACHE_READ_BYTES``) or memory-mapped at the data offset its ``index.json``
+    records (no header parse: thousands of datasets load in a blend) when the file has the header and size it names; else (a cache written before offsets, or a file
     replaced since) ``np.load``, whose array the dataset's checks then judge."""
     if not meta or "offset" not in meta:
-        return np.load(path, mmap_mode="r")
+        return np.load(path, mmap_mode="r" if os.path.getsize(path) > CACHE_READ_BYTES else None, allow_pickle=False)
     dtype, shape, offset = np.dtype(meta["dtype"]), tuple(int(x) for x in meta["shape"]), int(meta["offset"])
     if dtype.hasobject:
         raise ValueError(f"{path}: object arrays are never loaded")
@@ -349,10 +351,14 @@ def _open_array(path: Path, meta: dict | None) -> np.ndarray:
     with open(path, "rb") as f:
         header = f.read(offset).decode("latin1")
     if header != meta.get("header") or os.path.getsize(path) != offset + nbytes:  # replaced since: read what it
-        return np.load(path, mmap_mode="r")                                      # holds (the checks judge it)
+        return _open_array(path, None)                                           # holds (the checks judge it)
     if nbytes == 0:
         return np.zeros(shape, dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    if nbytes > CACHE_READ_BYTES:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    arr = np.fromfile(path, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
+    arr.flags.writeable = False
+    return arr
 
 
 # --------------------------------------------------------------------------------------------- dataset
