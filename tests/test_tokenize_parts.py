@@ -315,3 +315,18 @@ def test_training_on_the_parts_gives_the_losses_of_the_merged_file(setup, tmp_pa
         rows = [json.loads(x) for x in (tmp_path / f"log-{name}" / "metrics.jsonl").read_text().splitlines()]
         losses[name] = [r["loss"] for r in rows if "loss" in r]
     assert len(losses["parts"]) == 6 and losses["parts"] == losses["merged"]
+
+
+def test_a_merged_file_of_older_parts_is_never_read_for_the_new_ones(setup, tmp_path):
+    root, cur, tok, one = setup
+    said = []
+    tokenize_to_parts(cur, tok.model_path, tmp_path / "p", LocalExecutor(1), part_bytes=1, merge=True, log=said.append)
+    assert isinstance(open_indexed(tmp_path / "p"), IndexedDataset)
+    index = tmp_path / "p" / "parts.json"
+    record = json.loads(index.read_text())
+    index.write_text(json.dumps({**record, "stats": {}}))  # parts.json changed since the merge
+    with pytest.raises(ValueError, match="merged from other parts"):
+        open_indexed(tmp_path / "p")
+    tokenize_to_parts(cur, tok.model_path, tmp_path / "p", LocalExecutor(1), part_bytes=250_000, log=said.append)
+    assert any("were merged from the parts being rewritten: removed" in m for m in said)
+    assert not (tmp_path / "p.bin").exists() and isinstance(open_indexed(tmp_path / "p"), PartsDataset)

@@ -59,6 +59,8 @@ def open_indexed(prefix):
 
 
 def _open_indexed(prefix: str):
+    if os.path.isfile(index_file_path(prefix)) and is_parts_dataset(prefix):
+        _check_merge_is_current(prefix)
     if os.path.isfile(index_file_path(prefix)) or not is_parts_dataset(prefix):
         if not os.path.isfile(index_file_path(prefix)) and os.path.isdir(prefix):
             raise FileNotFoundError(f"{prefix} is a folder without {PARTS_INDEX}: not a dataset of parts (a "
@@ -67,10 +69,16 @@ def _open_indexed(prefix: str):
     return PartsDataset(prefix)
 
 
-def dataset_files_exist(prefix) -> bool:
-    prefix = os.fspath(prefix)
-    return (os.path.isfile(data_file_path(prefix)) and os.path.isfile(index_file_path(prefix))) or \
-        is_parts_dataset(prefix)
+def _check_merge_is_current(prefix: str) -> None:
+    """``PREFIX.bin/.idx`` beside ``PREFIX/parts.json``: read only if merged from these very parts (``PREFIX.json``)."""
+    try:
+        record = json.loads(Path(prefix + ".json").read_text())
+    except (OSError, ValueError):
+        return  # not written by --merge: a one-file run of the user's, read as asked
+    want = record.get("parts_sha256") if isinstance(record, dict) else None
+    if want and want != hashlib.sha256(parts_index_path(prefix).read_bytes()).hexdigest():
+        raise ValueError(f"{prefix}.bin/.idx were merged from other parts than {prefix}/{PARTS_INDEX} names: run "
+                         "`pretrain tokenize ... --merge` again, or delete the stale .bin/.idx")
 
 
 def write_parts_index(prefix, dtype, parts: list[dict], extra: dict | None = None) -> dict:

@@ -208,6 +208,7 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
         plan_key = _digest([t.key for t in tasks])
         done = _up_to_date(folder, plan_key)
         if done is None:
+            _remove_stale_merge(folder, log)
             done = _run_tasks(folder, tasks, executor, plan_key, job, log)
         else:
             log(f"{folder}/ is up to date ({len(tasks)} parts)")
@@ -256,6 +257,19 @@ def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job
                  worker_cpu_seconds=round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3))
     return write_parts_index(folder, job["dtype"], parts, {"plan_key": plan_key, "job_key": _digest(job),
                                                            "stats": stats})
+
+
+def _remove_stale_merge(folder: Path, log) -> None:
+    """``PREFIX.bin/.idx`` merged from parts that are about to be rewritten (a blend would read them first)."""
+    record_path = Path(f"{folder}.json")
+    try:
+        merged = "parts_sha256" in json.loads(record_path.read_text())
+    except (OSError, ValueError, TypeError):
+        merged = False
+    if merged:
+        log(f"{folder}.bin/.idx were merged from the parts being rewritten: removed (--merge writes them again)")
+        for path in (data_file_path(folder), index_file_path(folder), record_path):
+            Path(path).unlink(missing_ok=True)
 
 
 def _merge(folder: Path, log) -> dict:
