@@ -340,8 +340,9 @@ class deferred_sync:
 
 def _open_array(path: Path, meta: dict | None) -> np.ndarray:
     """A cached ``.npy`` read (up to ``CACHE_READ_BYTES``) or memory-mapped at the data offset its ``index.json``
-    records (no header parse: thousands of datasets load in a blend) when the file has the header and size it names; else (a cache written before offsets, or a file
-    replaced since) ``np.load``, whose array the dataset's checks then judge."""
+    records (no header parse: thousands of datasets load in a blend) when the file has the header and size it
+    names; else (a cache written before offsets, or a file replaced since) ``np.load``, whose array the dataset's
+    checks then judge."""
     if not meta or "offset" not in meta:
         return np.load(path, mmap_mode="r" if os.path.getsize(path) > CACHE_READ_BYTES else None, allow_pickle=False)
     dtype, shape, offset = np.dtype(meta["dtype"]), tuple(int(x) for x in meta["shape"]), int(meta["offset"])

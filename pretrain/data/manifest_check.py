@@ -87,8 +87,8 @@ def verify_shard(shard: ManifestShard, check_hash: bool = True) -> None:
         if got != shard.sha256:
             size = os.path.getsize(shard.path)
             raise ValueError(f"shard {shard.name} ({size:,} bytes) does not match its manifest entry: sha256 "
-                             f"{got[:16]}..., the manifest says {shard.sha256[:16]}... (cut short, rewritten or "
-                             "replaced after curation); restore it, or rerun `curate run` to rewrite the folder")
+                             f"{got[:16]}..., the manifest says {shard.sha256[:16]}... (cut short, damaged, rewritten "
+                             "or replaced after curation); restore it, or rerun `curate run` to rewrite the folder")
     rows = shard_row_count(shard.path)
     if rows != shard.rows:
         raise ValueError(f"shard {shard.name} holds {rows:,} rows, its manifest entry says {shard.rows:,}: the "
