@@ -439,7 +439,7 @@ def _gather_parts_py(idx, shuffle, sample_flat, document_index, starts, part_sta
 
 
 _PART_CODES = {np.dtype("<u2"): 0, np.dtype("<i4"): 1}
-_gather_parts_many = None
+_gather_parts_many = _parts_from_state = None
 
 # One compiled call per ``ds[i]`` costs mostly argument unboxing (~70 ns per array). The fast path passes
 # the five index/token arrays as one int64 "state" row of addresses and lengths, rebuilt as array views
@@ -503,27 +503,58 @@ try:  # compiled gather: one call per sample (or per batch), no Python loop over
                 dst[k] = src32[k]
 
     @numba.njit(cache=True, nogil=True)
+    def _gather_parts_one(i, shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code, out,
+                          extra, pad):
+        """``_gather_one`` over a dataset of parts: each document piece is copied from the part holding it."""
+        size = out.shape[0]
+        j = np.int64(shuffle[i])
+        d0 = np.int64(sample_flat[2 * j])
+        o0 = np.int64(sample_flat[2 * j + 1])
+        d1 = np.int64(sample_flat[2 * j + 2])
+        o1 = np.int64(sample_flat[2 * j + 3])
+        pos = 0
+        for d in range(d0, d1 + 1):
+            e = np.int64(document_index[d])
+            a = starts[e] + (o0 if d == d0 else 0)
+            b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
+            m = min(b - a, size - pos)
+            if m > 0:  # a sequence never spans two parts: the piece lies in the last part starting at or before a
+                p = np.searchsorted(part_starts, a, side="right") - 1
+                _copy_from_part(part_addresses[p], a - part_starts[p], m, code, out[pos:pos + m])
+                pos += m
+        for k in range(pos, size):
+            out[k] = pad
+
+    @numba.njit(cache=True, nogil=True)
     def _gather_parts_many(idx, shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code,
                            out, extra, pad):
-        size = out.shape[1]
         for r in range(idx.shape[0]):
-            j = np.int64(shuffle[idx[r]])
-            d0 = np.int64(sample_flat[2 * j])
-            o0 = np.int64(sample_flat[2 * j + 1])
-            d1 = np.int64(sample_flat[2 * j + 2])
-            o1 = np.int64(sample_flat[2 * j + 3])
-            pos = 0
-            for d in range(d0, d1 + 1):
-                e = np.int64(document_index[d])
-                a = starts[e] + (o0 if d == d0 else 0)
-                b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
-                m = min(b - a, size - pos)
-                if m > 0:  # a sequence never spans two parts: the piece lies in the last part starting at or before a
-                    p = np.searchsorted(part_starts, a, side="right") - 1
-                    _copy_from_part(part_addresses[p], a - part_starts[p], m, code, out[r, pos:pos + m])
-                    pos += m
-            for k in range(pos, size):
-                out[r, k] = pad
+            _gather_parts_one(idx[r], shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code,
+                              out[r], extra, pad)
+
+    # ds[i] over parts, from one int64 state row as ``_sample_from_state`` (addresses 0-5, lengths 6-11, codes of
+    # shuffle, sample and tokens 12-14, extra 15, pad 16): one argument to unbox instead of eleven
+    @numba.njit(cache=True, nogil=True)
+    def _parts_with_sample(i, st, out, shuffle, sample):
+        doc = numba.carray(_voidptr(st[2]), (st[8],), np.int32)
+        starts = numba.carray(_voidptr(st[3]), (st[9],), np.int64)
+        part_starts = numba.carray(_voidptr(st[4]), (st[10],), np.int64)
+        part_addresses = numba.carray(_voidptr(st[5]), (st[11],), np.int64)
+        _gather_parts_one(i, shuffle, sample, doc, starts, part_starts, part_addresses, st[14], out, st[15], st[16])
+
+    @numba.njit(cache=True, nogil=True)
+    def _parts_with_shuffle(i, st, out, shuffle):
+        if st[13] == 0:
+            _parts_with_sample(i, st, out, shuffle, numba.carray(_voidptr(st[1]), (st[7],), np.int32))
+        else:
+            _parts_with_sample(i, st, out, shuffle, numba.carray(_voidptr(st[1]), (st[7],), np.int64))
+
+    @numba.njit(cache=True, nogil=True)
+    def _parts_from_state(i, st, out):
+        if st[12] == 0:
+            _parts_with_shuffle(i, st, out, numba.carray(_voidptr(st[0]), (st[6],), np.uint32))
+        else:
+            _parts_with_shuffle(i, st, out, numba.carray(_voidptr(st[0]), (st[6],), np.int64))
 except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
     pass
 
@@ -569,6 +600,7 @@ class GPTDataset:
             self._tokens = indexed.tokens
         self._num_tokens = int(self._starts[-1])
         self._part_addresses = None
+        self._parts_state = None
         self._state = None
         self._check_indices()
 
@@ -606,7 +638,11 @@ class GPTDataset:
             raise IndexError(f"sample {idx} out of range for {n} samples")
         out = np.empty(self._size, dtype=np.int64)
         if self._parts is not None:
-            self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
+            state = self._parts_state if self._parts_state is not None else self._make_parts_state()
+            if state is False:
+                self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
+            else:
+                _parts_from_state(idx, state, out)
             return out
         state = self._state
         if state is None:
@@ -638,7 +674,29 @@ class GPTDataset:
         d = dict(self.__dict__)
         d["_state"] = None  # addresses are only valid in this process
         d["_part_addresses"] = None
+        d["_parts_state"] = None
         return d
+
+    def _part_address_array(self) -> np.ndarray:
+        if self._part_addresses is None:  # the parts' memory maps live as long as self.indexed
+            self._part_addresses = np.array([t.ctypes.data if len(t) else 0 for t in self._parts[1]], dtype=np.int64)
+        return self._part_addresses
+
+    def _make_parts_state(self):
+        """The state row of ``_parts_from_state`` (False: these dtypes or no numba: the general path)."""
+        code = _PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
+        arrays = (self._shuffle, self._sample_flat, self._document_index, self._starts, self._parts[0],
+                  self._part_address_array())
+        state: np.ndarray | bool = False
+        if _parts_from_state is not None and code is not None and all(a.flags.c_contiguous for a in arrays) and \
+                self._document_index.dtype == np.int32 and self._shuffle.dtype in _FAST_DTYPES["shuffle"] and \
+                self._sample_flat.dtype in _FAST_DTYPES["sample"]:
+            state = np.array([a.ctypes.data for a in arrays] + [len(a) for a in arrays] +
+                             [_FAST_DTYPES["shuffle"].index(self._shuffle.dtype),
+                              _FAST_DTYPES["sample"].index(self._sample_flat.dtype), code, self.extra, self.pad_id],
+                             dtype=np.int64)
+        self._parts_state = state
+        return state
 
     def _gather_parts(self, idx: np.ndarray, out: np.ndarray) -> None:
         """Samples ``idx`` of a dataset of parts into ``out``: each document piece is read from its part."""
@@ -648,10 +706,8 @@ class GPTDataset:
             _gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
                              part_tokens, out, self.extra, self.pad_id)
             return
-        if self._part_addresses is None:  # the parts' memory maps live as long as self.indexed
-            self._part_addresses = np.array([t.ctypes.data if len(t) else 0 for t in part_tokens], dtype=np.int64)
         _gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
-                           self._part_addresses, code, out, self.extra, self.pad_id)
+                           self._part_address_array(), code, out, self.extra, self.pad_id)
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""
