@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-import pretrain.data.gpt_dataset as gd
+import pretrain.data.index_cache as gd
 from pretrain.data.blend import build_blend_splits
 from pretrain.data.indexed import IndexedDatasetBuilder
 

@@ -31,8 +31,9 @@ from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.defaults import DEFAULT_MAX_EPOCHS
 from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
-    cache_key, deferred_sync, parse_split, requested_per_dataset, split_matrix, split_ranges,
+    cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
+from pretrain.data.index_cache import deferred_sync
 from pretrain.data.indexed import IndexedDataset
 from pretrain.data.parts import open_indexed
 

@@ -22,12 +22,8 @@ fingerprint and written so that it is never read half-written (see :class:`Index
 """
 from __future__ import annotations
 
-import fcntl
 import functools
-import hashlib
-import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.data.defaults import ORDERS
-from pretrain.data.indexed import IndexedDataset, atomic_file
+from pretrain.data.index_cache import IndexCache, cache_key
+from pretrain.data.indexed import IndexedDataset
+from pretrain.data.parts_gather import parts_from_state
 
 SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"
@@ -222,146 +220,6 @@ def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int
     return GPTIndices(document_index, sample_index, shuffle_index, epochs, tokens_per_epoch, separate)
 
 
-# ----------------------------------------------------------------------------------------------- cache
-
-def cache_key(description: dict) -> str:
-    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
-
-
-class IndexCache:
-    """One folder of ``<name>.npy`` arrays plus ``index.json`` naming the key they were built for.
-
-    Writers hold an exclusive ``flock`` on ``.lock``, delete ``index.json`` first, write every array under
-    a temporary name and rename it into place, and write ``index.json`` last; readers hold a shared lock
-    while they check the key and open the arrays (memory-mapped). So an array is only ever read under
-    the ``index.json`` of the build that wrote it: never half-written, never from other parameters.
-    """
-
-    META = "index.json"
-
-    def __init__(self, directory: str | Path):
-        self.dir = Path(directory)
-
-    def _lock(self, exclusive: bool):
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        return fd
-
-    @staticmethod
-    def _unlock(fd) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-    def _load_unlocked(self, key: str, names) -> tuple[dict, dict] | None:
-        meta_path = self.dir / self.META
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-        if meta.get("key") != key:
-            return None
-        try:
-            arrays = {n: _open_array(self.dir / f"{n}.npy", meta.get("arrays", {}).get(n)) for n in names}
-        except (FileNotFoundError, ValueError, TypeError, KeyError):
-            return None
-        return arrays, meta.get("info", {})
-
-    def load(self, key: str, names) -> tuple[dict, dict] | None:
-        if not (self.dir / self.META).exists():
-            return None
-        fd = self._lock(exclusive=False)
-        try:
-            return self._load_unlocked(key, names)
-        finally:
-            self._unlock(fd)
-
-    def _save_unlocked(self, key: str, description: dict, arrays: dict, info: dict) -> None:
-        meta_path = self.dir / self.META
-        if meta_path.exists():
-            meta_path.unlink()
-        durable = not _DEFERRED_SYNC["active"]  # in a blend build: one sync at its end, not four fsyncs per dataset
-        offsets, headers = {}, {}
-        for name, arr in arrays.items():
-            arr = np.ascontiguousarray(arr)
-            with atomic_file(self.dir / f"{name}.npy", durable) as f:
-                np.save(f, arr, allow_pickle=False)
-                offsets[name] = f.tell() - arr.nbytes  # where the data starts: a load maps it without parsing
-            with open(self.dir / f"{name}.npy", "rb") as f:
-                headers[name] = f.read(offsets[name]).decode("latin1")
-        meta = {"key": key, "description": description, "info": info,
-                "arrays": {n: {"dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a)), "offset": offsets[n],
-                               "header": headers[n]}
-                           for n, a in arrays.items()}}
-        with atomic_file(meta_path, durable) as f:
-            f.write((json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
-        _DEFERRED_SYNC["pending"] |= not durable
-
-    def get_or_build(self, key: str, description: dict, names, build):
-        """The cached arrays for ``key``, or ``build() -> (arrays, info)`` run once, saved and returned."""
-        hit = self.load(key, names)
-        if hit is not None:
-            return hit
-        fd = self._lock(exclusive=True)
-        try:
-            hit = self._load_unlocked(key, names)  # another process may have built it meanwhile
-            if hit is not None:
-                return hit
-            arrays, info = build()
-            self._save_unlocked(key, description, arrays, info)
-            return arrays, info
-        finally:
-            self._unlock(fd)
-
-
-_DEFERRED_SYNC = {"active": False, "pending": False}
-CACHE_READ_BYTES = 4 << 20  # a cached array up to this size is read, a larger one memory-mapped: a mapping holds a
-                            # file descriptor, and a blend of 10,000 datasets has 30,000 cached arrays
-
-
-class deferred_sync:
-    """``with deferred_sync():`` the caches built inside are written without an fsync per file (atomic renames
-    still: a killed build leaves nothing half-written under a final name), and one ``os.sync()`` at the end makes
-    them durable. A blend of thousands of datasets writes four files per dataset: per-file fsyncs were most of
-    its build time. A cache file damaged by a power cut before that sync fails to load and is rebuilt."""
-
-    def __enter__(self):
-        self.outer = _DEFERRED_SYNC["active"]
-        _DEFERRED_SYNC["active"] = True
-        return self
-
-    def __exit__(self, *exc):
-        _DEFERRED_SYNC["active"] = self.outer
-        if not self.outer and _DEFERRED_SYNC["pending"]:
-            _DEFERRED_SYNC["pending"] = False
-            os.sync()
-        return False
-
-
-def _open_array(path: Path, meta: dict | None) -> np.ndarray:
-    """A cached ``.npy`` read (up to ``CACHE_READ_BYTES``) or memory-mapped at the data offset its ``index.json``
-    records (no header parse: thousands of datasets load in a blend) when the file has the header and size it
-    names; else (a cache written before offsets, or a file replaced since) ``np.load``, whose array the dataset's
-    checks then judge."""
-    if not meta or "offset" not in meta:
-        return np.load(path, mmap_mode="r" if os.path.getsize(path) > CACHE_READ_BYTES else None, allow_pickle=False)
-    dtype, shape, offset = np.dtype(meta["dtype"]), tuple(int(x) for x in meta["shape"]), int(meta["offset"])
-    if dtype.hasobject:
-        raise ValueError(f"{path}: object arrays are never loaded")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    with open(path, "rb") as f:
-        header = f.read(offset).decode("latin1")
-    if header != meta.get("header") or os.path.getsize(path) != offset + nbytes:  # replaced since: read what it
-        return _open_array(path, None)                                           # holds (the checks judge it)
-    if nbytes == 0:
-        return np.zeros(shape, dtype)
-    if nbytes > CACHE_READ_BYTES:
-        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-    arr = np.fromfile(path, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
-    arr.flags.writeable = False
-    return arr
-
-
 # --------------------------------------------------------------------------------------------- dataset
 
 def _touch(i, shuffle, sample_flat, document_index, starts, tokens):
@@ -409,37 +267,6 @@ def _gather_many(idx, shuffle, sample_flat, document_index, starts, tokens, out,
         acc += _gather_one(idx[r], shuffle, sample_flat, document_index, starts, tokens, out[r], extra, pad)
     return acc
 
-
-def _sample_pieces(i, shuffle, sample_flat, document_index, starts, size, extra):
-    """(global token start, length) of each document piece of sample ``i``, as ``_gather_one`` copies them."""
-    j = np.int64(shuffle[i])
-    d0, o0 = np.int64(sample_flat[2 * j]), np.int64(sample_flat[2 * j + 1])
-    d1, o1 = np.int64(sample_flat[2 * j + 2]), np.int64(sample_flat[2 * j + 3])
-    pieces, pos = [], 0
-    for d in range(d0, d1 + 1):
-        e = np.int64(document_index[d])
-        a = starts[e] + (o0 if d == d0 else 0)
-        b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
-        m = min(b - a, size - pos)
-        if m > 0:
-            pieces.append((a, m))
-            pos += m
-    return pieces
-
-
-def _gather_parts_py(idx, shuffle, sample_flat, document_index, starts, part_starts, part_tokens, out, extra, pad):
-    """The gather over a dataset of parts, in Python (dtypes the compiled one does not take, or no numba)."""
-    for r in range(len(idx)):
-        pos = 0
-        for a, m in _sample_pieces(idx[r], shuffle, sample_flat, document_index, starts, out.shape[1], extra):
-            p = int(np.searchsorted(part_starts, a, side="right")) - 1
-            out[r, pos:pos + m] = part_tokens[p][a - part_starts[p]:a - part_starts[p] + m]
-            pos += m
-        out[r, pos:] = pad
-
-
-_PART_CODES = {np.dtype("<u2"): 0, np.dtype("<i4"): 1}
-_gather_parts_many = _parts_from_state = None
 
 # One compiled call per ``ds[i]`` costs mostly argument unboxing (~70 ns per array). The fast path passes
 # the five index/token arrays as one int64 "state" row of addresses and lengths, rebuilt as array views
@@ -490,71 +317,6 @@ try:  # compiled gather: one call per sample (or per batch), no Python loop over
         if st[10] == 0:
             return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.uint32))
         return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.int64))
-    @numba.njit(cache=True, nogil=True)
-    def _copy_from_part(address, offset, m, code, dst):
-        """``m`` tokens from token ``offset`` of the part whose tokens start at ``address`` into ``dst``."""
-        if code == 0:
-            src16 = numba.carray(_voidptr(address + offset * 2), (m,), np.uint16)
-            for k in range(m):
-                dst[k] = src16[k]
-        else:
-            src32 = numba.carray(_voidptr(address + offset * 4), (m,), np.int32)
-            for k in range(m):
-                dst[k] = src32[k]
-
-    @numba.njit(cache=True, nogil=True)
-    def _gather_parts_one(i, shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code, out,
-                          extra, pad):
-        """``_gather_one`` over a dataset of parts: each document piece is copied from the part holding it."""
-        size = out.shape[0]
-        j = np.int64(shuffle[i])
-        d0 = np.int64(sample_flat[2 * j])
-        o0 = np.int64(sample_flat[2 * j + 1])
-        d1 = np.int64(sample_flat[2 * j + 2])
-        o1 = np.int64(sample_flat[2 * j + 3])
-        pos = 0
-        for d in range(d0, d1 + 1):
-            e = np.int64(document_index[d])
-            a = starts[e] + (o0 if d == d0 else 0)
-            b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
-            m = min(b - a, size - pos)
-            if m > 0:  # a sequence never spans two parts: the piece lies in the last part starting at or before a
-                p = np.searchsorted(part_starts, a, side="right") - 1
-                _copy_from_part(part_addresses[p], a - part_starts[p], m, code, out[pos:pos + m])
-                pos += m
-        for k in range(pos, size):
-            out[k] = pad
-
-    @numba.njit(cache=True, nogil=True)
-    def _gather_parts_many(idx, shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code,
-                           out, extra, pad):
-        for r in range(idx.shape[0]):
-            _gather_parts_one(idx[r], shuffle, sample_flat, document_index, starts, part_starts, part_addresses, code,
-                              out[r], extra, pad)
-
-    # ds[i] over parts, from one int64 state row as ``_sample_from_state`` (addresses 0-5, lengths 6-11, codes of
-    # shuffle, sample and tokens 12-14, extra 15, pad 16): one argument to unbox instead of eleven
-    @numba.njit(cache=True, nogil=True)
-    def _parts_with_sample(i, st, out, shuffle, sample):
-        doc = numba.carray(_voidptr(st[2]), (st[8],), np.int32)
-        starts = numba.carray(_voidptr(st[3]), (st[9],), np.int64)
-        part_starts = numba.carray(_voidptr(st[4]), (st[10],), np.int64)
-        part_addresses = numba.carray(_voidptr(st[5]), (st[11],), np.int64)
-        _gather_parts_one(i, shuffle, sample, doc, starts, part_starts, part_addresses, st[14], out, st[15], st[16])
-
-    @numba.njit(cache=True, nogil=True)
-    def _parts_with_shuffle(i, st, out, shuffle):
-        if st[13] == 0:
-            _parts_with_sample(i, st, out, shuffle, numba.carray(_voidptr(st[1]), (st[7],), np.int32))
-        else:
-            _parts_with_sample(i, st, out, shuffle, numba.carray(_voidptr(st[1]), (st[7],), np.int64))
-
-    @numba.njit(cache=True, nogil=True)
-    def _parts_from_state(i, st, out):
-        if st[12] == 0:
-            _parts_with_shuffle(i, st, out, numba.carray(_voidptr(st[0]), (st[6],), np.uint32))
-        else:
-            _parts_with_shuffle(i, st, out, numba.carray(_voidptr(st[0]), (st[6],), np.int64))
 except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
     pass
 
@@ -642,7 +404,7 @@ class GPTDataset:
             if state is False:
                 self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
             else:
-                _parts_from_state(idx, state, out)
+                parts_from_state(idx, state, out)
             return out
         state = self._state
         if state is None:
@@ -683,31 +445,26 @@ class GPTDataset:
         return self._part_addresses
 
     def _make_parts_state(self):
-        """The state row of ``_parts_from_state`` (False: these dtypes or no numba: the general path)."""
-        code = _PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
-        arrays = (self._shuffle, self._sample_flat, self._document_index, self._starts, self._parts[0],
-                  self._part_address_array())
-        state: np.ndarray | bool = False
-        if _parts_from_state is not None and code is not None and all(a.flags.c_contiguous for a in arrays) and \
-                self._document_index.dtype == np.int32 and self._shuffle.dtype in _FAST_DTYPES["shuffle"] and \
-                self._sample_flat.dtype in _FAST_DTYPES["sample"]:
-            state = np.array([a.ctypes.data for a in arrays] + [len(a) for a in arrays] +
-                             [_FAST_DTYPES["shuffle"].index(self._shuffle.dtype),
-                              _FAST_DTYPES["sample"].index(self._sample_flat.dtype), code, self.extra, self.pad_id],
-                             dtype=np.int64)
-        self._parts_state = state
-        return state
+        """The state row of ``parts_from_state`` (False: the general path). Built per process (not pickled)."""
+        from pretrain.data.parts_gather import parts_state
+
+        self._parts_state = parts_state(self._shuffle, self._sample_flat, self._document_index, self._starts,
+                                        self._parts[0], self._part_address_array(), self.indexed.dtype, self.extra,
+                                        self.pad_id)
+        return self._parts_state
 
     def _gather_parts(self, idx: np.ndarray, out: np.ndarray) -> None:
         """Samples ``idx`` of a dataset of parts into ``out``: each document piece is read from its part."""
+        from pretrain.data import parts_gather as pg
+
         part_starts, part_tokens = self._parts
-        code = _PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
-        if _gather_parts_many is None or code is None:
-            _gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
-                             part_tokens, out, self.extra, self.pad_id)
+        code = pg.PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
+        if pg.gather_parts_many is None or code is None:
+            pg.gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                               part_tokens, out, self.extra, self.pad_id)
             return
-        _gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
-                           self._part_address_array(), code, out, self.extra, self.pad_id)
+        pg.gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                             self._part_address_array(), code, out, self.extra, self.pad_id)
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""

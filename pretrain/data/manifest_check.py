@@ -41,8 +41,8 @@ def manifest_entries(input_dir) -> list[ManifestShard]:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or not isinstance(sha, str) \
                 or len(sha) != 64:
             raise ValueError(f"{manifest}: the entry of shard {name} needs 'rows' (a count) and 'sha256' (64 hex "
-                             f"digits), got rows={rows!r} sha256={sha!r}; rerun `curate run` on {input_dir} to "
-                             "rewrite the manifest")
+                             f"digits), got rows={rows!r} sha256={sha!r}: rerun `curate run` on {input_dir} to "
+                             "rewrite the manifest (a manifest made by hand: curate.shards.shard_entry writes entries)")
         if not path.is_file():
             raise FileNotFoundError(f"shard {name} named by {manifest} is missing")
         real = os.path.realpath(path)
