@@ -1,5 +1,5 @@
-"""The index cache at scale: small arrays read, large ones mapped, both at the offset index.json records; one sync for
-a whole blend build instead of an fsync per file."""
+"""The index cache at scale: small arrays read, large ones mapped, both at the offset index.json records; one sync of
+the cache's file system for a whole blend build instead of an fsync per file."""
 import os
 
 import numpy as np
@@ -21,7 +21,8 @@ def test_cached_arrays_load_read_or_mapped_and_equal_the_built_ones(tmp_path, mo
     spec = f"0.5 {make(tmp_path / 'a', 1)} 0.5 {make(tmp_path / 'b', 2)}"
     built = build_blend_splits(spec, 16, (400, 0, 0), 3, None)[0]
     syncs = []
-    monkeypatch.setattr(os, "sync", lambda: syncs.append(1))
+    real_sync = gd.sync_file_systems
+    monkeypatch.setattr(gd, "sync_file_systems", lambda folders: (syncs.append(1), real_sync(folders)))
     fsyncs = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))

@@ -88,7 +88,8 @@ class IndexCache:
                            for n, a in arrays.items()}}
         with atomic_file(meta_path, durable) as f:
             f.write((json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
-        _DEFERRED_SYNC["pending"] |= not durable
+        if not durable:
+            _DEFERRED_SYNC["pending"].add(str(self.dir))
 
     def get_or_build(self, key: str, description: dict, names, build):
         """The cached arrays for ``key``, or ``build() -> (arrays, info)`` run once, saved and returned."""
@@ -107,14 +108,15 @@ class IndexCache:
             self._unlock(fd)
 
 
-_DEFERRED_SYNC = {"active": False, "pending": False}
+_DEFERRED_SYNC = {"active": False, "pending": set()}  # pending: folders written without fsync
 CACHE_READ_BYTES = 4 << 20  # a cached array up to this size is read, a larger one memory-mapped: a mapping holds a
                             # file descriptor, and a blend of 10,000 datasets has 30,000 cached arrays
 
 
 class deferred_sync:
     """``with deferred_sync():`` the caches built inside are written without an fsync per file (atomic renames
-    still: a killed build leaves nothing half-written under a final name), and one ``os.sync()`` at the end makes
+    still: a killed build leaves nothing half-written under a final name), and one sync at the end (``syncfs`` of
+    the file system holding them, ``os.sync()`` where there is none) makes
     them durable. A blend of thousands of datasets writes four files per dataset: per-file fsyncs were most of
     its build time. A cache file damaged by a power cut before that sync fails to load and is rebuilt."""
 
@@ -126,9 +128,34 @@ class deferred_sync:
     def __exit__(self, *exc):
         _DEFERRED_SYNC["active"] = self.outer
         if not self.outer and _DEFERRED_SYNC["pending"]:
-            _DEFERRED_SYNC["pending"] = False
-            os.sync()
+            folders, _DEFERRED_SYNC["pending"] = _DEFERRED_SYNC["pending"], set()
+            sync_file_systems(sorted(folders))
         return False
+
+
+def sync_file_systems(folders: list[str]) -> None:
+    """Flush the file systems holding ``folders``, each once (Linux ``syncfs``; ``os.sync()`` elsewhere)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        syncfs = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        os.sync()
+        return
+    devices = set()
+    for folder in folders:
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_dev not in devices:
+                devices.add(os.fstat(fd).st_dev)
+                if syncfs(fd) != 0:
+                    os.sync()
+        finally:
+            os.close(fd)
 
 
 def _open_array(path: Path, meta: dict | None) -> np.ndarray:
