@@ -6,10 +6,13 @@
 2. random reads of 2,049-token samples per second through the GPT dataset against bare numpy memmap
    slices at random offsets of the same token file;
 3. seconds to build the GPT indices (document, sample, shuffle) for 1 billion tokens of synthetic
-   document lengths, and the blend indices for them.
+   document lengths, and the blend indices for them;
+4. seconds to build, then to load from the cache, the indices of a blend over 10, 1,000 and 10,000 datasets
+   (--datasets), and of one dataset of that many parts (`pretrain tokenize --parts`).
 
     .venv/bin/python benchmarks/dataset.py              # ~2-4 minutes on 2 cores
     .venv/bin/python benchmarks/dataset.py --mb 8 --read-tokens 50M --quick
+    .venv/bin/python benchmarks/dataset.py --sections 4 --datasets 10,1000,10000
 
 The text is the project's shared prose corpus when it is there (else the test sample), repeated up to
 --mb megabytes; the timed passes are interleaved and each figure is the best of --rounds.
@@ -215,6 +218,57 @@ def bench_index_build(args) -> dict:
     return {"index_s": min(times), "blend_s": blend}
 
 
+def make_many(folder: Path, n: int, docs: int, rng) -> list[str]:
+    """``n`` small indexed datasets ``folder/part-NNNNN.bin/.idx`` (untimed) and a ``parts.json`` naming them, so the
+    same files are both ``n`` datasets of a blend and one dataset of ``n`` parts."""
+    from pretrain.data.indexed import IndexedDatasetBuilder, data_file_path
+    from pretrain.data.parts import part_name, write_parts_index
+
+    parts = []
+    for i in range(n):
+        lengths = rng.integers(20, 600, docs)
+        prefix = folder / part_name(i)
+        with IndexedDatasetBuilder(prefix, np.uint16, durable=False) as b:
+            b.add_documents(rng.integers(0, 8000, int(lengths.sum())).astype(np.uint16), lengths)
+        parts.append({"name": part_name(i), "documents": docs, "tokens": int(lengths.sum()),
+                      "bin_bytes": os.path.getsize(data_file_path(prefix)), "rows": docs, "shards": 1})
+    write_parts_index(folder, np.uint16, parts)
+    return [str(folder / p["name"]) for p in parts]
+
+
+def bench_many_datasets(args, work: Path) -> dict:
+    """Seconds to build, then to load from the cache, the indices of a blend over N datasets (N in --datasets),
+    and of one dataset of N parts, for --many-samples train samples of 2,049 tokens."""
+    from pretrain.data.blend import build_blend_splits
+    from pretrain.data.blend_spec import BlendSpec, DatasetSpec
+
+    rng = np.random.default_rng(2)
+    build_blend_splits(BlendSpec([DatasetSpec("a", make_many(work / "warm", 2, 50, rng)[0], 1.0),
+                                  DatasetSpec("b", str(work / "warm" / "part-00001"), 1.0)]), 64, (10, 0, 0), 1, None)
+    print(f"\n4. index build at scale: {args.many_samples:,} train samples of seq_len 2048, datasets of "
+          f"{args.many_docs} documents (~{args.many_docs * 310:,} tokens) each:")
+    print(f"   {'datasets':>9s}  {'blend build':>11s}  {'cached load':>11s}  {'1 dataset of N parts: build':>27s}  "
+          f"{'cached load':>11s}")
+    out = {}
+    for n in args.datasets:
+        folder = work / f"many{n}"
+        prefixes = make_many(folder, n, args.many_docs, rng)
+        spec = BlendSpec([DatasetSpec(f"d{i:05d}", p, weight=1.0) for i, p in enumerate(prefixes)])
+        times = []
+        for cache, what in ((work / f"cache{n}", spec), (work / f"pcache{n}", str(folder))):
+            row = []
+            for _ in range(2):  # build, then cached load (a new call: what a restarted run does)
+                t = time.perf_counter()
+                build_blend_splits(what, 2048, (args.many_samples, 0, 0), 1234, cache)
+                row.append(time.perf_counter() - t)
+            times += row
+            shutil.rmtree(cache)
+        shutil.rmtree(folder)
+        print(f"   {n:9,d}  {times[0]:9.2f} s  {times[1]:9.2f} s  {times[2]:25.2f} s  {times[3]:9.2f} s")
+        out[n] = times
+    return {"many": out}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", help="JSONL(.gz) with a 'text' field (default: the shared prose corpus)")
@@ -226,17 +280,28 @@ def main(argv=None) -> int:
     p.add_argument("--reads", type=int, default=100_000, help="random reads per round (default 100,000)")
     p.add_argument("--index-tokens", type=count, default=count("1B"), help="tokens for the index build (default 1B)")
     p.add_argument("--workdir", help="keep files here (default: a temporary folder)")
+    p.add_argument("--datasets", type=lambda t: [count(x) for x in t.split(",")], default=[10, 1000, 10000],
+                   help="blend sizes of the index-at-scale figures (default 10,1000,10000)")
+    p.add_argument("--many-docs", type=int, default=100, help="documents per dataset there (default 100)")
+    p.add_argument("--many-samples", type=count, default=count("100K"), help="train samples there (default 100K)")
+    p.add_argument("--sections", default="1,2,3,4", help="which figures: 1 tokenize, 2 reads, 3 index build, "
+                   "4 index build at scale (default all)")
     args = p.parse_args(argv)
+    sections = set(args.sections.split(","))
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="quarry-dataset-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"benchmarks/dataset.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    r = {}
     try:
-        r = bench_tokenize(args, work)
-        r |= bench_reads(args, work)
-        r |= bench_index_build(args)
+        r |= bench_tokenize(args, work) if "1" in sections else {}
+        r |= bench_reads(args, work) if "2" in sections else {}
+        r |= bench_index_build(args) if "3" in sections else {}
+        r |= bench_many_datasets(args, work) if "4" in sections else {}
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    if not {"1", "2", "3"} <= sections:
+        return 0
     print("\nratios (goal):")
     print(f"   tokenize 1 worker / sentencepiece in-memory batch encode   {r['tok_1_vs_sp']:5.2f}x  (>= 0.85)")
     print(f"   tokenize 2 workers / 1 worker                              {r['tok_2_vs_1']:5.2f}x  (>= 1.7; "

@@ -39,14 +39,14 @@ def train_quarry_tokenizer(folder, model_type="bpe", vocab_size=VOCAB):
     fallback, EOD = </s>) trained on Austen, through a one-shard curation output folder."""
     import pyarrow as pa
 
-    from curate.shards import write_json, write_shard
+    from curate.shards import shard_entry, write_json, write_shard
     from pretrain.data.tokenizer import train_tokenizer
 
     folder = Path(folder)
     docs = [json.loads(line) for line in PROSE.read_text().splitlines()]
     table = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
     write_shard(table, folder / "curated" / "part-00000.arrow")
-    write_json({"shards": [{"path": "part-00000.arrow", "rows": table.num_rows}], "dropped": []},
+    write_json({"shards": [shard_entry(folder / "curated" / "part-00000.arrow", folder / "curated")], "dropped": []},
                folder / "curated" / "manifest.json")
     return train_tokenizer(folder / "curated", vocab_size, folder / f"tok_{model_type}.model",
                            model_type=model_type, threads=1).model_path

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if args.blend_command == "build":
             return _run_build(args)
         return _run_inspect(args)
-    except (BlendSpecError, EmptySplitError, FileNotFoundError, ValueError) as e:
+    except (BlendSpecError, EmptySplitError, OSError, ValueError) as e:
         print(f"pretrain blend {args.blend_command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,5 @@
-"""`pretrain tokenize`: curated shards to a Megatron-compatible .bin/.idx (the work: pretrain/data/tokenize.py)."""
+"""`pretrain tokenize`: curated shards to a Megatron-compatible .bin/.idx, or to a dataset of parts on a local pool or a
+Ray cluster (the work: pretrain/data/tokenize.py, pretrain/data/tokenize_parts.py)."""
 from __future__ import annotations
 
 import argparse
@@ -6,31 +7,92 @@ import sys
 
 INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed on Ctrl-C (dispatch)
 
+EPILOG = """examples:
+  pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/web
+  pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/webparts --parts --workers 2
+  pretrain tokenize --input /shared/curated --tokenizer /shared/tok.model --output-prefix /shared/tokens/web --executor ray --address auto --merge
+
+Without --parts, --executor ray or --merge: one PREFIX.bin/.idx, as always. With them: PREFIX/part-NNNNN.bin/.idx
+and PREFIX/parts.json (a blend spec's prefix may name the folder); --merge also writes PREFIX.bin/.idx."""
+
+
+def _bytes(text: str) -> int:
+    from pretrain.commands.tokenizer import _bytes as parse
+
+    return parse(text)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")
     parser.add_argument("--tokenizer", required=True, help="SentencePiece .model")
-    parser.add_argument("--output-prefix", required=True, help="writes PREFIX.bin and PREFIX.idx")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--output-prefix", required=True,
+                        help="writes PREFIX.bin and PREFIX.idx (with --parts: the folder PREFIX/ of parts)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes (default 1; with --executor ray and no --address: the local Ray's CPUs)")
     parser.add_argument("--text-column", default="text", help="default text")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar (there is none either when stderr is not a terminal)")
+    parser.add_argument("--parts", action="store_true",
+                        help="write a dataset of parts PREFIX/part-NNNNN.bin/.idx + PREFIX/parts.json, one task per part "
+                             "(markers and a lock in PREFIX/, as curate run)")
+    parser.add_argument("--executor", choices=("local", "ray"), default=None,
+                        help="where the part tasks run: local (a process pool of --workers) or ray (implies --parts)")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster address (HOST:PORT, ray://HOST:PORT or auto; default: start a local Ray)")
+    parser.add_argument("--part-bytes", type=_bytes, default="1G",
+                        help="curated shard bytes per part and task (default 1G; whole shards, in manifest order)")
+    parser.add_argument("--max-retries", type=int, default=3,
+                        help="runs of a task whose worker or node died before the run stops (default 3)")
+    parser.add_argument("--merge", action="store_true",
+                        help="also write PREFIX.bin/.idx from the parts (implies --parts): one Megatron file, the "
+                             "bytes a one-process run writes")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("pretrain tokenize: error: --workers must be at least 1", file=sys.stderr)
         return 2
-    from pretrain.data.tokenize import tokenize_curated
+    if args.address and args.executor != "ray":
+        print("pretrain tokenize: error: --address is for --executor ray", file=sys.stderr)
+        return 2
+    from curate.config import ConfigError
+    from curate.executors import WorkerLost
+    from curate.lock import LockError
 
     try:
+        if args.parts or args.merge or args.executor == "ray":
+            return _run_parts(args)
+        from pretrain.data.tokenize import tokenize_curated
+
         stats = tokenize_curated(args.input, args.tokenizer, args.output_prefix, args.workers,
                                  args.text_column, args.progress)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ConfigError, LockError, WorkerLost) as e:
         print(f"pretrain tokenize: error: {e}", file=sys.stderr)
         return 2
+    _report(f"{args.output_prefix}.bin/.idx", stats)
+    return 0
+
+
+def _run_parts(args) -> int:
+    from curate.executors import make_executor
+    from pretrain.data.tokenize_parts import tokenize_to_parts
+
+    executor = make_executor(args.executor or "local", args.workers, args.address, max_retries=args.max_retries)
+    try:
+        stats = tokenize_to_parts(args.input, args.tokenizer, args.output_prefix, executor, args.part_bytes,
+                                  args.text_column, merge=args.merge)
+    finally:
+        executor.close()
+    _report(f"{args.output_prefix}/ ({stats['parts']} parts)", stats)
+    if args.merge:
+        print(f"merged into {args.output_prefix}.bin/.idx")
+    return 0
+
+
+def _report(what: str, stats: dict) -> None:
     mb = stats["text_bytes"] / 1e6
     rate = f", {mb / stats['seconds']:.1f} MB/s" if stats.get("seconds") else ""
-    print(f"wrote {args.output_prefix}.bin/.idx: {stats['documents']:,} documents, {stats['tokens']:,} tokens "
+    print(f"wrote {what}: {stats['documents']:,} documents, {stats['tokens']:,} tokens "
           f"({stats['dtype']}){rate}; {stats['errors']} encode errors, {stats['empty']} empty documents skipped")
-    return 0

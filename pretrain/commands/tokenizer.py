@@ -33,7 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--output", required=True, help="PATH.model to write (special ids go to PATH.json)")
     t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="default bpe")
     t.add_argument("--max-bytes", type=_bytes, default=DEFAULT_MAX_BYTES,
-                   help=f"cap on the sampled text (default {DEFAULT_MAX_BYTES // 1_000_000}M bytes)")
+                   help=f"cap on the sampled text (default {DEFAULT_MAX_BYTES // 1_000_000}M bytes; every shard is read "
+                        "to draw documents uniformly)")
+    t.add_argument("--sample-bytes", type=_bytes, default=None,
+                   help="read a bounded, reproducible sample of about this many bytes spread over every shard (each "
+                        "shard's share by its size), instead of reading every shard to sample documents (--max-bytes); "
+                        "for a large corpus")
+    t.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="with --sample-bytes: read the shards' samples on a local process pool or a Ray cluster "
+                        "(default: in this process)")
+    t.add_argument("--address", default=None, help="Ray cluster address for --executor ray (default: a local Ray)")
+    t.add_argument("--workers", type=int, default=1, help="with --executor: worker processes (default 1)")
     t.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                    help="map unknown characters to UNK instead of UTF-8 byte pieces")
     t.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
@@ -52,10 +62,24 @@ def run(args: argparse.Namespace) -> int:
             tok = load_tokenizer(args.model)
             print(json.dumps({"model": tok.model_path, "vocab_size": tok.vocab_size, **tok.specials()}, indent=2))
             return 0
-        tok = train_tokenizer(args.input, args.vocab_size, args.output, model_type=args.model_type,
-                              max_bytes=args.max_bytes, byte_fallback=args.byte_fallback,
-                              character_coverage=args.character_coverage, seed=args.seed,
-                              threads=args.threads, text_column=args.text_column)
+        if args.executor and args.sample_bytes is None:
+            raise ValueError("--executor reads the shards of --sample-bytes: give --sample-bytes too")
+        if args.address and args.executor != "ray":
+            raise ValueError("--address is for --executor ray")
+        executor = None
+        if args.executor:
+            from curate.executors import make_executor
+
+            executor = make_executor(args.executor, args.workers, args.address)
+        try:
+            tok = train_tokenizer(args.input, args.vocab_size, args.output, model_type=args.model_type,
+                                  max_bytes=args.max_bytes, byte_fallback=args.byte_fallback,
+                                  character_coverage=args.character_coverage, seed=args.seed,
+                                  threads=args.threads, text_column=args.text_column,
+                                  sample_bytes=args.sample_bytes, executor=executor)
+        finally:
+            if executor is not None:
+                executor.close()
     except (FileNotFoundError, ValueError) as e:
         print(f"pretrain tokenizer {args.tokenizer_command}: error: {e}", file=sys.stderr)
         return 2

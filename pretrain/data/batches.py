@@ -81,10 +81,15 @@ def check_data_paths(cfg: Config) -> None:
         spec = load_blend_spec(d.blend)
     except (BlendSpecError, OSError) as e:
         raise ConfigError(f"data.blend {d.blend}: {e}") from e
+    from pretrain.data.parts import PARTS_INDEX, is_parts_dataset
+
     for ds in spec.datasets:
+        if is_parts_dataset(ds.prefix):  # a dataset of parts (pretrain tokenize --parts): PREFIX/parts.json
+            continue
         for ext in (".bin", ".idx"):
             if not Path(ds.prefix + ext).is_file():
-                raise ConfigError(f"data.blend {d.blend}: dataset {ds.name!r} has no {ds.prefix}{ext}: {DEMO_HINT}")
+                raise ConfigError(f"data.blend {d.blend}: dataset {ds.name!r} has no {ds.prefix}{ext} (nor "
+                                  f"{ds.prefix}/{PARTS_INDEX}): {DEMO_HINT}")
 
 
 def local_indices(first_sample: int, n_micro: int, mbs: int, dp: int, dp_rank: int) -> np.ndarray:

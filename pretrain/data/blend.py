@@ -33,7 +33,9 @@ from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
     cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
+from pretrain.data.index_cache import deferred_sync
 from pretrain.data.indexed import IndexedDataset
+from pretrain.data.parts import open_indexed
 
 MID_LEVEL_SURPLUS = 0.005
 
@@ -220,6 +222,11 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     samples of a split are the same whatever sample count is asked for (unless the spec mixes ``weight`` and
     ``epochs``: those weights depend on the token budget). ``order = "megatron"``: Megatron-core's arrays.
     """
+    with deferred_sync():  # thousands of datasets: one sync at the end, not an fsync per cache file
+        return _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_id, verbose, order)
+
+
+def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_id, verbose, order) -> list:
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
     sizes = [int(n) if n else 0 for n in num_samples]
@@ -228,7 +235,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
     if seq_len <= 1:
         raise ValueError(f"sequence length must be > 1, got {seq_len}")
     cache_dir = Path(cache_dir) if cache_dir is not None else None
-    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    indexed = [open_indexed(d.prefix) for d in spec.datasets]
     names = [d.name for d in spec.datasets]
     out: list = [None, None, None]
 
@@ -288,7 +295,7 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     budget of ``tokens`` (default: all train tokens once), and warnings."""
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
-    indexed = [IndexedDataset(d.prefix) for d in spec.datasets]
+    indexed = [open_indexed(d.prefix) for d in spec.datasets]
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
     budget = int(tokens) if tokens else sum(train_tokens)
     if spec.weighted:

@@ -6,7 +6,7 @@ A spec is a TOML file (kept under ``data_specs/``)::
 
     [[datasets]]
     name = "web"                  # a folder name in the index cache; unique
-    prefix = "out/demo/tokens/web"  # <prefix>.bin + <prefix>.idx
+    prefix = "out/demo/tokens/web"  # <prefix>.bin + <prefix>.idx, or a folder of parts <prefix>/parts.json
     weight = 0.7                  # share of the samples (weights are normalized), or instead:
     # epochs = 2.0                # passes over this dataset's train split in the train token budget
 

@@ -22,12 +22,8 @@ fingerprint and written so that it is never read half-written (see :class:`Index
 """
 from __future__ import annotations
 
-import fcntl
 import functools
-import hashlib
-import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.data.defaults import ORDERS
-from pretrain.data.indexed import IndexedDataset, atomic_file
+from pretrain.data.index_cache import IndexCache, cache_key
+from pretrain.data.indexed import IndexedDataset
+from pretrain.data.parts_gather import parts_from_state
 
 SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"
@@ -222,89 +220,6 @@ def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int
     return GPTIndices(document_index, sample_index, shuffle_index, epochs, tokens_per_epoch, separate)
 
 
-# ----------------------------------------------------------------------------------------------- cache
-
-def cache_key(description: dict) -> str:
-    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
-
-
-class IndexCache:
-    """One folder of ``<name>.npy`` arrays plus ``index.json`` naming the key they were built for.
-
-    Writers hold an exclusive ``flock`` on ``.lock``, delete ``index.json`` first, write every array under
-    a temporary name and rename it into place, and write ``index.json`` last; readers hold a shared lock
-    while they check the key and open the arrays (memory-mapped). So an array is only ever read under
-    the ``index.json`` of the build that wrote it: never half-written, never from other parameters.
-    """
-
-    META = "index.json"
-
-    def __init__(self, directory: str | Path):
-        self.dir = Path(directory)
-
-    def _lock(self, exclusive: bool):
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        return fd
-
-    @staticmethod
-    def _unlock(fd) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-    def _load_unlocked(self, key: str, names) -> tuple[dict, dict] | None:
-        meta_path = self.dir / self.META
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-        if meta.get("key") != key:
-            return None
-        try:
-            arrays = {n: np.load(self.dir / f"{n}.npy", mmap_mode="r") for n in names}
-        except (FileNotFoundError, ValueError):
-            return None
-        return arrays, meta.get("info", {})
-
-    def load(self, key: str, names) -> tuple[dict, dict] | None:
-        if not (self.dir / self.META).exists():
-            return None
-        fd = self._lock(exclusive=False)
-        try:
-            return self._load_unlocked(key, names)
-        finally:
-            self._unlock(fd)
-
-    def _save_unlocked(self, key: str, description: dict, arrays: dict, info: dict) -> None:
-        meta_path = self.dir / self.META
-        if meta_path.exists():
-            meta_path.unlink()
-        for name, arr in arrays.items():
-            with atomic_file(self.dir / f"{name}.npy") as f:
-                np.save(f, np.asarray(arr), allow_pickle=False)
-        meta = {"key": key, "description": description, "info": info,
-                "arrays": {n: {"dtype": str(a.dtype), "shape": list(a.shape)} for n, a in arrays.items()}}
-        with atomic_file(meta_path) as f:
-            f.write((json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
-
-    def get_or_build(self, key: str, description: dict, names, build):
-        """The cached arrays for ``key``, or ``build() -> (arrays, info)`` run once, saved and returned."""
-        hit = self.load(key, names)
-        if hit is not None:
-            return hit
-        fd = self._lock(exclusive=True)
-        try:
-            hit = self._load_unlocked(key, names)  # another process may have built it meanwhile
-            if hit is not None:
-                return hit
-            arrays, info = build()
-            self._save_unlocked(key, description, arrays, info)
-            return arrays, info
-        finally:
-            self._unlock(fd)
-
-
 # --------------------------------------------------------------------------------------------- dataset
 
 def _touch(i, shuffle, sample_flat, document_index, starts, tokens):
@@ -436,8 +351,18 @@ class GPTDataset:
         self._document_index = np.asarray(self.document_index)
         self._starts = np.empty(len(indexed) + 1, dtype=np.int64)
         np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
-        self._starts[-1] = len(indexed.tokens)
-        self._tokens = indexed.tokens
+        self._parts = None  # a dataset of parts: (token offset of each part and the total, each part's tokens)
+        if hasattr(indexed, "token_parts"):
+            part_starts, part_tokens = indexed.token_parts()
+            self._parts = (np.ascontiguousarray(part_starts, dtype=np.int64), list(part_tokens))
+            self._starts[-1] = int(part_starts[-1])
+            self._tokens = np.zeros(0, dtype=indexed.dtype)
+        else:
+            self._starts[-1] = len(indexed.tokens)
+            self._tokens = indexed.tokens
+        self._num_tokens = int(self._starts[-1])
+        self._part_addresses = None
+        self._parts_state = None
         self._state = None
         self._check_indices()
 
@@ -461,7 +386,7 @@ class GPTDataset:
             rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
             if rows.min() < 0 or rows.max() >= len(doc) or offsets.min() < 0:
                 raise ValueError(f"{where}: a sample starts outside the document index or at a negative offset")
-            if (self._starts[doc[rows]] + offsets + self.extra > len(self._tokens)).any():
+            if (self._starts[doc[rows]] + offsets + self.extra > self._num_tokens).any():
                 raise ValueError(f"{where}: a sample reads past the end of the tokens")
 
     def __len__(self) -> int:
@@ -474,6 +399,13 @@ class GPTDataset:
         if not 0 <= idx < n:
             raise IndexError(f"sample {idx} out of range for {n} samples")
         out = np.empty(self._size, dtype=np.int64)
+        if self._parts is not None:
+            state = self._parts_state if self._parts_state is not None else self._make_parts_state()
+            if state is False:
+                self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
+            else:
+                parts_from_state(idx, state, out)
+            return out
         state = self._state
         if state is None:
             state = self._make_state()
@@ -503,7 +435,36 @@ class GPTDataset:
     def __getstate__(self):
         d = dict(self.__dict__)
         d["_state"] = None  # addresses are only valid in this process
+        d["_part_addresses"] = None
+        d["_parts_state"] = None
         return d
+
+    def _part_address_array(self) -> np.ndarray:
+        if self._part_addresses is None:  # the parts' memory maps live as long as self.indexed
+            self._part_addresses = np.array([t.ctypes.data if len(t) else 0 for t in self._parts[1]], dtype=np.int64)
+        return self._part_addresses
+
+    def _make_parts_state(self):
+        """The state row of ``parts_from_state`` (False: the general path). Built per process (not pickled)."""
+        from pretrain.data.parts_gather import parts_state
+
+        self._parts_state = parts_state(self._shuffle, self._sample_flat, self._document_index, self._starts,
+                                        self._parts[0], self._part_address_array(), self.indexed.dtype, self.extra,
+                                        self.pad_id)
+        return self._parts_state
+
+    def _gather_parts(self, idx: np.ndarray, out: np.ndarray) -> None:
+        """Samples ``idx`` of a dataset of parts into ``out``: each document piece is read from its part."""
+        from pretrain.data import parts_gather as pg
+
+        part_starts, part_tokens = self._parts
+        code = pg.PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
+        if pg.gather_parts_many is None or code is None:
+            pg.gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                               part_tokens, out, self.extra, self.pad_id)
+            return
+        pg.gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
+                             self._part_address_array(), code, out, self.extra, self.pad_id)
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""
@@ -514,6 +475,9 @@ class GPTDataset:
         if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
             raise IndexError(f"sample index out of range for {self._length} samples")
         out = np.empty((len(idx), self._size), dtype=np.int64)
+        if self._parts is not None:
+            self._gather_parts(idx, out)
+            return out
         _gather_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
                      out, self.extra, self.pad_id)
         return out

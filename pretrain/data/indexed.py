@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+IDX_READ_BYTES = 16 << 20  # an .idx up to this size is read into memory, a larger one memory-mapped
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, N, D: 34 bytes
@@ -222,7 +223,10 @@ class IndexedDataset:
         size = os.path.getsize(idx_path)
         if size < expected:
             raise ValueError(f"{idx_path} is truncated: {size} bytes, the header promises {expected}")
-        self._idx_mmap = np.memmap(idx_path, mode="r", dtype=np.uint8)
+        if size <= IDX_READ_BYTES:  # read, not mapped: a mapping holds a file descriptor, and a blend of thousands
+            self._idx_mmap = np.fromfile(idx_path, dtype=np.uint8)  # of datasets would run out of them
+        else:
+            self._idx_mmap = np.memmap(idx_path, mode="r", dtype=np.uint8)
         buf = self._idx_mmap
         self.sequence_lengths = np.frombuffer(buf, dtype="<i4", count=n, offset=HEADER.size)
         self.sequence_pointers = np.frombuffer(buf, dtype="<i8", count=n, offset=HEADER.size + 4 * n)

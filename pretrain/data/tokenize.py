@@ -39,16 +39,19 @@ class Task:
     index: int
     shard: str
     unit: int  # record batch (Arrow IPC) or row group (Parquet)
+    check: object = None  # the shard's ManifestShard on its first task: sha256 and rows checked before reading
 
 
-def plan_tasks(shards: list[Path]) -> list[Task]:
-    """One task per record batch / row group of every shard, in manifest order."""
+def plan_tasks(shards: list) -> list[Task]:
+    """One task per record batch / row group of every shard, in manifest order (shards: paths, or
+    ``ManifestShard`` entries, whose first task checks the shard against its manifest entry)."""
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
     tasks = []
-    for path in shards:
-        path = str(path)
+    for shard in shards:
+        entry = shard if hasattr(shard, "sha256") else None
+        path = entry.path if entry else str(shard)
         try:
             if path.endswith(".parquet"):
                 units = pq.ParquetFile(path).metadata.num_row_groups
@@ -58,9 +61,15 @@ def plan_tasks(shards: list[Path]) -> list[Task]:
         except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid / ArrowIOError name no file
             if isinstance(e, FileNotFoundError):
                 raise
+            if entry is not None:  # cut short or replaced after curation: say so, naming the shard
+                from pretrain.data.manifest_check import verify_shard
+
+                verify_shard(entry)
             raise ValueError(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from e
         for u in range(units):
-            tasks.append(Task(len(tasks), path, u))
+            tasks.append(Task(len(tasks), path, u, entry if u == 0 else None))
+        if entry is not None and units == 0 and entry.rows:
+            raise ValueError(f"shard {entry.name} holds no record batch, its manifest entry says {entry.rows:,} rows")
     return tasks
 
 
@@ -138,6 +147,10 @@ def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer
     Documents are encoded and written ``CHUNK_DOCS`` at a time, so memory stays bounded on big batches."""
     tokenizer = tokenizer or _TOKENIZER
     cpu0 = time.process_time()
+    if task.check is not None:
+        from pretrain.data.manifest_check import verify_shard
+
+        verify_shard(task.check)
     column, nbytes = read_task_column(task, text_column)
     prefix = os.path.join(parts_dir, f"{task.index:06d}")
     stats = {"task": task.index, "documents": 0, "tokens": 0, "rows": len(column), "text_bytes": nbytes,
@@ -190,20 +203,16 @@ def _sha256_file(path) -> str:
 def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1, text_column: str = "text",
                      progress: bool = True, log=None) -> dict:
     """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts."""
-    from curate.shards import manifest_shards
+    from pretrain.data.manifest_check import manifest_entries
     from pretrain.data.tokenizer import load_tokenizer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     input_dir = Path(input_dir)
     manifest = input_dir / "manifest.json"
-    if not manifest.is_file():
-        raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
+    entries = manifest_entries(input_dir)  # no shard twice, each there with rows and sha256
     tokenizer = load_tokenizer(tokenizer_path)
     dtype = optimal_dtype(tokenizer.vocab_size)
-    shards = manifest_shards(input_dir)
-    for s in shards:
-        if not s.is_file():
-            raise FileNotFoundError(f"shard {s} named by {manifest} is missing")
+    shards = [Path(e.path) for e in entries]
     prefix = os.fspath(output_prefix)
     job = {"version": JOB_VERSION, "manifest_sha256": _sha256_file(manifest),
            "shards": [str(s.resolve()) for s in shards], "tokenizer_sha256": tokenizer.sha256(),
@@ -221,7 +230,7 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
             return done["stats"]
 
     parts = _parts_folder(prefix, job_key, job)
-    tasks = plan_tasks(shards)
+    tasks = plan_tasks(entries)
     results: dict[int, dict] = {}
     for t in tasks:
         marker = parts / f"{t.index:06d}.json"
@@ -238,6 +247,7 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     finally:
         bar.close()
 
+    _check_rows(entries, tasks, results)
     stats = merge_parts(parts, tasks, prefix, dtype)
     for key in ("rows", "errors", "empty", "text_bytes"):
         stats[key] = sum(results[t.index][key] for t in tasks)
@@ -248,6 +258,16 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
                             "input": str(input_dir)}, indent=2).encode())
     shutil.rmtree(parts)
     return stats
+
+
+def _check_rows(entries: list, tasks: list[Task], results: dict) -> None:
+    """Every shard was read whole: its tasks' rows add up to its manifest entry's."""
+    rows: dict[str, int] = {}
+    for t in tasks:
+        rows[t.shard] = rows.get(t.shard, 0) + results[t.index]["rows"]
+    for e in entries:
+        if rows.get(e.path, 0) != e.rows:
+            raise ValueError(f"shard {e.name}: read {rows.get(e.path, 0):,} rows, its manifest entry says {e.rows:,}")
 
 
 def _parts_folder(prefix: str, job_key: str, job: dict) -> Path:

@@ -127,12 +127,15 @@ def sample_training_text(input_dir: str | os.PathLike | list, max_bytes: int, se
     """Lines of a uniform random sample of documents, at most ``max_bytes`` of UTF-8 in all."""
     import pyarrow.compute as pc
 
-    from curate.shards import manifest_shards, read_shard
+    from curate.shards import read_shard
 
-    dirs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
-    shards = [p for d in dirs for p in _manifest_shards(d, manifest_shards)]
+    from pretrain.data.manifest_check import verify_shard
+
+    entries = _entries(input_dir)
+    shards = [e.path for e in entries]
     sizes = []
-    for path in shards:
+    for entry, path in zip(entries, shards):
+        verify_shard(entry)  # the shard the manifest names: its sha256 and rows
         col = _text_column(read_shard(path, columns=[text_column]), text_column, path)
         lengths = pc.binary_length(col) if len(col) else None
         sizes.append(np.zeros(0, np.int64) if lengths is None else
@@ -180,9 +183,10 @@ def _chunks(line: str):
 def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output: str | os.PathLike, *,
                     model_type: str = "bpe", max_bytes: int = DEFAULT_MAX_BYTES, byte_fallback: bool = True,
                     character_coverage: float = 0.9995, seed: int = 0, threads: int | None = None,
-                    text_column: str = "text") -> Tokenizer:
+                    text_column: str = "text", sample_bytes: int | None = None, executor=None) -> Tokenizer:
     """Train a SentencePiece model on sampled text of a curation output; write ``output`` (``.model``)
-    and its special ids to ``output`` with ``.json``."""
+    and its special ids to ``output`` with ``.json``. ``sample_bytes``: read a bounded sample spread over every
+    shard instead (:mod:`pretrain.data.tokenizer_sample`), its shard tasks on ``executor`` when given."""
     import sentencepiece as spm
 
     if model_type not in ("bpe", "unigram"):
@@ -190,7 +194,12 @@ def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output
     output = Path(output)
     if output.suffix != ".model":
         raise ValueError(f"the output must be a .model path, got {output}")
-    lines, info = sample_training_text(input_dir, max_bytes, seed, text_column)
+    if sample_bytes is not None:
+        from pretrain.data.tokenizer_sample import sample_spread_text
+
+        lines, info = sample_spread_text(_entries(input_dir), sample_bytes, seed, text_column, executor)
+    else:
+        lines, info = sample_training_text(input_dir, max_bytes, seed, text_column)
     if not lines:
         raise ValueError(f"{input_dir}: no text to train on")
     min_vocab = len(SPECIALS) + 1 + (256 if byte_fallback else 0)
@@ -225,10 +234,22 @@ def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output
     return load_tokenizer(output)
 
 
-def _manifest_shards(input_dir, manifest_shards) -> list[Path]:
-    if not (Path(input_dir) / "manifest.json").is_file():
-        raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
-    return manifest_shards(input_dir)
+def _entries(input_dir) -> list:
+    """The shards of one or more curation outputs, checked (:func:`~pretrain.data.manifest_check.manifest_entries`);
+    a shard named by two of the folders' manifests counts as listed twice."""
+    from pretrain.data.manifest_check import manifest_entries
+
+    dirs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
+    entries, seen = [], {}
+    for d in dirs:
+        for e in manifest_entries(d):
+            real = os.path.realpath(e.path)
+            if real in seen:
+                raise ValueError(f"shard {e.name} of {d} is also listed by {seen[real]}: its documents would be "
+                                 "sampled twice; give each curation folder once")
+            seen[real] = d
+            entries.append(e)
+    return entries
 
 
 def _text_column(table, text_column: str, path):

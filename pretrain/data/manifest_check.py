@@ -1,0 +1,95 @@
+"""A curation ``manifest.json`` checked before its shards are tokenized or sampled: it must not lie.
+
+``pretrain tokenize`` and ``pretrain tokenizer train`` read the shards a manifest names. A manifest that names a
+shard twice (under the same or another spelling of its path) would tokenize it twice; a shard cut short, rewritten
+or swapped after curation would be read as it is now. So: every entry needs ``path``, ``rows`` and ``sha256``; no
+shard may be listed twice; every shard must exist (:func:`manifest_entries`, on the driver, no shard read); and
+before a task reads a shard it checks its row count and sha256 against the manifest (:func:`verify_shard`, in the
+worker: the hashing runs where the reading does, in parallel). Each refusal names the shard.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ManifestShard:
+    path: str  # absolute path of the shard
+    name: str  # its path as the manifest writes it (relative to the folder)
+    rows: int
+    sha256: str
+
+
+def manifest_entries(input_dir) -> list[ManifestShard]:
+    """The kept shards of a curation output, in manifest order, each with the rows and sha256 it must have."""
+    from curate.shards import manifest_shards
+
+    input_dir = Path(input_dir)
+    manifest = input_dir / "manifest.json"
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
+    paths = manifest_shards(input_dir)  # a damaged manifest, a path outside the folder: refused there
+    entries = json.loads(manifest.read_text())["shards"]
+    out, seen = [], {}
+    for path, e in zip(paths, entries):
+        name = e["path"]
+        rows, sha = e.get("rows"), e.get("sha256")
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or not isinstance(sha, str) \
+                or len(sha) != 64:
+            raise ValueError(f"{manifest}: the entry of shard {name} needs 'rows' (a count) and 'sha256' (64 hex "
+                             f"digits), got rows={rows!r} sha256={sha!r}: rerun `curate run` on {input_dir} to "
+                             "rewrite the manifest (a manifest made by hand: curate.shards.shard_entry writes entries)")
+        if not path.is_file():
+            raise FileNotFoundError(f"shard {name} named by {manifest} is missing")
+        real = os.path.realpath(path)
+        if real in seen:
+            raise ValueError(f"{manifest} lists shard {name} twice" + (f" (also as {seen[real]})" if seen[real] != name
+                             else "") + ": its documents would be tokenized twice; rerun `curate run` on "
+                             f"{input_dir} to rewrite the manifest")
+        seen[real] = name
+        out.append(ManifestShard(str(path.absolute()), name, rows, sha))
+    return out
+
+
+def shard_row_count(path: str) -> int:
+    """Rows of an Arrow IPC or Parquet shard, from its metadata (no column is decoded)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    try:
+        if path.endswith(".parquet"):
+            return pq.ParquetFile(path).metadata.num_rows
+        with ipc.open_file(pa.memory_map(path)) as reader:
+            return reader.count_rows()
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise ValueError(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from None
+
+
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_shard(shard: ManifestShard, check_hash: bool = True) -> None:
+    """The shard on disk is the one the manifest names: same sha256 (when ``check_hash``) and row count."""
+    if check_hash:
+        got = sha256_of(shard.path)
+        if got != shard.sha256:
+            size = os.path.getsize(shard.path)
+            raise ValueError(f"shard {shard.name} ({size:,} bytes) does not match its manifest entry: sha256 "
+                             f"{got[:16]}..., the manifest says {shard.sha256[:16]}... (cut short, damaged, rewritten "
+                             "or replaced after curation); restore it, or rerun `curate run` to rewrite the folder")
+    rows = shard_row_count(shard.path)
+    if rows != shard.rows:
+        raise ValueError(f"shard {shard.name} holds {rows:,} rows, its manifest entry says {shard.rows:,}: the "
+                         "manifest or the shard was changed after curation; rerun `curate run` to rewrite the folder")
