@@ -185,11 +185,11 @@ def _title_counts(cps, table, title_key, n_blocks):
 # words they stand for, so a paragraph of Chinese or Thai has about the lengths, word counts and
 # punctuation per word of the same paragraph in English (the model was trained on pages with spaces):
 # a Han / kana character is about 1.7 characters of a word (mean Chinese word length in corpora is 1.6-1.8),
-# a Thai, Lao, Khmer or Myanmar code point about a fifth of a word; an English word with its space is about
-# six characters.
+# a Thai, Lao, Khmer or Myanmar letter about a quarter of a word (vowel signs and tone marks not counted);
+# an English word with its space is about six characters. Only word characters (``\w``) count.
 LATIN_WORD_CHARS = 6.0
 CJK_WORD_CHARS = 1.7
-SEA_WORD_CHARS = 5.0
+SEA_WORD_CHARS = 4.0
 
 
 def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
@@ -271,7 +271,7 @@ def _text_counts(cps, table, chars):
                 counts[b, 4] += 1
             if cp == SPACE:
                 counts[b, 5] += 1
-            elif cp >= 0x0E00:
+            elif w and cp >= 0x0E00:
                 d = _dense_script(cp)
                 if d:
                     counts[b, 5 + d] += 1
