@@ -51,10 +51,49 @@ def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=
     return "\n".join(out)
 
 
+_MAIN_LEVEL = 2      # column of ``Blocks.groups``: the element 4 levels above a block's owner
+_REGION_LEVEL = 3    # ... and 8 levels above it
+_UNSURE = 1 / 3      # share of the threshold above which a block of the main container is kept
+_UNSURE_WORDS = 10   # ... when it holds at least this many words
+_SURE = 1.5          # times the threshold below which a kept block outside the main region is dropped
+
+
+def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarray:
+    """``prob`` adjusted where the classifier is unsure, readability-style, around the page's article: the
+    element holding most of the kept characters. A paragraph (``_UNSURE_WORDS`` words or more) under the
+    same element 4 levels up as most kept text is kept when the classifier gives it at least ``_UNSURE``
+    of the threshold; a kept block outside the element 8 levels up that holds most kept text is dropped
+    when it scores below ``_SURE`` times the threshold (teasers and related links kept by a narrow margin).
+    Measured side by side (``benchmarks/extract_quality.py``): word F1 +0.003 on WCXB's cross-validated
+    predictions, +0.006 on Readability's pages (+0.012 on those not in English)."""
+    prob = np.asarray(prob, dtype=np.float32)
+    keep = prob >= threshold
+    if not keep.any():
+        return prob
+    groups = np.asarray(groups)
+    chars = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts)) * keep
+    prob = prob.copy()
+    inv, main = _largest(groups[:, _MAIN_LEVEL], chars)
+    unsure = np.flatnonzero((inv == main) & ~keep & (prob >= threshold * _UNSURE))
+    lift = [i for i in unsure.tolist() if len(_WORDS.findall(texts[i])) >= _UNSURE_WORDS]
+    prob[lift] = threshold
+    inv, main = _largest(groups[:, _REGION_LEVEL], chars)
+    prob[(inv != main) & keep & (prob < threshold * _SURE)] = 0.0
+    return prob
+
+
+def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
+    """(each block's index among the distinct ``owner`` values, the index holding the most ``chars``)."""
+    ids, inv = np.unique(owner, return_inverse=True)
+    return inv, int(np.argmax(np.bincount(inv, weights=chars, minlength=ids.size)))
+
+
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "") -> str:
-    """The engine's text of one page from its blocks and their probabilities (``assemble``), or, when that
-    keeps nothing, the rules engine's text of the page (``html``: ``str``, UTF-8 bytes, or a function giving
-    them, called only then)."""
+    """The engine's text of one page from its blocks and their probabilities (``main_container``, then
+    ``assemble``), or, when that keeps nothing, the rules engine's text of the page (``html``: ``str``, UTF-8
+    bytes, or a function giving them, called only then)."""
+    if len(texts):
+        prob = main_container(texts, groups, prob, threshold)
     text = assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None)
     if text.strip():
         return text
