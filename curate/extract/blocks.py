@@ -56,14 +56,16 @@ _REGION_LEVEL = 3    # ... and 8 levels above it
 _UNSURE = 1 / 3      # share of the threshold above which a block of the main container is kept
 _UNSURE_WORDS = 10   # ... when it holds at least this many words
 _SURE = 1.5          # times the threshold below which a kept block outside the main region is dropped
+_SURE_CHARS = 25     # ... when it holds at least this many characters (a headline, a teaser)
 
 
 def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarray:
     """``prob`` adjusted where the classifier is unsure, readability-style, around the page's article: the
     element holding most of the kept characters. A paragraph (``_UNSURE_WORDS`` words or more) under the
     same element 4 levels up as most kept text is kept when the classifier gives it at least ``_UNSURE``
-    of the threshold; a kept block outside the element 8 levels up that holds most kept text is dropped
-    when it scores below ``_SURE`` times the threshold (teasers and related links kept by a narrow margin).
+    of the threshold; a kept block of ``_SURE_CHARS`` characters or more outside the element 8 levels up
+    that holds most kept text is dropped when it scores below ``_SURE`` times the threshold (teasers and
+    related headlines kept by a narrow margin; short product facts and labels are left as they are).
     Measured side by side (``benchmarks/extract_quality.py``): word F1 +0.003 on WCXB's cross-validated
     predictions, +0.006 on Readability's pages (+0.012 on those not in English)."""
     prob = np.asarray(prob, dtype=np.float32)
@@ -71,14 +73,15 @@ def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarr
     if not keep.any():
         return prob
     groups = np.asarray(groups)
-    chars = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts)) * keep
+    size = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts))
+    chars = size * keep
     prob = prob.copy()
     inv, main = _largest(groups[:, _MAIN_LEVEL], chars)
     unsure = np.flatnonzero((inv == main) & ~keep & (prob >= threshold * _UNSURE))
     lift = [i for i in unsure.tolist() if len(_WORDS.findall(texts[i])) >= _UNSURE_WORDS]
     prob[lift] = threshold
     inv, main = _largest(groups[:, _REGION_LEVEL], chars)
-    prob[(inv != main) & keep & (prob < threshold * _SURE)] = 0.0
+    prob[(inv != main) & keep & (prob < threshold * _SURE) & (size >= _SURE_CHARS)] = 0.0
     return prob
 
 
