@@ -98,3 +98,21 @@ def test_language_group():
     assert language_group(None, "Lorem ipsum dolor sit amet") == "lorem"
     assert language_group(None, "the cat sat on the mat and it was happy") == "en"
     assert language_group(None, "海外留学生看两会") == "other"
+
+
+def test_main_container_lifts_unsure_paragraphs_in_it_and_drops_unsure_teasers_far_from_it():
+    from curate.extract.blocks import main_container
+
+    para = "A long paragraph of the article, with more than ten words in it, plainly prose."
+    texts = [para, para + " Two.", para + " Three.", "Teaser headline of another story, kept narrowly", "Price: $5"]
+    # columns: 1, 2, 4, 8 levels up; the first three blocks share the article (4 and 8 up), the last two sit
+    # elsewhere
+    groups = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [5, 6, 3, 4], [7, 8, 9, 10], [11, 12, 13, 14]])
+    prob = np.array([0.9, 0.12, 0.05, 0.35, 0.35], np.float32)
+    out = main_container(texts, groups, prob, 0.3)
+    assert out[1] == pytest.approx(0.3)   # at least a third of the threshold, in the main container: kept
+    assert out[2] == pytest.approx(0.05)  # too unsure even there
+    assert out[3] == 0.0                  # kept narrowly, far from the article: dropped
+    assert out[4] == pytest.approx(0.35)  # short (a price, a label): left as it is
+    assert out[0] == pytest.approx(0.9) and prob[1] == pytest.approx(0.12)  # the input is not changed
+    assert main_container(texts, groups, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5

@@ -67,7 +67,7 @@ def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarr
     that holds most kept text is dropped when it scores below ``_SURE`` times the threshold (teasers and
     related headlines kept by a narrow margin; short product facts and labels are left as they are).
     Measured side by side (``benchmarks/extract_quality.py``): word F1 +0.003 on WCXB's cross-validated
-    predictions, +0.006 on Readability's pages (+0.012 on those not in English)."""
+    predictions, +0.006 on Readability's pages (+0.010 on those not in English)."""
     prob = np.asarray(prob, dtype=np.float32)
     keep = prob >= threshold
     if not keep.any():
