@@ -6,7 +6,9 @@ break inside the block. Each block gets one row of numeric, language-neutral fea
 
 - its own text: characters, words, share of characters inside links, digits, sentence punctuation
   (Latin, CJK, Arabic, Devanagari full stops), commas, separators (``|``, ``»``, ``·``), how often the same
-  text occurs on the page;
+  text occurs on the page; a character of a script written without spaces (Han, kana, Thai, ...) counts
+  as the Latin characters and words it stands for (``_text_stats``), so lengths and marks per word mean
+  the same in every script;
 - its place in the DOM: the tag that owns it, which tags are above it (``nav``, ``footer``, ``li``,
   ``article``, ...), which words occur in the class / id attributes of it and of its ancestors (``menu``,
   ``comment``, ``content``, ``price``, ...), depth;
