@@ -1,18 +1,27 @@
-"""Extraction quality and speed on WCXB's development split: Quarry's ``extract`` vs trafilatura vs resiliparse.
+"""Extraction quality and speed on every set with gold text: Quarry's ``extract`` vs trafilatura vs resiliparse.
 
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # all 1,497 pages (about 15-20 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 30-40 min on one core)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
-over pages; ``curate/extract/training/labels.py``), per page type and overall, for
+over pages; ``curate/extract/training/labels.py``) on two sets, each side by side with
 
-- **quarry CV**: the default ``blocks`` engine, every page predicted by a model trained (by
-  ``curate extractor train``, same settings as the shipped model) on the *other* folds: the honest
-  figure for pages the model has not seen;
-- **quarry in-sample**: the shipped model (trained on all development pages) on the same pages;
 - **trafilatura** 2.3.1 ``extract()`` with its defaults (the stage's ``engine = "trafilatura"``);
-- **resiliparse**: plain ``extract_plain_text(main_content=True)``.
+- **resiliparse**: plain ``extract_plain_text(main_content=True)``;
+- **quarry rules**: Quarry's rules engine (``engine = "resiliparse"``: resiliparse plus line cleanup).
+
+1. **WCXB's development split** (1,497 pages, by page type): **quarry CV**, the default ``blocks`` engine
+   with every page predicted by a model trained (same settings as the shipped model) on the *other*
+   folds, the honest figure for pages the model has not seen; **quarry in-sample**, the shipped model
+   (trained on all of them).
+2. **Mozilla Readability's test pages** (130, by language group, ``labels.language_group``: ``en``,
+   ``other`` languages, ``lorem`` the synthetic Lorem-ipsum pages; ``not en`` = other + lorem): the
+   shipped model, which never saw them (**across sets: trained on WCXB, tested on Readability**); and the
+   pages an engine leaves empty where trafilatura finds text.
+3. **The reverse**: a model trained (same settings) on all Readability pages, tested on WCXB's pages
+   (``--no-reverse`` skips it).
 
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
@@ -24,7 +33,8 @@ the stage runs it on an Arrow table of the pages: reading the rows' UTF-8 bytes,
 styles, parsing, features, the classifier, assembling the text, writing the output column;
 trafilatura and resiliparse get the same pages as Python strings.
 
-Data: WCXB (Web Content eXtraction Benchmark), Murrough Foley, 2026, CC-BY-4.0; its development split only.
+Data: WCXB (Web Content eXtraction Benchmark), Murrough Foley, 2026, CC-BY-4.0, its development split only;
+Mozilla Readability's test pages (``test/test-pages``, Apache-2.0).
 """
 from __future__ import annotations
 
@@ -34,17 +44,20 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse
+import json
 import statistics
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
 DATA = "/work/shared/corpora/extraction"
 
 
-def f1_table(name: str, pages, texts) -> dict[str, float]:
+def f1_table(pages, texts) -> dict[str, float]:
+    """Mean word F1 per page type (or language group) and overall."""
     from curate.extract.training.labels import word_f1
 
     by: dict[str, list[float]] = defaultdict(list)
@@ -52,7 +65,80 @@ def f1_table(name: str, pages, texts) -> dict[str, float]:
         f = word_f1(t or "", p.gold)
         by[p.page_type].append(f)
         by["all"].append(f)
+        if p.page_type in ("other", "lorem"):
+            by["not en"].append(f)
     return {k: float(np.mean(v)) for k, v in by.items()}
+
+
+def print_table(title: str, pages, rows: dict[str, dict[str, float]], order=None) -> None:
+    counts = defaultdict(int)
+    for p in pages:
+        counts[p.page_type] += 1
+        if p.page_type in ("other", "lorem"):
+            counts["not en"] += 1
+    counts["all"] = len(pages)
+    cols = order or (["all"] + sorted(k for k in counts if k != "all"))
+    cols = [c for c in cols if counts[c]]
+    print(f"\n{title}")
+    print(f"{'':<34}" + "".join(f"{t[:13]:>14}" for t in cols))
+    print(f"{'pages':<34}" + "".join(f"{counts[t]:>14}" for t in cols))
+    for name, s in rows.items():
+        print(f"{name:<34}" + "".join(f"{s.get(t, float('nan')):>14.3f}" for t in cols))
+
+
+def reference_texts(pages) -> dict[str, list[str]]:
+    """trafilatura, resiliparse and Quarry's rules engine on every page."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    from curate.extract.engines import extract_trafilatura
+    from curate.extract.rules import extract_resiliparse
+    from curate.extract.strip import strip_html
+
+    out = {}
+    t0 = time.perf_counter()
+    out["trafilatura 2.3.1"] = [extract_trafilatura(strip_html(p.html)) for p in pages]
+    print(f"  trafilatura on {len(pages)} pages: {time.perf_counter() - t0:.0f} s")
+    out["resiliparse main_content"] = [extract_plain_text(p.html, main_content=True) for p in pages]
+    out["quarry rules (engine=resiliparse)"] = [extract_resiliparse(p.html) for p in pages]
+    return out
+
+
+def cv_texts_of(pages, ds, a, settings, threshold: float) -> list[str]:
+    """Cross-validated texts of the WCXB pages: read (``--cv-texts``), or from out-of-fold block probabilities
+    computed here (and kept in ``--cv-probs`` when given, reused when that file exists)."""
+    from curate.extract.training import train as T
+
+    if a.cv_texts:
+        with open(a.cv_texts, encoding="utf-8") as f:
+            by_id = {d["id"]: d["text"] for d in map(json.loads, f)}
+        missing = [p.id for p in pages if p.id not in by_id]
+        if missing:
+            raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
+        return [by_id[p.id] for p in pages]
+    if a.cv_probs and Path(a.cv_probs).is_file():
+        prob = np.load(a.cv_probs)
+        if prob.shape != ds.y.shape:
+            raise SystemExit(f"--cv-probs {a.cv_probs} holds {prob.shape[0]} blocks, these pages {ds.y.size}: "
+                             f"delete it to compute it again")
+        print(f"  out-of-fold probabilities read from {a.cv_probs}")
+    else:
+        t0 = time.perf_counter()
+        prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, **train_settings(settings))
+        print(f"  {a.folds}-fold CV: {time.perf_counter() - t0:.0f} s")
+        if a.cv_probs:
+            np.save(a.cv_probs, prob)
+    by_page = T.page_texts(ds, prob, threshold)
+    return [by_page.get(i, "") for i in range(len(pages))]
+
+
+def train_settings(settings: dict) -> dict:
+    """The shipped model's training settings (its file's report)."""
+    return dict(hidden=tuple(settings.get("hidden", (64, 64, 32))), epochs=settings.get("epochs", 8),
+                weight_decay=settings.get("weight_decay", 0.05), dropout=settings.get("dropout", 0.0))
+
+
+def empty_where_trafilatura_is_not(texts, traf) -> int:
+    return sum(not (t or "").strip() and bool((r or "").strip()) for t, r in zip(texts, traf))
 
 
 def main(argv=None) -> int:
@@ -60,24 +146,24 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--warc", default=f"{DATA}/wcxb_dev.warc.gz")
     ap.add_argument("--gold", default=f"{DATA}/wcxb_dev_gold.jsonl")
-    ap.add_argument("--limit", type=int, default=0, help="only the first N pages (quick runs)")
+    ap.add_argument("--readability-warc", default=f"{DATA}/readability.warc.gz")
+    ap.add_argument("--readability-gold", default=f"{DATA}/readability_gold.jsonl")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N WCXB pages (quick runs)")
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: skip the CV figure)")
     ap.add_argument("--cv-texts", default="",
                     help="read the cross-validated page texts that `curate extractor train --oof FILE` "
                          "wrote (same folds, same code) instead of training the folds again here")
+    ap.add_argument("--cv-probs", default="", help="keep the out-of-fold block probabilities in this .npy file "
+                    "(read it instead of training the folds again when it exists)")
+    ap.add_argument("--no-reverse", action="store_true", help="skip the model trained on Readability's pages")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
     a = ap.parse_args(argv)
 
-    from resiliparse.extract.html2text import extract_plain_text
-
     from curate.extract.blocks import extract_blocks
-    from curate.extract.engines import extract_trafilatura
     from curate.extract.model import cached
-    from curate.extract.stage import Extract, Params
-    from curate.extract.strip import strip_html
     from curate.extract.training import train as T
     from curate.extract.training.labels import tokens
 
@@ -88,58 +174,59 @@ def main(argv=None) -> int:
     print(f"WCXB development split: {n} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
     if a.speed_only:
         return speed(pages, a.speed_pages, a.rounds)
+    rpages = T.load_pages(a.readability_warc, a.readability_gold)
+    print(f"Mozilla Readability test pages: {len(rpages)} pages (Apache-2.0)")
+
+    # 1. WCXB
+    t0 = time.perf_counter()
+    ds = T.build(pages, log=lambda *_: None)
+    print(f"  block features of the WCXB pages: {time.perf_counter() - t0:.0f} s")
     rows = {}
     cv_texts = None
-    if a.cv_texts:
-        import json
-
-        with open(a.cv_texts, encoding="utf-8") as f:
-            cv_by_id = {d["id"]: d["text"] for d in map(json.loads, f)}
-        missing = [p.id for p in pages if p.id not in cv_by_id]
-        if missing:
-            raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
-        folds = settings.get("folds", "?")
-        cv_texts = [cv_by_id[p.id] for p in pages]
-        rows[f"quarry blocks, {folds}-fold CV"] = f1_table("", pages, cv_texts)
-    elif a.folds > 1:
-        t0 = time.perf_counter()
-        ds = T.build(pages, log=lambda *_: None)
-        print(f"  block features for all pages: {time.perf_counter() - t0:.0f} s")
-        hidden = tuple(settings.get("hidden", (64, 64, 32)))
-        prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, hidden=hidden,
-                                epochs=settings.get("epochs", 8), weight_decay=settings.get("weight_decay", 1e-4),
-                                dropout=settings.get("dropout", 0.0))
-        texts_by_page = T.page_texts(ds, prob, model.threshold)
-        cv_texts = [texts_by_page.get(i, "") for i in range(n)]
-        rows[f"quarry blocks, {a.folds}-fold CV"] = T.scores(ds, texts_by_page)
+    if a.cv_texts or a.folds > 1:
+        cv_texts = cv_texts_of(pages, ds, a, settings, model.threshold)
+        rows[f"quarry blocks, {settings.get('folds', a.folds) if a.cv_texts else a.folds}-fold CV"] = \
+            f1_table(pages, cv_texts)
     quarry = [extract_blocks(p.html) for p in pages]
-    rows["quarry blocks, in-sample"] = f1_table("", pages, quarry)
-    t0 = time.perf_counter()
-    traf = [extract_trafilatura(strip_html(p.html)) for p in pages]
-    print(f"  trafilatura on all pages: {time.perf_counter() - t0:.0f} s")
-    rows["trafilatura 2.3.1"] = f1_table("", pages, traf)
-    rows["resiliparse main_content"] = f1_table("", pages, [extract_plain_text(p.html, main_content=True)
-                                                           for p in pages])
-    types = ["all"] + sorted(k for k in rows["trafilatura 2.3.1"] if k != "all")
-    counts = defaultdict(int)
-    for p in pages:
-        counts[p.page_type] += 1
-    counts["all"] = n
-    print("\nword F1 (mean over pages)")
-    print(f"{'':<30}" + "".join(f"{t[:13]:>14}" for t in types))
-    print(f"{'pages':<30}" + "".join(f"{counts[t]:>14}" for t in types))
-    for name, s in rows.items():
-        print(f"{name:<30}" + "".join(f"{s.get(t, float('nan')):>14.3f}" for t in types))
-    empty = {"quarry": sum(not (t or "").strip() for t in quarry), "trafilatura": sum(not (t or "").strip() for t in traf)}
+    rows["quarry blocks, in-sample"] = f1_table(pages, quarry)
+    ref = reference_texts(pages)
+    for k, v in ref.items():
+        rows[k] = f1_table(pages, v)
+    traf = ref["trafilatura 2.3.1"]
+    reverse = None
+    if not a.no_reverse:  # 3. trained on Readability, tested on WCXB
+        rds = T.build(rpages, log=lambda *_: None)
+        m = T.train_net(rds, np.arange(len(rpages)), seed=settings.get("seed", 0), **train_settings(settings))
+        by_page = T.page_texts(ds, T.predict_pages(m, ds, np.arange(n)), model.threshold)
+        reverse = [by_page.get(i, "") for i in range(n)]
+        rows["quarry trained on Readability"] = f1_table(pages, reverse)
+    print_table("WCXB development split: word F1 (mean over pages)", pages, rows)
     no_gold = sum(not tokens(p.gold) for p in pages)
     cv_empty = f" (CV: {sum(not (t or '').strip() for t in cv_texts)})" if cv_texts is not None else ""
-    print(f"pages with no text: quarry {empty['quarry']}{cv_empty}, trafilatura {empty['trafilatura']} "
-          f"({no_gold} pages have an empty gold text: there, no text scores 1)")
-    ref = rows["trafilatura 2.3.1"]
+    print(f"pages with no text: quarry {sum(not t.strip() for t in quarry)}{cv_empty}, trafilatura "
+          f"{sum(not (t or '').strip() for t in traf)} ({no_gold} pages have an empty gold text: there, no text "
+          f"scores 1)")
     cv_key = next((k for k in rows if "CV" in k), "quarry blocks, in-sample")
-    below = [t for t in types if rows[cv_key][t] < ref[t]]
-    print(f"{cv_key} below trafilatura on: {', '.join(below) if below else 'no page type'}")
+    tr = rows["trafilatura 2.3.1"]
+    below = [t for t in tr if rows[cv_key][t] < tr[t]]
+    print(f"{cv_key} below trafilatura on: {', '.join(sorted(below)) if below else 'no page type'}")
 
+    # 2. Readability, with the shipped model (trained on WCXB)
+    rrows = {"quarry blocks (trained on WCXB)": None}
+    rq = [extract_blocks(p.html) for p in rpages]
+    rrows["quarry blocks (trained on WCXB)"] = f1_table(rpages, rq)
+    rref = reference_texts(rpages)
+    for k, v in rref.items():
+        rrows[k] = f1_table(rpages, v)
+    print_table("Mozilla Readability test pages: word F1 (mean over pages)", rpages, rrows,
+                ["all", "en", "not en", "other", "lorem"])
+    rt = rref["trafilatura 2.3.1"]
+    print("pages left empty where trafilatura finds text: " + ", ".join(
+        f"{k} {empty_where_trafilatura_is_not(v, rt)}" for k, v in [("quarry blocks", rq)] + list(rref.items())
+        if k != "trafilatura 2.3.1"))
+    rk = rrows["quarry blocks (trained on WCXB)"]
+    below = [t for t in rk if rk[t] < rrows["trafilatura 2.3.1"][t]]
+    print(f"quarry blocks below trafilatura on: {', '.join(sorted(below)) if below else 'no language group'}")
     return speed(pages, a.speed_pages, a.rounds)
 
 

@@ -6,7 +6,9 @@ break inside the block. Each block gets one row of numeric, language-neutral fea
 
 - its own text: characters, words, share of characters inside links, digits, sentence punctuation
   (Latin, CJK, Arabic, Devanagari full stops), commas, separators (``|``, ``»``, ``·``), how often the same
-  text occurs on the page;
+  text occurs on the page; a character of a script written without spaces (Han, kana, Thai, ...) counts
+  as the Latin characters and words it stands for (``_text_stats``), so lengths and marks per word mean
+  the same in every script;
 - its place in the DOM: the tag that owns it, which tags are above it (``nav``, ``footer``, ``li``,
   ``article``, ...), which words occur in the class / id attributes of it and of its ancestors (``menu``,
   ``comment``, ``content``, ``price``, ...), depth;
@@ -181,9 +183,23 @@ def _title_counts(cps, table, title_key, n_blocks):
     return True, n_words, common
 
 
+# Scripts written without spaces between words. Their characters are counted as the Latin characters and
+# words they stand for, so a paragraph of Chinese or Thai has about the lengths, word counts and
+# punctuation per word of the same paragraph in English (the model was trained on pages with spaces):
+# a Han / kana character is about 1.7 characters of a word (mean Chinese word length in corpora is 1.6-1.8),
+# a Thai, Lao, Khmer or Myanmar letter about a quarter of a word (vowel signs and tone marks not counted);
+# an English word with its space is about six characters. Only word characters (``\w``) count.
+LATIN_WORD_CHARS = 6.0
+CJK_WORD_CHARS = 1.7
+SEA_WORD_CHARS = 4.0
+
+
 def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
     """Per-block text features, counted by one compiled scan over the page's code points (``_text_counts``).
-    ``pre``: blocks whose white space was kept (``<pre>``); the others hold single spaces between words."""
+    ``pre``: blocks whose white space was kept (``<pre>``); the others hold single spaces between words.
+    Returns (features [n, N_TEXT], raw characters per block, Latin-equivalent characters per block): lengths, words and tokens count a character
+    of a script without spaces (``_dense_script``) as the Latin text it stands for; shares of characters
+    (links, digits) are of the raw characters."""
     n = len(texts)
     chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     cps = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
@@ -191,28 +207,45 @@ def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
     if not ok:  # code points not seen before: fill their classes, then count
         classes(cps)
         ok, counts, ends = _text_counts(cps, CLASS_TABLE, chars)
-    wtok, digits, sent, seps, comma, spaces = counts.astype(np.float32).T
+    wtok, digits, sent, seps, comma, spaces, cjk, sea = counts.astype(np.float32).T
     # words (str.split): single spaces between them, except in <pre> blocks
     words = spaces + 1
     for i in np.flatnonzero(pre):
         words[i] = len(texts[i].split())
+    dense_words = cjk / CJK_WORD_CHARS + sea / SEA_WORD_CHARS
+    words = words + dense_words
+    wtok = wtok + dense_words
     upper0, endp, colon = ends.astype(np.float32).T
-    chars = chars.astype(np.float32)
+    raw = chars.astype(np.float32)
+    chars = raw + dense_words * LATIN_WORD_CHARS - cjk - sea
     lchars = np.log1p(chars)
-    return np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(chars, 1), np.log1p(sent),
-                     sent / np.maximum(words, 1), np.log1p(comma), np.log1p(seps), digits / np.maximum(chars, 1),
-                     upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
+    ts = np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(raw, 1), np.log1p(sent),
+                   sent / np.maximum(words, 1), np.log1p(comma), np.log1p(seps), digits / np.maximum(raw, 1),
+                   upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
+    return ts, raw, chars
+
+
+@nb.njit(cache=True)
+def _dense_script(cp):
+    """1: Han, kana (CJK: no spaces between words); 2: Thai, Lao, Myanmar, Khmer (spaces between phrases
+    only); 0: any other code point."""
+    if (0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0x3400 <= cp <= 0x4DBF or 0x4E00 <= cp <= 0x9FFF
+            or 0xF900 <= cp <= 0xFAFF or 0xFF66 <= cp <= 0xFF9F or 0x20000 <= cp <= 0x3FFFF):
+        return 1
+    if 0x0E00 <= cp <= 0x0EFF or 0x1000 <= cp <= 0x109F or 0x1780 <= cp <= 0x17FF:
+        return 2
+    return 0
 
 
 @nb.njit(cache=True)
 def _text_counts(cps, table, chars):
     """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
     separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
-    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits); and whether its first
-    code point is upper case, its last a sentence mark, its last a colon. ok = False when a code point's
-    class is not in ``table`` yet (255)."""
+    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits), CJK and south-east
+    Asian code points (``_dense_script``); and whether its first code point is upper case, its last a
+    sentence mark, its last a colon. ok = False when a code point's class is not in ``table`` yet (255)."""
     n = chars.size
-    counts = np.zeros((n, 6), dtype=np.int64)
+    counts = np.zeros((n, 8), dtype=np.int64)
     ends = np.zeros((n, 3), dtype=np.int64)
     i = 0
     prev_w = False
@@ -240,6 +273,10 @@ def _text_counts(cps, table, chars):
                 counts[b, 4] += 1
             if cp == SPACE:
                 counts[b, 5] += 1
+            elif w and cp >= 0x0E00:
+                d = _dense_script(cp)
+                if d:
+                    counts[b, 5 + d] += 1
         last = start + chars[b] - 1
         if last < 0:
             last += cps.size
@@ -282,7 +319,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     title_node = tree.css_first("title")
     title = title_node.text() if title_node is not None else ""
     link = w.link.astype(np.float32)
-    ts = _text_stats(texts, link, np.array([t == "pre" for t in tags], dtype=bool))  # [n, N_TEXT]
+    ts, raw, eq = _text_stats(texts, link, np.array([t == "pre" for t in tags], dtype=bool))  # [n, N_TEXT]
     own_1h = np.zeros((n, len(OWN_TAGS)), dtype=np.float32)
     own_1h[np.arange(n), w.own] = 1.0
     anc_b = _bits(w.anc[:, None], len(ANCESTOR_TAGS))
@@ -290,16 +327,20 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     any_b = _bits(w.any, len(CLASS_WORDS))
     depth = w.depth.astype(np.float32)
 
+    chars = np.exp(ts[:, 0]) - 1  # Latin-equivalent characters (``_text_stats``)
+    total = float(chars.sum())
     el_chars = w.el_chars.astype(np.float32)
+    raw_chars = el_chars
+    dense = float(eq.sum()) / max(float(raw.sum()), 1.0)
+    if dense != 1.0:  # containers' characters scaled as the page's blocks are (per script counts not kept)
+        el_chars = el_chars * np.float32(dense)
     el_link = w.el_link.astype(np.float32)
     groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
     c = el_chars[groups]
     cont = np.empty((n, 2 * len(GROUP_LEVELS)), dtype=np.float32)
     cont[:, 0::2] = np.log1p(c)
-    cont[:, 1::2] = el_link[groups] / np.maximum(c, 1)
+    cont[:, 1::2] = el_link[groups] / np.maximum(raw_chars[groups], 1)
 
-    chars = np.exp(ts[:, 0]) - 1
-    total = float(chars.sum())
     cum = (np.cumsum(chars) - chars) / max(total, 1.0)
     pos = np.stack([np.arange(n, dtype=np.float32) / max(n - 1, 1), cum, depth / 30.0,
                     depth / max(float(depth.max()), 1.0)], axis=1)
@@ -325,7 +366,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     tab_bit = ANC_BIT["table"]
     in_li = ((w.anc & li_bit) != 0)
     in_tab = ((w.anc & tab_bit) != 0)
-    page = np.array([np.log1p(total), float(link.sum()) / max(total, 1.0), np.log1p(n),
+    page = np.array([np.log1p(total), float(link.sum()) / max(float(raw.sum()) if dense != 1.0 else total, 1.0), np.log1p(n),
                      float(chars[in_li].sum()) / max(total, 1.0), float(chars[in_tab].sum()) / max(total, 1.0),
                      float((own_1h[:, OWN_INDEX["h1"]] + own_1h[:, OWN_INDEX["h2"]]).sum()) / 10.0,
                      float(rep[:, 1].mean())] + [float(og.endswith(t)) for t in _OG_TYPES], dtype=np.float32)

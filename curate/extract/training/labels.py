@@ -70,3 +70,20 @@ def block_labels(texts: list[str], gold: str) -> tuple[np.ndarray, np.ndarray]:
             covered = np.array([w in gs for w in flat], dtype=bool)
     cov = np.bincount(owner, weights=covered.astype(np.float32), minlength=len(texts)).astype(np.float32)
     return cov / np.maximum(counts, 1), counts
+
+
+_ENGLISH = {"the", "and", "of", "to", "a", "in", "is", "that", "it", "for", "with", "on", "as", "was", "this"}
+
+
+def language_group(lang: str | None, gold: str) -> str:
+    """The language group of a page with gold text but no page type (Mozilla Readability's test pages):
+    ``en`` / ``other`` by its ``lang`` attribute when it has one; without one, ``lorem`` for the synthetic
+    pages of Lorem ipsum, ``en`` when English function words are at least 8% of the gold's tokens (English
+    prose: about 25%), else ``other``."""
+    lang = (lang or "").strip().lower()
+    if lang:
+        return "en" if lang.startswith("en") else "other"
+    t = tokens(gold)
+    if "lorem" in t or "ipsum" in t:
+        return "lorem"
+    return "en" if sum(w in _ENGLISH for w in t) >= 0.08 * max(len(t), 1) else "other"

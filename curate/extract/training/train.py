@@ -35,7 +35,7 @@ import numpy as np
 
 from curate.extract.features import features
 from curate.extract.model import CONTEXT_PARTS, SHIFTS, BlockModel
-from curate.extract.training.labels import block_labels, word_f1
+from curate.extract.training.labels import block_labels, language_group, word_f1
 
 
 @dataclass
@@ -59,7 +59,8 @@ class Dataset:
 
 
 def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
-    """Pages of ``warc`` that have a gold record (matched by URL), in the gold file's order."""
+    """Pages of ``warc`` that have a gold record (matched by URL), in the gold file's order. A gold record
+    without ``page_type`` (Readability's) gets its language group (``labels.language_group``) as one."""
     from curate.readers import read_file
 
     golds = {}
@@ -72,7 +73,8 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     for item in read_file(str(warc), "warc"):
         if item[0] == "doc" and item[1]["url"] in golds:
             html[item[1]["url"]] = item[1]["text"] or ""
-    pages = [Page(d["id"], d["page_type"], html[u], d["main_content"]) for u, d in golds.items() if u in html]
+    pages = [Page(d["id"], d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
+                  d["main_content"]) for u, d in golds.items() if u in html]
     return pages[:limit] if limit else pages
 
 
@@ -215,15 +217,18 @@ def predict_pages(model: BlockModel, ds: Dataset, pages) -> np.ndarray:
 
 
 def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str]:
-    """Output text per page index from block probabilities (the stage's own assembly)."""
-    from curate.extract.blocks import assemble, extract_blocks
+    """Output text per page index from block probabilities (the stage's own assembly, its fallback to the
+    rules engine included)."""
+    from curate.extract.blocks import extract_blocks, page_text
+    from curate.extract.strip import strip_html
 
     by_page: dict[int, list[int]] = defaultdict(list)
     for i, p in enumerate(ds.page):
         by_page[int(p)].append(i)
     out = {}
     for p, idx in by_page.items():
-        out[p] = assemble([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], prob[idx], threshold)
+        out[p] = page_text([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], ds.groups[idx], prob[idx],
+                           threshold, lambda: strip_html(ds.pages[p].html))
     for p, page in enumerate(ds.pages):
         if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
             out[p] = extract_blocks(page.html)

@@ -1,0 +1,118 @@
+"""The learned extractor on pages unlike WCXB's: short pages, pages in scripts without spaces between
+words, text that repeats itself (issue 21, part 1). Real pages: 7 of Mozilla Readability's test pages
+(``tests/data/extract/readability_pages.jsonl.gz``, Apache-2.0)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curate.extract.blocks import assemble, extract_blocks, page_text
+from curate.extract.features import TEXT_NAMES, _text_stats, features
+from curate.extract.training.labels import language_group, word_f1
+
+DATA = Path(__file__).parent / "data" / "extract" / "readability_pages.jsonl.gz"
+
+
+def _pages() -> dict[str, dict]:
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        return {d["id"]: d for d in map(json.loads, f)}
+
+
+PAGES = _pages()
+
+
+@pytest.mark.parametrize("page_id", ["005-unescape-html-entities", "js-link-replacement", "lazy-image-3", "ol"])
+def test_short_page_the_classifier_keeps_nothing_of_is_not_left_empty(page_id):
+    p = PAGES[page_id]
+    assert word_f1(extract_blocks(p["html"], stripped=True), p["gold"]) >= 0.95
+
+
+@pytest.mark.parametrize("page_id", ["youth", "qq"])
+def test_chinese_news_page_keeps_its_article(page_id):
+    # before characters of scripts without spaces were counted as the words they stand for: 0.32 and 0.27
+    p = PAGES[page_id]
+    assert word_f1(extract_blocks(p["html"], stripped=True), p["gold"]) >= 0.85
+
+
+def test_paragraph_repeated_under_one_parent_is_kept():
+    p = PAGES["svg-parsing"]
+    assert word_f1(extract_blocks(p["html"], stripped=True), p["gold"]) >= 0.95
+
+
+def _col(ts, name):
+    return ts[:, TEXT_NAMES.index(name)]
+
+
+def test_text_without_spaces_counts_as_the_words_it_stands_for():
+    zh = "在采访中，我们了解到不少学子在出国前就每年守在电脑前观看两会直播。但是，随着年龄和阅历的增长，学子对两会的关注点发生了变化。"
+    en = ("In the interviews we learned that many students watched the live broadcast of the two sessions every "
+          "year before going abroad. But as they grew older, what they paid attention to changed.")
+    th = "ภาษาไทยเป็นภาษาที่ไม่มีการเว้นวรรคระหว่างคำ แต่เว้นวรรคระหว่างประโยค"
+    ts, raw, eq = _text_stats([zh, en, th], np.zeros(3, np.float32), np.zeros(3, bool))
+    words = np.expm1(_col(ts, "log_words"))
+    assert words[0] == pytest.approx(55 / 1.7 + 1, rel=0.1)   # 55 Han characters, no space
+    assert words[1] == pytest.approx(len(en.split()))        # English: unchanged, words between spaces
+    assert 8 < words[2] < 20
+    cpw = _col(ts, "chars_per_word") * 10
+    assert 4 < cpw[0] < 8 and 4 < cpw[1] < 8                 # about the same characters per word as English
+    assert raw[0] == len(zh) and eq[1] == raw[1] == len(en)
+    # shares are of the raw characters
+    assert _col(ts, "digit_share")[0] == 0 and _col(ts, "link_density")[0] == 0
+
+
+def test_ascii_page_features_do_not_move():
+    html = ("<html><body><nav><a href='/'>Home</a> | <a href='/a'>About</a></nav><article><h1>Title</h1>"
+            "<p>One paragraph of plain text, long enough to be a block of its own.</p></article></body></html>")
+    b = features(html)
+    ts, raw, eq = _text_stats(b.texts, np.zeros(len(b.texts), np.float32), np.zeros(len(b.texts), bool))
+    assert np.array_equal(raw, eq)
+    assert np.allclose(np.expm1(_col(ts, "log_chars")), [len(t) for t in b.texts], rtol=1e-5)
+
+
+def test_assemble_keeps_repeats_under_one_parent_and_drops_them_across_parents():
+    texts = ["A paragraph said twice on purpose", "A paragraph said twice on purpose", "Other words here",
+             "A paragraph said twice on purpose"]
+    tags = ["p"] * 4
+    prob = np.ones(4, np.float32)
+    assert assemble(texts, tags, prob, 0.5, [7, 7, 7, 9]).split("\n") == texts[:3]
+    assert assemble(texts, tags, prob, 0.5).split("\n") == texts[1:3]  # no parents: every repeat once
+
+
+def test_page_text_falls_back_to_the_rules_engine_only_when_nothing_is_kept():
+    html = "<html><body><p>Alpha beta gamma delta.</p></body></html>"
+    groups = np.zeros((1, 4), np.int64)
+    assert page_text(["Alpha beta gamma delta."], ["p"], groups, np.array([0.0]), 0.5, html) == \
+        "Alpha beta gamma delta."
+    called = []
+    kept = page_text(["Kept text"], ["p"], groups, np.array([0.9]), 0.5, lambda: called.append(1) or html)
+    assert kept == "Kept text" and not called
+
+
+def test_language_group():
+    assert language_group("en-US", "x") == "en"
+    assert language_group("fr", "the and of") == "other"
+    assert language_group(None, "Lorem ipsum dolor sit amet") == "lorem"
+    assert language_group(None, "the cat sat on the mat and it was happy") == "en"
+    assert language_group(None, "海外留学生看两会") == "other"
+
+
+def test_main_container_lifts_unsure_paragraphs_in_it_and_drops_unsure_teasers_far_from_it():
+    from curate.extract.blocks import main_container
+
+    para = "A long paragraph of the article, with more than ten words in it, plainly prose."
+    texts = [para, para + " Two.", para + " Three.", "Teaser headline of another story, kept narrowly", "Price: $5"]
+    # columns: 1, 2, 4, 8 levels up; the first three blocks share the article (4 and 8 up), the last two sit
+    # elsewhere
+    groups = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [5, 6, 3, 4], [7, 8, 9, 10], [11, 12, 13, 14]])
+    prob = np.array([0.9, 0.12, 0.05, 0.35, 0.35], np.float32)
+    out = main_container(texts, groups, prob, 0.3)
+    assert out[1] == pytest.approx(0.3)   # at least a third of the threshold, in the main container: kept
+    assert out[2] == pytest.approx(0.05)  # too unsure even there
+    assert out[3] == 0.0                  # kept narrowly, far from the article: dropped
+    assert out[4] == pytest.approx(0.35)  # short (a price, a label): left as it is
+    assert out[0] == pytest.approx(0.9) and prob[1] == pytest.approx(0.12)  # the input is not changed
+    assert main_container(texts, groups, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5
