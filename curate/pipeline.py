@@ -139,7 +139,7 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     keep_dropped = head.get("keep_dropped", "full")
     if keep_dropped not in KEEP_DROPPED:
         raise ConfigError(f"{where}: [pipeline].keep_dropped = {keep_dropped!r}; allowed: {', '.join(KEEP_DROPPED)}")
-    for key, low in (("split_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
+    for key, low in (("split_bytes", 1), ("max_doc_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
         if head.get(key, low) < low:
             raise ConfigError(f"{where}: [pipeline].{key} must be >= {low}, got {head[key]}")
     return Pipeline(

@@ -8,6 +8,7 @@ stages after. Without a context a filter learns them itself: the decisions are t
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import ClassVar
 
@@ -61,8 +62,16 @@ def check_skip(skip: list[str], reasons: dict[str, str], stage: str) -> None:
 
 def check_nonnegative(params, names: list[str]) -> None:
     for n in names:
-        if getattr(params, n) < 0:
-            raise ValueError(f"{n} = {getattr(params, n)!r}: must be >= 0")
+        v = getattr(params, n)
+        if not math.isfinite(v) or v < 0:  # nan passes `< 0`, and then no comparison ever fires
+            raise ValueError(f"{n} = {v!r}: must be >= 0 (a number)")
+
+
+def check_range(params, low: str, high: str) -> None:
+    """``low <= high``: a minimum above its maximum would set every document aside."""
+    if getattr(params, low) > getattr(params, high):
+        raise ValueError(f"{low} = {getattr(params, low)!r} is above {high} = {getattr(params, high)!r}: every "
+                         "document would be set aside")
 
 
 def check_words(params) -> None:
