@@ -11,7 +11,7 @@ attributes per element.
 open elements the way a tree builder would (void elements; ``p``, ``li``, ``td``, ... closing an open one of
 their kind above formatting elements and others of that group; an end tag popping to its element), and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
-open ones) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
+active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
 all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
-MAX_FORMATTING = 32   # formatting elements (b, i, font, a, ...) open at once
+MAX_FORMATTING = 16   # formatting elements (b, i, font, a, ...) active at once (opened, not ended)
 MAX_ATTRIBUTES = 256  # attributes of one element
 
 VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
@@ -28,7 +28,8 @@ VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 # a start tag of one of these closes an open element of the same name first (p, li, table parts, ...)
 SELF_CLOSING_KIN = ("p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
                     "rb", "rt", "rp", "rtc")
-FORMATTING = ("a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u")
+# ("a" and "nobr" are formatting elements too, but a new one ends the one still active: they never pile up)
+FORMATTING = ("b", "big", "code", "em", "font", "i", "s", "small", "strike", "strong", "tt", "u")
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -106,12 +107,13 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
     were cut, deepest stack seen)."""
     n = buf.size
     stack = np.zeros(max_open + 1, dtype=np.uint64)
-    is_fmt = np.zeros(max_open + 1, dtype=np.bool_)
+    is_fmt = np.zeros(max_open + 1, dtype=np.bool_)  # per open element: a formatting element
     is_kin = np.zeros(max_open + 1, dtype=np.bool_)
     dropped = np.zeros(_DROPPED_SLOTS, dtype=np.int64)
     keep = np.ones(0, dtype=np.bool_)
     depth = 0
-    n_fmt = 0
+    n_fmt = 0  # active formatting elements: opened and not ended (a block closing them does not end them:
+    # the tree builder opens them again in every block that follows)
     left_out = 0
     cut = 0
     deepest = 0
@@ -147,21 +149,18 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
                 if stack[k] == h:
                     found = k
                     break
-            if found >= 0:
-                for k in range(found, depth):
-                    if is_fmt[k]:
-                        n_fmt -= 1
-                depth = found
-            elif dropped[slot] > 0:
+            if dropped[slot] > 0 and found < 0:
                 dropped[slot] -= 1
                 drop = True
+            else:
+                if found >= 0:
+                    depth = found
+                if n_fmt > 0 and _has(fmt, h):
+                    n_fmt -= 1  # the end of an active formatting element
         elif not _has(void, h):
             if _has(kin, h):  # closes an open element of its name above any other kind of element
                 for k in range(depth - 1, -1, -1):
                     if stack[k] == h:
-                        for t in range(k, depth):
-                            if is_fmt[t]:
-                                n_fmt -= 1
                         depth = k
                         break
                     if not (is_fmt[k] or is_kin[k]):
