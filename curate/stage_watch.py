@@ -128,6 +128,7 @@ def _child(requests: int, replies: int, shared: mmap.mmap, build) -> None:
     except (OSError, AttributeError):
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the task process's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the task process's handlers
     batch, context = None, None
     while True:
         try:

@@ -44,6 +44,7 @@ from curate.extract.engines import ENGINES, engine_function
 from curate.extract.shape import bound_shape, warm_shape
 from curate.extract.strip import strip_html, strip_utf8
 from curate.schema import CONTENT_TYPE, HTML, PLAIN, TEXT, URL
+from curate.stage_watch import at_doc
 from curate.stages.base import MapStage, StageResult, split
 
 REASONS = {
@@ -105,6 +106,7 @@ class Extract(MapStage):
             for i in range(n):
                 if not is_html[i]:
                     continue
+                at_doc(i)  # the chain's per-document limit, beyond this stage's own timeout_s
                 raw = pages[i]
                 try:
                     html = deadline.call(_strip, raw, valid[i])

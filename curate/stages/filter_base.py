@@ -15,6 +15,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from curate.schema import TEXT
+from curate.stage_watch import at_doc
 from curate.stages.base import BatchContext, MapStage, StageResult, split
 from curate.text.spacy_words import spacy_words
 from curate.text.words import check_splitter, tokens
@@ -50,8 +51,12 @@ class HeuristicStage(MapStage):
         texts = table.column(TEXT).to_pylist()
         recent = words_of(context)
         if self.prefetch and self.params.words == "spacy":
-            spacy_words(self.params.language).prefetch(texts, recent)
-        return split(table, self.name, [self.check(t, recent) for t in texts])
+            spacy_words(self.params.language).prefetch(texts, recent)  # linear per text: a batch step
+        reasons = []
+        for i, t in enumerate(texts):
+            at_doc(i)  # the per-document time limit (curate/stage_watch.py) counts against this one now
+            reasons.append(self.check(t, recent))
+        return split(table, self.name, reasons)
 
 
 def check_skip(skip: list[str], reasons: dict[str, str], stage: str) -> None:
