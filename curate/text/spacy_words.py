@@ -34,7 +34,7 @@ MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when 
 # longer than LONG_CHUNK, or holding more than MAX_CHUNK_MARKS characters that are not word characters (text has
 # almost none: a long URL), is tokenized in pieces of LONG_PIECE characters: a few microseconds a character.
 LONG_CHUNK = 256
-MAX_CHUNK_MARKS = 32
+MAX_CHUNK_MARKS = 64
 LONG_PIECE = 32
 _MARK_RE = re.compile(r"\W")
 RECENT_TEXTS = 2048  # most texts a ``recent`` dict takes (its memory stays bounded; others go without)
