@@ -14,13 +14,16 @@ time (``/proc/<pid>/stat``; wall time where there is no ``/proc``):
   step); ``curate.chain`` then sets that document aside as ``stage_timeout`` and runs the others again in a
   fresh child (by halving the batch where no document was named, as for ``stage_error``).
 
-The child dies with the task process (``PR_SET_PDEATHSIG``) and ends when its pipe closes. Exceptions in the
+A document that crashes the child (SIGSEGV in a C library) is found the same way and set aside as
+``stage_error`` naming the signal. The child dies with the task process (``PR_SET_PDEATHSIG``) and ends when its
+pipe closes or its ``Sandbox`` is collected. Exceptions in the
 child come back as their type name and message: ``OSError``, ``MemoryError``, ``RecursionError`` and
 ``StageFailure`` are raised again as such (they stop the run), any other as ``StageRaised``.
 """
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import json
 import mmap
 import os
@@ -28,6 +31,7 @@ import select
 import signal
 import struct
 import time
+import weakref
 
 import pyarrow as pa
 
@@ -129,6 +133,7 @@ def _child(requests: int, replies: int, shared: mmap.mmap, build) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the task process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the task process's handlers
+    faulthandler.disable()  # a crash here is reported by the task process (the document's `error`)
     batch, context = None, None
     while True:
         try:
@@ -168,6 +173,23 @@ def _raise(header: dict):
 
 # --- the task process's side ----------------------------------------------------------------------------
 
+def _kill(pid: int, *fds: int) -> int:
+    """Close the pipes, kill the child and reap it: its wait status."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
+
+
 class Sandbox:
     """A child process that runs map stages on batches, watched for CPU time per document."""
 
@@ -194,6 +216,8 @@ class Sandbox:
         os.close(req_r)
         os.close(rep_w)
         self.pid, self.requests, self.replies = pid, req_w, rep_r
+        # a task that stops on an error never calls close(): the child ends when this object goes
+        self._finalizer = weakref.finalize(self, _kill, pid, req_w, rep_r)
         self.proc_stat = f"/proc/{pid}/stat" if os.path.exists(f"/proc/{pid}/stat") else None
 
     def new_batch(self) -> None:
@@ -244,16 +268,8 @@ class Sandbox:
         """Kill the child (if it still runs) and reap it; the next ``apply`` starts a fresh one."""
         if self.pid is None:
             return "not started"
-        for fd in (self.requests, self.replies):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, status = os.waitpid(self.pid, 0)
+        self._finalizer.detach()
+        status = _kill(self.pid, self.requests, self.replies)
         self.pid = None
         self.shared.close()
         return f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
@@ -262,6 +278,8 @@ class Sandbox:
         """End the child: its pipe closes, it exits (killed if it does not at once)."""
         if self.pid is None:
             return
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, lambda: None)
         os.close(self.requests)
         self.requests = -1
         for _ in range(100):

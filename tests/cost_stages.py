@@ -36,3 +36,17 @@ class SpinUnmarked(MapStage):
         if any("SPIN" in t for t in texts):
             spin_in_c()
         return split(table, self.name, [None] * len(texts))
+
+
+class Crash(MapStage):
+    """Crashes its process (SIGSEGV, as a C library reading a crafted file would) on a document holding "CRASH"."""
+
+    def apply(self, table: pa.Table, context=None):
+        import ctypes
+
+        texts = table.column("text").to_pylist()
+        for i, t in enumerate(texts):
+            at_doc(i)
+            if "CRASH" in t:
+                ctypes.string_at(0)
+        return split(table, self.name, [None] * len(texts))

@@ -158,3 +158,39 @@ def test_long_chunks_keep_their_tokens_where_spacy_is_linear():
     text = "plain words " * 50 + "https://example.com/" + "a" * 300 + " end."
     assert words.tokens(text)[:100] == ("plain words " * 50).split()
     assert words.tokens("。" * 1000) == ["。"] * 1000
+
+
+@needs_fork
+def test_a_document_that_crashes_the_stage_process_is_set_aside():
+    """A segfault in C code on one document no longer takes the task (and its retries) down: the watched child
+    dies, the document is found by halving and set aside as stage_error saying how the process ended."""
+    import os
+
+    from tests.cost_stages import Crash
+
+    texts = [f"fine {i}" for i in range(6)]
+    texts[2] += " CRASH"
+    box = Sandbox(lambda t, name, params: Crash(name))
+    try:
+        kept, dropped, errors, _ = apply_isolated("crash", Crash("crash"), _table(texts), BatchContext(),
+                                                  lambda table, ctx: box.apply(("crash", "crash", "{}"), table, 30))
+        pid = box.pid
+    finally:
+        box.close()
+    assert dropped.column("id").to_pylist() == ["d2"] and kept.num_rows == 5
+    assert dropped.column("reason").to_pylist() == ["stage_error"]
+    assert "signal 11" in dropped.column("error")[0].as_py()
+    assert pid is None or not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+@needs_fork
+def test_the_child_ends_with_its_sandbox():
+    import gc
+    import os
+
+    box = Sandbox(lambda t, name, params: Spin(name))
+    box.apply(("spin", "spin", "{}"), _table(["a", "b"]), 5)
+    pid = box.pid
+    del box
+    gc.collect()
+    assert not os.path.exists(f"/proc/{pid}")  # killed and reaped

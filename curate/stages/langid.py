@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from curate.schema import LANG, LANG_SCORE, TEXT
+from curate.stage_watch import at_batch
 from curate.stages.base import BatchContext, MapStage, StageResult, set_column, split
 from curate.text.fasttext_file import FastTextFileError
 from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model, model_labels
@@ -100,6 +101,7 @@ class LangId(MapStage):
         step = self.params.batch_size
         for start in range(0, len(texts), step):
             batch = texts[start:start + step]
+            at_batch(len(batch))  # the per-document time limit: this many documents at once
             lines = [one_line(t) for t in batch]
             if fast is not None:
                 split = list(map(fast.split_words, batch))  # a text's words are its line's

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from curate.schema import ID, TEXT
+from curate.stage_watch import at_batch
 from curate.stages.base import MapStage, StageResult, set_column, split
 from curate.text.fasttext_file import FastTextFileError
 from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model, model_labels
@@ -112,6 +113,7 @@ class QualityClassifier(MapStage):
         out = np.zeros(len(texts), dtype=np.float64)
         step = self.params.batch_size
         for start in range(0, len(texts), step):
+            at_batch(len(texts[start:start + step]))  # the per-document time limit: this many at once
             labels, probs = model.predict([prepare_text(t) for t in texts[start:start + step]], k=-1)
             for i, (labs, prs) in enumerate(zip(labels, probs)):
                 for lab, pr in zip(labs, prs):
