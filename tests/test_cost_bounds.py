@@ -3,7 +3,6 @@ extract's time limit cannot be swallowed by an ``except Exception``, page shapes
 time on are bounded before them, and spaCy's tokenizer never sees a run it is quadratic on."""
 from __future__ import annotations
 
-import json
 import time
 
 import pyarrow as pa
@@ -21,10 +20,6 @@ needs_fork = pytest.mark.skipif(not available(), reason="needs os.fork")
 
 def _table(texts):
     return pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
-
-
-def _built(type_name, cls):
-    return lambda t, name, params: cls(name)
 
 
 @needs_fork
