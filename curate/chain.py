@@ -98,6 +98,9 @@ class StageChain:
         if limit <= 0 or not available():
             return None
         if self.sandbox is None:
+            for _, stage in self.stages:  # models loaded once here, not in every task's child
+                if hasattr(stage, "warm"):
+                    stage.warm()
             self.sandbox = Sandbox(_build_stage)
         key, sandbox = self.keys[name], self.sandbox
         return lambda table, context: sandbox.apply(key, table, limit)

@@ -85,6 +85,12 @@ class Params:
 class Extract(MapStage):
     Params = Params
 
+    def warm(self) -> None:
+        """Load the model and compile the kernels now: the watched child processes of the chain inherit them."""
+        if self.params.engine == "blocks":
+            warm_blocks(self.params.model)
+        warm_shape()
+
     def apply(self, table: pa.Table, context=None) -> StageResult:
         p = self.params
         n = table.num_rows

@@ -91,6 +91,12 @@ class LangId(MapStage):
     def model_path(self) -> str:
         return self.params.model_path or default_model_path()
 
+    def warm(self) -> None:
+        """Load the model (and its fast predictor) now: the watched child processes of the chain inherit it."""
+        load_fasttext_model(self.model_path)
+        if self.params.fast_predict:
+            fast_predictor(self.model_path)
+
     def predict(self, texts: list[str], recent: dict | None = None) -> tuple[list[str], np.ndarray]:
         """(top label without ``__label__``, its probability) for each text. With ``recent`` (a
         ``BatchContext.words``), each text's words split here are noted there (``Recent``)."""

@@ -106,6 +106,10 @@ class QualityClassifier(MapStage):
                              f"its labels: {', '.join(model.get_labels())}")
         return model
 
+    def warm(self) -> None:
+        """Load the model now: the watched child processes of the chain inherit it."""
+        self._model()
+
     def score(self, texts: list[str]) -> np.ndarray:
         """Probability of the positive label for each text."""
         model = self._model()
