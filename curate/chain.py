@@ -9,6 +9,11 @@ Per-record isolation: a map stage that raises on a batch is retried on halves of
 that raise are found; those are set aside with reason ``stage_error`` (an ``error`` column holds the
 exception type and message) and the rest go on. Errors that are not about one document (``OSError``
 such as a full disk, ``MemoryError``, or a stage that fails on every document) stop the run.
+
+Per-document time limit: with ``stage_timeout_s`` > 0 (the pipeline's, on each ``StageSpec``) the map stages
+run in a watched child process (``curate.stage_watch``); a document that takes more CPU time than that in a
+stage (in Python or in C) is set aside with reason ``stage_timeout`` and the others go on, found the same
+way (the stage names the document it was on, or the batch is halved).
 """
 from __future__ import annotations
 
@@ -22,9 +27,11 @@ from curate.contracts import Marker, ShardEntry, StageCounts, StepOutput
 from curate.pipeline import StageSpec
 from curate.schema import DUPLICATE_OF, ID, REASON, STAGE, URL
 from curate.shards import shard_suffix, write_shard_entry
+from curate.stage_watch import Sandbox, StageRaised, StageTimeout, available
 from curate.stages.base import BatchContext, mark_dropped
 
 STAGE_ERROR = "stage_error"
+STAGE_TIMEOUT = "stage_timeout"
 ERROR = "error"  # column of ``stage_error`` rows: "ExceptionType: message"
 FATAL = (OSError, MemoryError, RecursionError)
 IDS_COLUMNS = (ID, URL, STAGE, REASON, DUPLICATE_OF, ERROR)
@@ -42,7 +49,11 @@ class StageChain:
         self.step = step
         self.task_id = task_id
         self.suffix = shard_suffix(step.format)
-        self.stages = [(s.name, _build_stage(s.type, s.name, json.dumps(s.params, sort_keys=True))) for s in step.stages]
+        keys = [(s.type, s.name, json.dumps(s.params, sort_keys=True)) for s in step.stages]
+        self.stages = [(s.name, _build_stage(*k)) for s, k in zip(step.stages, keys)]
+        self.keys = {s.name: k for s, k in zip(step.stages, keys)}
+        self.limits = {s.name: float(getattr(s, "stage_timeout_s", 0) or 0) for s in step.stages}
+        self.sandbox: Sandbox | None = None
         self.counts = {name: StageCounts(name) for name, _ in self.stages}
         self.outputs: list[ShardEntry] = []
         self.dropped: list[ShardEntry] = []
@@ -50,6 +61,8 @@ class StageChain:
     def run(self, table: pa.Table, stem: str, plan: tuple[int, Path] | None = None) -> None:
         """One batch through every stage; ``plan`` (shard index, plan folder) when the first stage is global."""
         context = BatchContext()  # what one stage learns of this batch's documents, for the stages after it
+        if self.sandbox is not None:
+            self.sandbox.new_batch()
         for name, stage in self.stages:
             counts = self.counts[name]
             counts.docs_in += table.num_rows
@@ -61,7 +74,7 @@ class StageChain:
                 errors, counters = {}, result.counters
                 counts.added += result.added
             else:
-                kept, dropped, errors, counters = apply_isolated(name, stage, table, context)
+                kept, dropped, errors, counters = apply_isolated(name, stage, table, context, self._runner(name))
             if counters:
                 counts.counters = _added(counts.counters or {}, counters)
             if errors:
@@ -79,6 +92,25 @@ class StageChain:
             path = Path(self.step.out_dir) / f"{stem}{self.suffix}"
             self.outputs.append(write_shard_entry(table, path, self.step.root, self.step.format))
 
+    def _runner(self, name: str):
+        """How the stage ``name`` is applied: in the watched child when it has a time limit, else here."""
+        limit = self.limits[name]
+        if limit <= 0 or not available():
+            return None
+        if self.sandbox is None:
+            for _, stage in self.stages:  # models loaded once here, not in every task's child
+                if hasattr(stage, "warm"):
+                    stage.warm()
+            self.sandbox = Sandbox(_build_stage)
+        key, sandbox = self.keys[name], self.sandbox
+        return lambda table, context: sandbox.apply(key, table, limit)
+
+    def close(self) -> None:
+        """End the watched child, if one was started (``marker`` does this at the end of a task)."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
     def write_dropped(self, table: pa.Table, stage: str, stem: str) -> None:
         mode = self.step.keep_dropped
         if mode == "none" or table.num_rows == 0:
@@ -89,6 +121,7 @@ class StageChain:
         self.dropped.append(write_shard_entry(table, path, self.step.root, self.step.format))
 
     def marker(self, key: str, first: list[StageCounts], docs: int) -> Marker:
+        self.close()  # the task is done with its stages
         return Marker(self.task_id, key, self.outputs, self.dropped, first + [self.counts[n] for n, _ in self.stages], docs)
 
 
@@ -99,14 +132,16 @@ def _checked(name: str, table: pa.Table, result) -> tuple[pa.Table, pa.Table]:
     return result.kept, result.dropped
 
 
-def apply_isolated(name: str, stage, table: pa.Table, context: BatchContext | None = None
+def apply_isolated(name: str, stage, table: pa.Table, context: BatchContext | None = None, run=None
                    ) -> tuple[pa.Table, pa.Table, dict, dict]:
-    """``stage.apply(table, context)``; when it raises, the documents that make it raise are found by halving the
-    batch and set aside as ``stage_error``. Returns (kept, dropped, {"Type: message": count}, the stage's
+    """``stage.apply(table, context)`` (or ``run(table, context)``: the watched child's); when it raises, the
+    documents that make it raise are found by halving the batch and set aside as ``stage_error``, those over
+    the time limit as ``stage_timeout``. Returns (kept, dropped, {"Type: message": count}, the stage's
     counters)."""
     counters: dict[str, int] = {}
+    run = run or stage.apply
     try:
-        result = stage.apply(table, context)
+        result = run(table, context)
         kept, dropped = _checked(name, table, result)
         return kept, dropped, {}, result.counters
     except FATAL:
@@ -115,19 +150,21 @@ def apply_isolated(name: str, stage, table: pa.Table, context: BatchContext | No
         raise
     except Exception as first:  # noqa: BLE001 - isolate the document(s) behind it
         kept_parts, dropped_parts, bad = [], [], []
-        _bisect(name, stage, table, 0, kept_parts, dropped_parts, bad, first, counters, context)
-    if len(bad) == table.num_rows and table.num_rows >= 2:
-        e = bad[0][1]
+        _bisect(name, run, table, 0, kept_parts, dropped_parts, bad, first, counters, context)
+    raised = [e for _, e in bad if not isinstance(e, StageTimeout)]
+    if len(raised) == table.num_rows and table.num_rows >= 2:
+        e = raised[0]
         raise StageFailure(f"stage {name!r} raised on every document of a batch of {table.num_rows} "
-                           f"({type(e).__name__}: {e}); this is a bug or a bad setting, not bad input") from e
+                           f"({_error_text(e)}); this is a bug or a bad setting, not bad input") from e
     errors: dict[str, int] = {}
-    messages = []
-    for _, e in bad:
-        msg = _error_text(e)
-        messages.append(msg)
-        errors[msg] = errors.get(msg, 0) + 1
+    bad.sort(key=lambda item: item[0])
+    messages = [_error_text(e) for _, e in bad]
+    for (_, e), msg in zip(bad, messages):
+        if not isinstance(e, StageTimeout):
+            errors[msg] = errors.get(msg, 0) + 1
+    reasons = [STAGE_TIMEOUT if isinstance(e, StageTimeout) else STAGE_ERROR for _, e in bad]
     rows = table.take(pa.array([i for i, _ in bad], pa.int64()))
-    failed = mark_dropped(rows, name, STAGE_ERROR).append_column(ERROR, pa.array(messages, pa.string()))
+    failed = mark_dropped(rows, name, reasons).append_column(ERROR, pa.array(messages, pa.string()))
     kept = _concat(kept_parts, table.schema)
     dropped = _concat(dropped_parts + [failed], failed.schema)
     return kept, dropped, errors, counters
@@ -139,10 +176,10 @@ def _added(into: dict, counts: dict) -> dict:
     return into
 
 
-def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=None, counters=None, context=None) -> None:
+def _bisect(name, run, table, offset, kept_parts, dropped_parts, bad, error=None, counters=None, context=None) -> None:
     if error is None:
         try:
-            result = stage.apply(table, context)
+            result = run(table, context)
             kept, dropped = _checked(name, table, result)
             kept_parts.append(kept)
             dropped_parts.append(dropped)
@@ -157,9 +194,17 @@ def _bisect(name, stage, table, offset, kept_parts, dropped_parts, bad, error=No
     if table.num_rows == 1:
         bad.append((offset, error))
         return
+    doc = error.doc if isinstance(error, StageTimeout) else None
+    if doc is not None and 0 <= doc < table.num_rows:  # the stage named the document: the others run again
+        bad.append((offset + doc, error))
+        for lo, hi in ((0, doc), (doc + 1, table.num_rows)):
+            if hi > lo:
+                _bisect(name, run, table.slice(lo, hi - lo), offset + lo, kept_parts, dropped_parts, bad,
+                        counters=counters, context=context)
+        return
     half = table.num_rows // 2
-    _bisect(name, stage, table.slice(0, half), offset, kept_parts, dropped_parts, bad, counters=counters, context=context)
-    _bisect(name, stage, table.slice(half), offset + half, kept_parts, dropped_parts, bad, counters=counters,
+    _bisect(name, run, table.slice(0, half), offset, kept_parts, dropped_parts, bad, counters=counters, context=context)
+    _bisect(name, run, table.slice(half), offset + half, kept_parts, dropped_parts, bad, counters=counters,
             context=context)
 
 
@@ -171,7 +216,8 @@ def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _error_text(e: BaseException) -> str:
-    return f"{type(e).__name__}: {str(e)[:300]}"
+    kind = e.type_name if isinstance(e, StageRaised) else type(e).__name__
+    return f"{kind}: {str(e)[:300]}"
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,6 +15,8 @@ keep_dropped = "full"         # set-aside documents: "full" (with text), "ids" (
 keep_plans = false            # keep the plans of global stages under plans/ after the run
 max_in_flight = 0             # tasks submitted at once (0: 4 per worker / cluster CPU)
 max_retries = 3               # a task whose worker died (killed, node lost) is retried this often
+stage_timeout_s = 60          # CPU seconds one document may take in one map stage (0: no limit); a
+                              #   document over it is set aside as stage_timeout (curate/stage_watch.py)
 
 [[sources]]
 path = "data/*.warc.gz"       # a glob
@@ -37,11 +39,16 @@ from curate.shards import FORMATS as SHARD_FORMATS
 from curate.stages import STAGES, stage_class
 
 
+DEFAULT_STAGE_TIMEOUT_S = 60.0
+
+
 @dataclass
 class StageSpec:
     type: str
     name: str
     params: dict  # validated, with defaults filled in
+    # CPU seconds one document may take in this (map) stage, 0: no limit (the pipeline's stage_timeout_s)
+    stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
 
     def build(self):
         cls = stage_class(self.type)
@@ -68,6 +75,7 @@ class Pipeline:
     keep_plans: bool = False
     max_in_flight: int = 0
     max_retries: int = 3
+    stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
     path: str = ""
 
     def to_dict(self) -> dict:
@@ -76,7 +84,7 @@ class Pipeline:
 
 PIPELINE_KEYS = {"name": str, "output": str, "workers": int, "format": str, "shard_rows": int, "max_doc_bytes": int,
                  "split_bytes": int, "keep_intermediate": bool, "keep_dropped": str, "keep_plans": bool,
-                 "max_in_flight": int, "max_retries": int}
+                 "max_in_flight": int, "max_retries": int, "stage_timeout_s": float}
 KEEP_DROPPED = ("full", "ids", "none")
 SOURCE_KEYS = {"path": str, "format": str, "text_field": str, "id_field": str}
 
@@ -139,9 +147,15 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     keep_dropped = head.get("keep_dropped", "full")
     if keep_dropped not in KEEP_DROPPED:
         raise ConfigError(f"{where}: [pipeline].keep_dropped = {keep_dropped!r}; allowed: {', '.join(KEEP_DROPPED)}")
-    for key, low in (("split_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
+    for key, low in (("split_bytes", 1), ("max_doc_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
         if head.get(key, low) < low:
             raise ConfigError(f"{where}: [pipeline].{key} must be >= {low}, got {head[key]}")
+    timeout = head.get("stage_timeout_s", DEFAULT_STAGE_TIMEOUT_S)
+    if not 0 <= timeout < float("inf"):
+        raise ConfigError(f"{where}: [pipeline].stage_timeout_s = {timeout!r}: CPU seconds per document and map "
+                          "stage, a number >= 0 (0: no limit)")
+    for spec in stages:
+        spec.stage_timeout_s = float(timeout)
     return Pipeline(
         name=head.get("name", Path(where).stem), output=out, sources=sources, stages=stages,
         workers=n_workers, format=fmt, shard_rows=shard_rows,
@@ -149,7 +163,7 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
         split_bytes=head.get("split_bytes", DEFAULT_SPLIT_BYTES),
         keep_intermediate=head.get("keep_intermediate", False), keep_dropped=keep_dropped,
         keep_plans=head.get("keep_plans", False), max_in_flight=head.get("max_in_flight", 0),
-        max_retries=head.get("max_retries", 3), path=where,
+        max_retries=head.get("max_retries", 3), stage_timeout_s=float(timeout), path=where,
     )
 
 

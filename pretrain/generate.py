@@ -24,11 +24,16 @@ def next_token(logits: torch.Tensor, temperature: float, top_k: int, generator: 
     """logits: [V] (real vocabulary only)."""
     if is_greedy(temperature, top_k):
         return int(torch.argmax(logits))
-    logits = logits.float() / temperature
+    logits = logits.double()
     if 0 < top_k < logits.numel():
         kth = torch.topk(logits, top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
+    top = logits.max()
+    if not torch.isfinite(top):
+        return int(torch.argmax(logits))
+    # shifted by the maximum first: every value <= 0 and the largest exactly 0, so a tiny temperature (1e-45) sends
+    # the others to -inf instead of overflowing to inf / nan: sampling among the ties of the maximum (greedy)
+    probs = torch.softmax((logits - top) / temperature, dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

@@ -49,6 +49,10 @@ def test_greedy_equals_argmax_by_hand(kind):
     assert generate_ids(model, prompt, 30, temperature=0.0) == greedy  # deterministic
     assert generate_ids(model, prompt, 30, temperature=0.7, top_k=1, seed=3) == greedy  # top-k 1 is greedy too
     assert len(set(greedy)) > 1
+    # temperatures so small that logits / T overflow: the same as greedy, never an error inside torch.multinomial
+    for tiny in (1e-45, 1e-300, 5e-324):
+        assert generate_ids(model, prompt, 30, temperature=tiny, seed=3) == greedy
+        assert generate_ids(model, prompt, 30, temperature=tiny, top_k=5, seed=4) == greedy
 
 
 def test_padding_columns_are_never_chosen():

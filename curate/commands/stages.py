@@ -15,8 +15,9 @@ from curate.field_docs import Key, describe
 from curate.readers import READ_REASONS
 from curate.stages import STAGES, stage_class
 
-# Every map stage can set a document aside with this reason (curate/chain.py's per-document isolation).
+# Every map stage can set a document aside with these reasons (curate/chain.py's per-document isolation).
 STAGE_ERROR = ("stage_error", "the stage raised on this document (the message is in the `error` column)")
+STAGE_TIMEOUT = ("stage_timeout", "the stage took more than the pipeline's stage_timeout_s CPU seconds on this document")
 READ = "read"  # `curate stages read`: the reader's reasons
 
 
@@ -68,7 +69,7 @@ def reasons(type_name: str) -> list[tuple[str, str]]:
     if not found and isinstance(getattr(module, "REASON", None), str):
         found = {module.REASON: ""}
     out = list((found or {}).items())
-    return out + [STAGE_ERROR] if cls.kind == "map" else out
+    return out + [STAGE_ERROR, STAGE_TIMEOUT] if cls.kind == "map" else out
 
 
 # --- printing --------------------------------------------------------------------------------------

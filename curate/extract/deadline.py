@@ -19,7 +19,7 @@ import signal
 import threading
 
 
-class ExtractTimeout(Exception):
+class ExtractTimeout(BaseException):
     pass
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -285,9 +287,11 @@ def _round(a: np.ndarray):
 
 
 def from_json(text: str, source: str = "model") -> BlockModel:
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise ModelError(f"{source}: damaged model file (JSON nested deeper than {MAX_JSON_DEPTH} levels)")
     try:
         d = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ModelError(f"{source}: not a valid JSON model file ({e}); rebuild it with "
                          f"`curate extractor train`") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -326,15 +330,52 @@ def from_json(text: str, source: str = "model") -> BlockModel:
     return BlockModel(mean, scale, weights, biases, threshold, d.get("meta") or {})
 
 
-def load(path: str | Path | None = None) -> BlockModel:
-    p = Path(path) if path else DEFAULT_MODEL
+MAX_MODEL_BYTES = 64 << 20  # the shipped model is under 1 MB; a model file larger than this is refused unread
+MAX_JSON_DEPTH = 8  # the format nests 4 deep ({"layers": [{"w": [[...]]}]}); deeper is not a model file
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str) -> int:
+    """How deep ``[`` / ``{`` nest in a JSON text (strings skipped), counted without parsing it: deeply nested
+    JSON makes ``json.loads`` recurse until ``RecursionError``."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_model_text(p: Path) -> str:
+    """The model file's text, read only when it is a regular file of at most ``MAX_MODEL_BYTES`` (a path such
+    as ``/dev/zero`` or a FIFO would be read until memory runs out) nesting at most ``MAX_JSON_DEPTH``."""
     try:
-        text = p.read_text(encoding="utf-8")
+        st = p.stat()
     except FileNotFoundError:
         raise ModelError(f"model file {p} not found; build it with `curate extractor train`") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"model = {str(p)!r}: not a regular file; give the path of a model file "
+                         "(`curate extractor train` writes one)")
+    if st.st_size > MAX_MODEL_BYTES:
+        raise ModelError(f"{p}: {st.st_size} bytes, more than a model file holds (at most {MAX_MODEL_BYTES}); "
+                         "not a model file")
+    with open(p, "rb") as f:
+        raw = f.read(MAX_MODEL_BYTES + 1)
+    if len(raw) > MAX_MODEL_BYTES:
+        raise ModelError(f"{p}: grew past {MAX_MODEL_BYTES} bytes while read; not a model file")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ModelError(f"{p}: damaged model file (not UTF-8 text)") from None
-    return from_json(text, str(p))
+    return text
+
+
+def load(path: str | Path | None = None) -> BlockModel:
+    p = Path(path) if path else DEFAULT_MODEL
+    return from_json(read_model_text(p), str(p))
 
 
 @lru_cache(maxsize=4)

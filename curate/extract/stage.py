@@ -22,6 +22,12 @@ Rows set aside (reason codes):
   ``<reason>_html_bytes`` (UTF-8 bytes as fetched) and ``<reason>_stripped_bytes`` (scripts, styles and
   comments cut out); divided by the reason's count in ``dropped``, the mean page size.
 - ``extract_error``: the extractor raised (one bad page never stops the shard).
+
+  Before any parser sees a page, shapes that cost parsers super-linear time (elements nested more than 256
+  deep, more than 16 formatting elements active, more than 256 attributes on one element) are bounded by
+  ``shape.bound_shape`` (the text stays; counters ``shape_tags_left_out``, ``shape_attributes_cut``). The
+  time limit is a ``BaseException``: no ``except Exception`` on the way (a parser's, an engine's) swallows
+  it, and a page whose time ran out is never parsed again.
 - ``no_main_text``: fewer than ``min_chars`` characters of main text.
 """
 from __future__ import annotations
@@ -35,8 +41,10 @@ import pyarrow.compute as pc
 from curate.extract.blocks import warm_blocks
 from curate.extract.deadline import CpuDeadline, ExtractTimeout
 from curate.extract.engines import ENGINES, engine_function
+from curate.extract.shape import bound_shape, warm_shape
 from curate.extract.strip import strip_html, strip_utf8
 from curate.schema import CONTENT_TYPE, HTML, PLAIN, TEXT, URL
+from curate.stage_watch import at_doc
 from curate.stages.base import MapStage, StageResult, split
 
 REASONS = {
@@ -77,6 +85,12 @@ class Params:
 class Extract(MapStage):
     Params = Params
 
+    def warm(self) -> None:
+        """Load the model and compile the kernels now: the watched child processes of the chain inherit them."""
+        if self.params.engine == "blocks":
+            warm_blocks(self.params.model)
+        warm_shape()
+
     def apply(self, table: pa.Table, context=None) -> StageResult:
         p = self.params
         n = table.num_rows
@@ -93,10 +107,12 @@ class Extract(MapStage):
         fn = engine_function(p)
         if p.engine == "blocks":
             warm_blocks(p.model)
+        warm_shape()
         with CpuDeadline(p.timeout_s) as deadline:
             for i in range(n):
                 if not is_html[i]:
                     continue
+                at_doc(i)  # the chain's per-document limit, beyond this stage's own timeout_s
                 raw = pages[i]
                 try:
                     html = deadline.call(_strip, raw, valid[i])
@@ -108,6 +124,10 @@ class Extract(MapStage):
                     reasons[i] = "html_too_large"
                     _count_size(counters, "html_too_large", raw, html)
                     continue
+                html, left_out, cut = bound_shape(html)  # linear; what the parsers would take super-linear time on
+                if left_out or cut:
+                    counters["shape_tags_left_out"] = counters.get("shape_tags_left_out", 0) + left_out
+                    counters["shape_attributes_cut"] = counters.get("shape_attributes_cut", 0) + cut
                 try:
                     out = deadline.call(fn, html, urls[i] or "")
                 except ExtractTimeout:

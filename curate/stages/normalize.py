@@ -38,6 +38,7 @@ from ftfy.badness import BADNESS_RE
 from ftfy.chardata import C1_CONTROL_RE, CONTROL_CHARS, HTML_ENTITY_RE, LIGATURES, WIDTH_MAP
 
 from curate.schema import TEXT
+from curate.stage_watch import at_doc
 from curate.stages.base import MapStage, StageResult, set_column, split
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff]")
@@ -78,7 +79,10 @@ class Normalize(MapStage):
 
     def apply(self, table, context=None) -> StageResult:
         before = table.column(TEXT).to_pylist()
-        texts = [normalize_text(t, self.params, self._config) for t in before]
+        texts = []
+        for i, t in enumerate(before):
+            at_doc(i)  # the per-document time limit (curate/stage_watch.py) counts against this one now
+            texts.append(normalize_text(t, self.params, self._config))
         if any(a is not b for a, b in zip(texts, before)):  # unchanged texts are the same objects
             table = set_column(table, TEXT, texts)
         return split(table, self.name, [None if t else "empty_after_normalize" for t in texts])

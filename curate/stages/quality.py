@@ -34,8 +34,10 @@ import numpy as np
 import pyarrow as pa
 
 from curate.schema import ID, TEXT
+from curate.stage_watch import at_batch
 from curate.stages.base import MapStage, StageResult, set_column, split
-from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model
+from curate.text.fasttext_file import FastTextFileError
+from curate.text.fasttext_model import LABEL_PREFIX, load_fasttext_model, model_labels
 
 QUALITY_SCORE = "quality_score"
 POSITIVE, NEGATIVE = "hq", "lq"
@@ -83,6 +85,13 @@ class Params:
             raise ValueError(f"pareto_alpha = {self.pareto_alpha!r}: must be > 0 (or 0 for threshold mode)")
         if self.batch_size < 1:
             raise ValueError(f"batch_size = {self.batch_size!r}: must be >= 1")
+        try:
+            labels = model_labels(self.model)
+        except FastTextFileError as e:
+            raise ValueError(f"model = {self.model!r}: {e}") from None
+        if self.label not in labels:
+            raise ValueError(f"label = {self.label!r}: the model {self.model} has no such label; its labels: "
+                             f"{', '.join(labels[:8])}")
 
 
 class QualityClassifier(MapStage):
@@ -97,6 +106,10 @@ class QualityClassifier(MapStage):
                              f"its labels: {', '.join(model.get_labels())}")
         return model
 
+    def warm(self) -> None:
+        """Load the model now: the watched child processes of the chain inherit it."""
+        self._model()
+
     def score(self, texts: list[str]) -> np.ndarray:
         """Probability of the positive label for each text."""
         model = self._model()
@@ -104,6 +117,7 @@ class QualityClassifier(MapStage):
         out = np.zeros(len(texts), dtype=np.float64)
         step = self.params.batch_size
         for start in range(0, len(texts), step):
+            at_batch(len(texts[start:start + step]))  # the per-document time limit: this many at once
             labels, probs = model.predict([prepare_text(t) for t in texts[start:start + step]], k=-1)
             for i, (labs, prs) in enumerate(zip(labels, probs)):
                 for lab, pr in zip(labs, prs):

@@ -2,7 +2,9 @@
 
 ``langid`` and ``quality_classifier`` (and ``curate train-quality``'s checks) load their models
 here. A model is keyed by its real path, size and modification time, so a file rewritten in place
-(a new ``curate train-quality`` run) is loaded again.
+(a new ``curate train-quality`` run) is loaded again. Every file is checked first
+(``fasttext_file.check_fasttext_file``: header, dictionary and matrix sizes against the file's size): fastText
+itself would crash the process on a file whose matrices are smaller than its header says.
 """
 from __future__ import annotations
 
@@ -37,10 +39,21 @@ def load_fasttext_model(path: str):
             if model is None:
                 from fasttext.FastText import _FastText  # load_model() would print a deprecation notice
 
+                from curate.text.fasttext_file import check_fasttext_file
+
+                check_fasttext_file(real)  # raises FastTextFileError (a ValueError) with what is wrong
                 for old in [k for k in _MODELS if k[0] == real]:
                     del _MODELS[old]
                 model = _MODELS[key] = _FastText(model_path=real)
     return model
+
+
+def model_labels(path: str) -> list[str]:
+    """The labels of the model at ``path`` without their ``__label__`` prefix, read from the checked file
+    (fastText is not loaded)."""
+    from curate.text.fasttext_file import check_fasttext_file
+
+    return [w[len(LABEL_PREFIX):] if w.startswith(LABEL_PREFIX) else w for w in check_fasttext_file(path).labels]
 
 
 def fast_predictor(path: str):

@@ -29,6 +29,14 @@ from curate.text.spacy_shortcuts import (ASCII_LOWER, COMPOUND_LANGUAGES, MARKS,
 from curate.text.token_stats import ALPHA_STATS, ONE_WORD, STATS_BITS, WORD_CHAR, packed_stats
 
 MEMO_SIZE = 500_000  # chunks remembered per language; the memo is emptied when full
+# spaCy's tokenizer takes time quadratic in a chunk's length where the chunk splits into many prefix / suffix
+# tokens (a run of "。", commas, quotes or emoji: 20,000 characters take a minute, 100,000 never end). A chunk
+# longer than LONG_CHUNK, or holding more than MAX_CHUNK_MARKS characters that are not word characters (text has
+# almost none: a long URL), is tokenized in pieces of LONG_PIECE characters: a few microseconds a character.
+LONG_CHUNK = 256
+MAX_CHUNK_MARKS = 64
+LONG_PIECE = 32
+_MARK_RE = re.compile(r"\W")
 RECENT_TEXTS = 2048  # most texts a ``recent`` dict takes (its memory stays bounded; others go without)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -46,6 +54,15 @@ class Recent:
         self.chunks, self.word_ids = chunks, word_ids
         self.owner = self.ids = self.tokens = None
         self.generation = 0
+
+
+def _too_long(chunk: str) -> bool:
+    n = len(chunk)
+    return n > LONG_CHUNK or (n > MAX_CHUNK_MARKS and len(_MARK_RE.findall(chunk)) > MAX_CHUNK_MARKS)
+
+
+def _pieces(chunk: str) -> list[str]:
+    return [chunk[i:i + LONG_PIECE] for i in range(0, len(chunk), LONG_PIECE)]
 
 
 @contextmanager
@@ -175,6 +192,16 @@ class SpacyWords:
             stats.clear()
         if self._shortcut:
             missing = self._shortcuts(missing)
+            if not missing:
+                return
+        long = [c for c in missing if _too_long(c)]
+        if long:  # tokenized piece by piece (see LONG_CHUNK)
+            missing = [c for c in missing if not _too_long(c)]
+            pieces = {c: _pieces(c) for c in long}
+            self._learn(set(chain.from_iterable(pieces.values())))
+            for c, parts in pieces.items():
+                memo[c] = toks = tuple(chain.from_iterable(map(self._piece_tokens, parts)))
+                stats[c] = packed_stats(toks)
             if not missing:
                 return
         missing = list(missing)
@@ -408,7 +435,13 @@ class SpacyWords:
         for c, toks in zip(rest, self.chunk_tokens(rest)):
             memo[c] = packed_stats(toks)
 
+    def _piece_tokens(self, piece: str) -> tuple[str, ...]:
+        toks = self._memo.get(piece)
+        return self._tokenize_alone(piece) if toks is None else toks
+
     def _tokenize_alone(self, chunk: str) -> tuple[str, ...]:
+        if _too_long(chunk):
+            return tuple(chain.from_iterable(map(self._tokenize_alone, _pieces(chunk))))
         chunk = _SURROGATE_RE.sub("\ufffd", chunk)
         with self._nlp.memory_zone():
             return tuple(t.text for t in self._tokenizer(chunk) if not t.is_space)

@@ -67,6 +67,9 @@ STATS_FILE = "minhash_stats.json"
 BAND_CHOICES = ("datasketch", "window")
 
 
+MAX_PERMUTATIONS = 1024  # bands x rows at most (datasketch's default is 128)
+
+
 @dataclass
 class Params:
     bands: int = DEFAULT_BANDS  # b: LSH bands ...
@@ -98,6 +101,17 @@ class Params:
             raise ValueError(f"lsh_weights must be two non-negative numbers that sum to 1, got {self.lsh_weights}")
         if self.permutation not in FAMILIES:
             raise ValueError(f"permutation = {self.permutation!r}; allowed: {', '.join(FAMILIES)}")
+        if self.bands * self.rows > MAX_PERMUTATIONS:
+            raise ValueError(f"bands x rows = {self.bands} x {self.rows} = {self.bands * self.rows} permutations; at most "
+                             f"{MAX_PERMUTATIONS} (each document keeps that many 64-bit hashes: the default "
+                             f"is {DEFAULT_BANDS} x {DEFAULT_ROWS})")
+        if self.threshold:  # the band search fails now, not after the read step
+            try:
+                MinHashDedup("minhash_dedup", self).banding()
+            except ValueError as e:
+                raise ValueError(f"threshold = {self.threshold} with bands x rows = {self.bands * self.rows} "
+                                 f"permutations: {e}; allow more permutations (bands, rows) or set band_choice = "
+                                 f"\"window\"") from None
 
 
 class MinHashDedup(GlobalStage):

@@ -1,0 +1,219 @@
+"""Page shapes that cost a parser super-linear time, bounded before the page reaches one.
+
+lexbor (behind selectolax and resiliparse) builds its tree in C, where no signal reaches: a page that nests
+elements thousands deep costs O(elements x depth) (each block start tag walks the stack of open elements), a
+run of thousands of distinct unclosed formatting tags (``<b id=1><b id=2>...``) costs O(n^2) in the list of
+active formatting elements, and an element with tens of thousands of attributes O(attributes^2) in the
+duplicate check. Real pages nest 10-40 deep, keep a handful of formatting elements open and carry a few
+attributes per element.
+
+``bound_shape`` reads the tags of the (stripped) page once, with a compiled scan that follows the stack of
+open elements the way a tree builder would (void elements; ``p``, ``li``, ``td``, ... closing an open one of
+their kind above formatting elements and others of that group; an end tag popping to its element), and rewrites only a page that goes past the bounds: a start
+tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
+active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
+all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
+MAX_FORMATTING = 16   # formatting elements (b, i, font, a, ...) active at once (opened, not ended)
+MAX_ATTRIBUTES = 256  # attributes of one element
+
+VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
+        "wbr", "keygen", "basefont", "bgsound", "frame", "image")
+# a start tag of one of these closes an open element of the same name first (p, li, table parts, ...)
+SELF_CLOSING_KIN = ("p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
+                    "rb", "rt", "rp", "rtc")
+# ("a" and "nobr" are formatting elements too, but a new one ends the one still active: they never pile up)
+FORMATTING = ("b", "big", "code", "em", "font", "i", "s", "small", "strike", "strong", "tt", "u")
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_DROPPED_SLOTS = 1024
+
+
+def name_hash(name: str) -> int:
+    """FNV-1a of the lower-cased ASCII name (what ``_scan`` computes over the bytes)."""
+    h = _FNV_OFFSET
+    for b in name.lower().encode():
+        h = ((h ^ b) * _FNV_PRIME) % 2**64
+    return h
+
+
+def _set(names) -> np.ndarray:
+    return np.array(sorted(name_hash(n) for n in names), dtype=np.uint64)
+
+
+_VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
+
+
+@nb.njit(cache=True, inline="always")
+def _has(keys, h):
+    i = np.searchsorted(keys, h)
+    return i < keys.size and keys[i] == h
+
+
+@nb.njit(cache=True, inline="always")
+def _space(c):
+    return c == 32 or c == 9 or c == 10 or c == 12 or c == 13
+
+
+@nb.njit(cache=True, inline="always")
+def _letter(c):
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+@nb.njit(cache=True)
+def _tag_end(buf, j):
+    """From just after a tag's name: (index of the ``>`` that ends the tag or -1, number of attributes);
+    quoted values are skipped as the HTML tokenizer does."""
+    n = buf.size
+    attrs = 0
+    while j < n:
+        c = buf[j]
+        if c == 62:  # >
+            return j, attrs
+        if _space(c) or c == 47:  # white space or /
+            j += 1
+            continue
+        attrs += 1  # an attribute name starts
+        while j < n and not _space(buf[j]) and buf[j] != 62 and buf[j] != 61 and buf[j] != 47:
+            j += 1
+        while j < n and _space(buf[j]):
+            j += 1
+        if j < n and buf[j] == 61:  # = value
+            j += 1
+            while j < n and _space(buf[j]):
+                j += 1
+            if j < n and (buf[j] == 34 or buf[j] == 39):
+                q = buf[j]
+                j += 1
+                while j < n and buf[j] != q:
+                    j += 1
+                j += 1
+            else:
+                while j < n and not _space(buf[j]) and buf[j] != 62:
+                    j += 1
+    return -1, attrs
+
+
+@nb.njit(cache=True)
+def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
+    """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
+    were cut, deepest stack seen)."""
+    n = buf.size
+    stack = np.zeros(max_open + 1, dtype=np.uint64)
+    is_fmt = np.zeros(max_open + 1, dtype=np.bool_)  # per open element: a formatting element
+    is_kin = np.zeros(max_open + 1, dtype=np.bool_)
+    dropped = np.zeros(_DROPPED_SLOTS, dtype=np.int64)
+    keep = np.ones(0, dtype=np.bool_)
+    depth = 0
+    n_fmt = 0  # active formatting elements: opened and not ended (a block closing them does not end them:
+    # the tree builder opens them again in every block that follows)
+    left_out = 0
+    cut = 0
+    deepest = 0
+    i = 0
+    while i < n:
+        if buf[i] != 60:  # <
+            i += 1
+            continue
+        start = i
+        closing = i + 1 < n and buf[i + 1] == 47
+        j = i + 2 if closing else i + 1
+        if j >= n or not _letter(buf[j]):
+            i += 1
+            continue
+        h = np.uint64(_FNV_OFFSET)
+        name_start = j
+        while j < n and not _space(buf[j]) and buf[j] != 47 and buf[j] != 62:
+            c = buf[j]
+            if 65 <= c <= 90:
+                c += 32
+            h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
+            j += 1
+        name_end = j
+        end, attrs = _tag_end(buf, j)
+        if end < 0:
+            break  # a tag cut off by the end of the page: the tokenizer drops it
+        i = end + 1
+        slot = h % np.uint64(_DROPPED_SLOTS)
+        drop = False
+        if closing:
+            found = -1
+            for k in range(depth - 1, -1, -1):
+                if stack[k] == h:
+                    found = k
+                    break
+            if dropped[slot] > 0 and found < 0:
+                dropped[slot] -= 1
+                drop = True
+            else:
+                if found >= 0:
+                    depth = found
+                if n_fmt > 0 and _has(fmt, h):
+                    n_fmt -= 1  # the end of an active formatting element
+        elif not _has(void, h):
+            if _has(kin, h):  # closes an open element of its name above any other kind of element
+                for k in range(depth - 1, -1, -1):
+                    if stack[k] == h:
+                        depth = k
+                        break
+                    if not (is_fmt[k] or is_kin[k]):
+                        break
+            f = _has(fmt, h)
+            if depth >= max_open or (f and n_fmt >= max_fmt):
+                drop = True
+                dropped[slot] += 1
+            else:
+                stack[depth] = h
+                is_fmt[depth] = f
+                is_kin[depth] = _has(kin, h)
+                depth += 1
+                if f:
+                    n_fmt += 1
+                if depth > deepest:
+                    deepest = depth
+        if drop or (not closing and attrs > max_attrs):
+            if keep.size == 0:
+                keep = np.ones(n, dtype=np.bool_)
+            if drop:
+                left_out += 1
+                keep[start:end + 1] = False
+            else:  # only the name is kept: "<name" + ">"
+                cut += 1
+                keep[name_end:end] = False
+    return keep, left_out, cut, deepest
+
+
+def bound_shape(data: bytes) -> tuple[bytes, int, int]:
+    """(the page with its depth, open formatting elements and attributes per element bounded, start tags left
+    out, tags whose attributes were cut). The page itself when it is within the bounds."""
+    if data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING) and len(data) < 4 * MAX_ATTRIBUTES:
+        return data, 0, 0  # too few tags to go past any bound
+    buf = np.frombuffer(data, dtype=np.uint8)
+    keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES)
+    if keep.size == 0:
+        return data, 0, 0
+    return buf[keep].tobytes(), left_out, cut
+
+
+def deepest_open(data: bytes) -> int:
+    """How deep the scan's stack of open elements went (for tests and benchmarks)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    big = len(data) // 2 + 1  # more elements than that cannot be open
+    return int(_scan(buf, _VOID, _KIN, _FMT, big, big, big)[3])
+
+
+_WARM = []
+
+
+def warm_shape() -> None:
+    """Compile the scan (or load it from numba's cache) once per process, before a time limit is armed."""
+    if not _WARM:
+        bound_shape(b"<b>" * (MAX_OPEN + 1))
+        _WARM.append(True)

@@ -1,0 +1,41 @@
+"""Hostile inputs for the per-document cost bounds: page shapes lexbor takes super-linear time on, and texts
+spaCy's tokenizer is quadratic on. Each is a function returning the input (built on demand: some are
+megabytes). ``tests/test_cost_bounds.py`` runs them through the stages; ``benchmarks/worst_case_cost.py``
+prints what each costs."""
+from __future__ import annotations
+
+import random
+
+N = 40_000  # elements / characters: 0.2-0.8 MB pages, every one of them seconds or more for lexbor unbounded
+
+
+def _nested(tag: str, n: int = N) -> str:
+    return "<html><body>" + f"<{tag}>" * n + "deep text " * 20 + f"</{tag}>" * n + "</body></html>"
+
+
+HTML = {
+    "nested_div": lambda: _nested("div"),
+    "nested_section": lambda: _nested("section"),
+    "nested_custom_element": lambda: _nested("x-box"),
+    "nested_lists": lambda: "<html><body>" + "<ul><li>" * (N // 2) + "deep text " * 20 + "</body></html>",
+    "distinct_unclosed_formatting": lambda: "<html><body>" + "".join(f"<b id={i}>" for i in range(N // 2))
+                                            + "<p>text after them</p>" * 100 + "</body></html>",
+    "formatting_then_blocks": lambda: "<html><body>" + "".join(f"<font color=c{i}><p>x" for i in range(N // 2))
+                                      + "</body></html>",
+    "many_attributes": lambda: "<html><body><div " + " ".join(f"a{i}=v" for i in range(N)) + ">text</div>"
+                               + "<p>" + "words " * 50 + "</p></body></html>",
+}
+
+
+def _random_marks(n: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice("。、，！？「」（）…,.;:!?\"'()[]😀") for _ in range(n))
+
+
+TEXT = {
+    "cjk_full_stops": lambda: "。" * 100_000,
+    "cjk_commas_20k": lambda: "，" * 20_000,
+    "mixed_marks": lambda: _random_marks(200_000),
+    "emoji_run": lambda: "😀" * 50_000,
+    "marks_between_words": lambda: " ".join("word" + _random_marks(300, i) for i in range(300)),
+}

@@ -1,0 +1,49 @@
+"""Values that make no sense fail when the pipeline is read, with a message saying what to change (not after
+the read step, not with a MemoryError or a traceback from inside a library)."""
+from __future__ import annotations
+
+import pytest
+
+from curate.config import ConfigError
+from curate.pipeline import parse_pipeline, parse_stage
+
+
+def _pipeline(**head):
+    return {"pipeline": {"output": "out", **head}, "sources": [{"path": "x.jsonl"}], "stages": []}
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_max_doc_bytes_must_be_positive(value):
+    with pytest.raises(ConfigError, match="max_doc_bytes must be >= 1"):
+        parse_pipeline(_pipeline(max_doc_bytes=value))
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"bands": 100_000, "rows": 1000}, "at most 1024"),
+    ({"bands": 2000, "rows": 1, "threshold": 0.8}, "at most 1024"),  # the band search over 2000 never starts
+    ({"bands": 1, "rows": 1, "threshold": 0.9}, "threshold = 0.9 with bands x rows = 1 permutations"),
+    ({"bands": 1, "rows": 2, "threshold": 0.9}, "allow more permutations"),
+])
+def test_minhash_bands_rows(params, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_stage({"type": "minhash_dedup", **params}, "t")
+
+
+def test_minhash_sensible_values_pass():
+    spec = parse_stage({"type": "minhash_dedup", "bands": 32, "rows": 32, "threshold": 0.8}, "t")
+    assert spec.build().banding()[0] * spec.build().banding()[1] <= 1024
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"min_doc_words": 500, "max_doc_words": 100}, "min_doc_words = 500 is above max_doc_words"),
+    ({"min_avg_word_length": 12.0}, "min_avg_word_length = 12.0 is above"),
+    ({"max_symbol_word_ratio": float("nan")}, "max_symbol_word_ratio = nan"),
+])
+def test_gopher_quality_ranges(params, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_stage({"type": "gopher_quality", "words": "regex", **params}, "t")
+
+
+def test_nan_threshold_of_repetition_refused():
+    with pytest.raises(ConfigError, match="dup_line_frac = nan"):
+        parse_stage({"type": "gopher_repetition", "words": "regex", "dup_line_frac": float("nan")}, "t")

@@ -1,0 +1,191 @@
+"""Every per-document cost bounded: the map stages' CPU limit holds inside C code (a watched child process),
+extract's time limit cannot be swallowed by an ``except Exception``, page shapes the parsers take super-linear
+time on are bounded before them, and spaCy's tokenizer never sees a run it is quadratic on."""
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+import curate.stages
+from curate.chain import STAGE_TIMEOUT, StageChain, apply_isolated
+from curate.stage_watch import Sandbox, available
+from curate.stages.base import BatchContext
+from tests.hostile import cost_inputs
+from tests.cost_stages import Spin, SpinUnmarked
+
+needs_fork = pytest.mark.skipif(not available(), reason="needs os.fork")
+
+
+def _table(texts):
+    return pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+
+
+@needs_fork
+@pytest.mark.parametrize("cls", [Spin, SpinUnmarked])
+def test_a_document_stuck_in_c_code_is_set_aside_as_stage_timeout(cls):
+    texts = [f"document {i} with words" for i in range(8)]
+    texts[5] += " SPIN"
+    box = Sandbox(lambda t, name, params: cls(name))
+    try:
+        start = time.monotonic()
+        kept, dropped, errors, _ = apply_isolated("spin", cls("spin"), _table(texts), BatchContext(),
+                                                  lambda table, ctx: box.apply(("spin", "spin", "{}"), table, 0.3))
+        took = time.monotonic() - start
+    finally:
+        box.close()
+    assert kept.column("id").to_pylist() == [f"d{i}" for i in range(8) if i != 5]
+    assert dropped.column("id").to_pylist() == ["d5"]
+    assert dropped.column("reason").to_pylist() == [STAGE_TIMEOUT]
+    assert "CPU seconds" in dropped.column("error")[0].as_py()
+    assert errors == {}  # a timeout is not an error of the stage
+    assert took < 60
+
+
+@needs_fork
+def test_stage_chain_runs_map_stages_under_the_limit(tmp_path, monkeypatch):
+    """Through ``StageChain`` as a task runs it: the stage named in the pipeline, the limit from its spec."""
+    from curate.contracts import StepOutput
+    from curate.pipeline import StageSpec
+
+    monkeypatch.setitem(curate.stages.STAGES, "spin", "tests.cost_stages:Spin")
+    spec = StageSpec("spin", "spin", {}, stage_timeout_s=0.3)
+    step = StepOutput(stages=(spec,), root=str(tmp_path), out_dir=str(tmp_path / "data"),
+                      drop_dir=str(tmp_path / "dropped"), format="arrow", keep_dropped="full")
+    chain = StageChain(step, "t0")
+    texts = ["fine text"] * 3 + ["SPIN here"] + ["fine text"] * 2
+    chain.run(_table(texts), "b0")
+    marker = chain.marker("k", [], docs=len(texts))
+    counts = chain.counts["spin"]
+    assert counts.kept == 5 and counts.dropped == {STAGE_TIMEOUT: 1}
+    assert chain.sandbox is None and marker.outputs
+
+
+def test_pipeline_key_checked():
+    from curate.config import ConfigError
+    from curate.pipeline import parse_pipeline
+
+    raw = {"pipeline": {"output": "o", "stage_timeout_s": -1}, "sources": [{"path": "x.jsonl"}],
+           "stages": [{"type": "normalize"}]}
+    with pytest.raises(ConfigError, match="stage_timeout_s"):
+        parse_pipeline(raw)
+    raw["pipeline"]["stage_timeout_s"] = 7
+    assert parse_pipeline(raw).stages[0].stage_timeout_s == 7.0
+
+
+# --- extract ------------------------------------------------------------------------------------------
+
+def _extract_table(pages):
+    return pa.table({"id": [f"p{i}" for i in range(len(pages))], "url": [""] * len(pages),
+                     "content_type": ["text/html"] * len(pages), "text": pages})
+
+
+def test_extract_timeout_is_not_swallowed_by_an_engine(monkeypatch):
+    """An engine (a parser wrapper) catching ``Exception`` around a call that runs out of time: the page is
+    still set aside as extract_timeout, and not handed to another engine without a limit."""
+    from curate.extract import blocks, rules
+    from curate.extract.stage import Extract
+
+    calls = []
+
+    def swallowing(data, url="", model=""):
+        try:
+            while True:  # the time runs out in here
+                sum(range(1000))
+        except Exception:  # noqa: BLE001 - what a library may do
+            pass
+        calls.append("after")
+        return rules.extract_resiliparse(data.decode())
+
+    blocks.warm_blocks("")  # the stage warms the engine before it arms the limit: done here, with the real one
+    monkeypatch.setattr(blocks, "extract_blocks_utf8", swallowing)
+    stage = Extract("extract", Extract.Params(timeout_s=0.3))
+    result = stage.apply(_extract_table(["<html><body><p>" + "words " * 50 + "</p></body></html>"]))
+    assert result.dropped.column("reason").to_pylist() == ["extract_timeout"]
+    assert calls == []
+
+
+@pytest.mark.parametrize("name", sorted(cost_inputs.HTML))
+def test_hostile_pages_parse_in_bounded_time(name):
+    """Each hostile page shape goes through the extract stage well inside its time limit (the raw shapes take
+    lexbor seconds to minutes): the bound is applied before any parser."""
+    from curate.extract.shape import bound_shape, deepest_open
+    from curate.extract.stage import Extract
+
+    page = cost_inputs.HTML[name]()
+    out, _, _ = bound_shape(page.encode())
+    assert deepest_open(out) <= 256
+    stage = Extract("extract", Extract.Params(timeout_s=20))
+    start = time.process_time()
+    result = stage.apply(_extract_table([page]))
+    assert time.process_time() - start < 15  # without the bound: 12 s to minutes (benchmarks/worst_case_cost.py)
+    assert result.kept.num_rows + result.dropped.num_rows == 1
+    assert "extract_timeout" not in result.dropped.column("reason").to_pylist()
+
+
+def test_real_page_shapes_are_left_alone():
+    from curate.extract.shape import bound_shape
+
+    page = ("<html><body>" + "<div class=x><ul>" + "<li><a href=/a>x</a>" * 300 + "</ul>"
+            + "<p>unclosed paragraph " * 400 + "<table>" + "<tr><td>a<td>b" * 300 + "</table></div></body></html>")
+    assert bound_shape(page.encode())[0] == page.encode()
+
+
+# --- words ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(cost_inputs.TEXT))
+def test_hostile_texts_through_the_heuristic_filters(name):
+    from curate.stages.gopher_quality import GopherQuality
+    from curate.stages.gopher_repetition import GopherRepetition
+
+    text = cost_inputs.TEXT[name]()
+    for cls in (GopherQuality, GopherRepetition):
+        start = time.process_time()
+        cls("x").check(text, {})
+        assert time.process_time() - start < 15  # "。" * 100000 never finished before
+
+
+def test_long_chunks_keep_their_tokens_where_spacy_is_linear():
+    from curate.text.spacy_words import SpacyWords
+
+    words = SpacyWords("en")
+    text = "plain words " * 50 + "https://example.com/" + "a" * 300 + " end."
+    assert words.tokens(text)[:100] == ("plain words " * 50).split()
+    assert words.tokens("。" * 1000) == ["。"] * 1000
+
+
+@needs_fork
+def test_a_document_that_crashes_the_stage_process_is_set_aside():
+    """A segfault in C code on one document no longer takes the task (and its retries) down: the watched child
+    dies, the document is found by halving and set aside as stage_error saying how the process ended."""
+    import os
+
+    from tests.cost_stages import Crash
+
+    texts = [f"fine {i}" for i in range(6)]
+    texts[2] += " CRASH"
+    box = Sandbox(lambda t, name, params: Crash(name))
+    try:
+        kept, dropped, errors, _ = apply_isolated("crash", Crash("crash"), _table(texts), BatchContext(),
+                                                  lambda table, ctx: box.apply(("crash", "crash", "{}"), table, 30))
+        pid = box.pid
+    finally:
+        box.close()
+    assert dropped.column("id").to_pylist() == ["d2"] and kept.num_rows == 5
+    assert dropped.column("reason").to_pylist() == ["stage_error"]
+    assert "signal 11" in dropped.column("error")[0].as_py()
+    assert pid is None or not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+@needs_fork
+def test_the_child_ends_with_its_sandbox():
+    import gc
+    import os
+
+    box = Sandbox(lambda t, name, params: Spin(name))
+    box.apply(("spin", "spin", "{}"), _table(["a", "b"]), 5)
+    pid = box.pid
+    del box
+    gc.collect()
+    assert not os.path.exists(f"/proc/{pid}")  # killed and reaped
