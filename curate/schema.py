@@ -52,7 +52,7 @@ READ_REASONS = {
     "wrong_compression": "the name says compressed (.gz, .zst, .bz2, .xz) but the bytes are neither that, "
                          "another compression that is read, nor text; the file is set aside whole",
     "unsupported_compression": "zip, 7z or lz4 data (by its magic bytes): not read, set aside whole",
-    "bad_content_length": "a WARC record whose Content-Length does not match where the next record starts",
+    "bad_content_length": "a WARC or ARC record whose stated length does not match where the next record starts",
     "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
     "invalid_utf8": "bytes that are not valid in any detected encoding",
     "binary_content": "more than 5% control characters: not text",
