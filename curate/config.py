@@ -127,4 +127,8 @@ def coerce(where: str, value, annotation):
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
+    if annotation is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return value
     raise ConfigError(f"{where}: unsupported type {annotation}")

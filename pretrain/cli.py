@@ -12,6 +12,7 @@ COMMANDS = {
     "tokenize": ("pretrain.commands.tokenize", "curated shards to a Megatron-compatible .bin/.idx indexed dataset"),
     "blend": ("pretrain.commands.blend", "build or inspect a blend of indexed datasets (data_specs/*.toml)"),
     "train": ("pretrain.commands.train", "train a GPT (one process, or under torchrun with tp/pp/dp)"),
+    "eval": ("pretrain.commands.eval", "evaluate a checkpoint on local task files (bpb, cloze, choice; lm-eval's definitions)"),
     "generate": ("pretrain.commands.generate", "generate text from a checkpoint"),
     "export-hf": ("pretrain.commands.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),
     "report": ("pretrain.commands.report", "write the run report: funnel and loss plots, summary"),
@@ -26,6 +27,7 @@ EPILOG = """examples (the paths exist after `make demo`):
   pretrain config train
   pretrain train --config pretrain/configs/tiny.toml
   torchrun --nproc-per-node 4 -m pretrain train --config pretrain/configs/tiny.toml --set parallel.tp=2 --set parallel.pp=2
+  pretrain eval --checkpoint out/demo/checkpoints --task bpb:pipelines/sample/evals/prose.jsonl:prose
   pretrain generate --checkpoint out/demo/checkpoints --prompt "The "
   pretrain export-hf out/demo/checkpoints out/hf
   pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs --checkpoint out/demo/checkpoints

@@ -111,6 +111,13 @@ class LogConfig:
 
 
 @dataclass
+class EvalConfig:
+    interval: int = 0  # run eval.tasks every this many steps and at the last step; 0: at the last step only
+    tasks: list[dict] = field(default_factory=list)  # [[eval.tasks]]: name, kind (bpb|cloze|choice), path, shots, stride, limit (see `pretrain eval --help`)
+    batch_size: int | None = None  # sequences per evaluation forward on a rank; None: train.micro_batch
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
@@ -118,6 +125,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -125,7 +133,7 @@ class Config:
 
 TABLES = {f.name: f.type for f in dataclasses.fields(Config)}
 TABLE_CLASSES = {"model": ModelConfig, "parallel": ParallelConfig, "train": TrainConfig, "data": DataConfig,
-                  "checkpoint": CheckpointConfig, "log": LogConfig}
+                  "checkpoint": CheckpointConfig, "log": LogConfig, "eval": EvalConfig}
 
 
 def from_dict(raw: dict) -> Config:
@@ -215,8 +223,30 @@ def check(cfg: Config, world_size: int) -> None:
     _check_batches(cfg, dp, err)
     _check_choices(cfg, err)
     _check_values(cfg, err)
+    _check_eval(cfg, err)
     if errors:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+
+
+def _check_eval(cfg: Config, err) -> None:
+    """[eval]: the tasks' tables and files (read before training starts, not at the first evaluation)."""
+    e = cfg.eval
+    if e.interval < 0:
+        err(f"eval.interval = {e.interval}: must be >= 0 (0: evaluate at the last step only)")
+    if e.batch_size is not None and e.batch_size < 1:
+        err(f"eval.batch_size = {e.batch_size}: must be at least 1 (or unset: train.micro_batch)")
+    if not e.tasks:
+        return
+    from pretrain.eval.tasks import task_specs_from_tables
+
+    try:
+        task_specs_from_tables(e.tasks, "[[eval.tasks]]")
+    except ConfigError as ex:
+        err(str(ex))
+    if not cfg.data.tokenizer:
+        err("[[eval.tasks]] needs data.tokenizer (the tasks' text is tokenized with it)")
+    if cfg.parallel.pp > 1 and cfg.model.max_seq_len not in (None, cfg.data.seq_len):
+        err(f"[[eval.tasks]] with parallel.pp > 1 needs model.max_seq_len = data.seq_len (the pipeline's shapes)")
 
 
 def _check_layout(cfg: Config, world_size: int, err) -> int:

@@ -169,7 +169,8 @@ def _spm_proto(spm_path: str | Path):
 def export_tokenizer(spm_path: str | Path, out_dir: str | Path, eod_id: int | None = None,
                      model_max_length: int | None = None) -> None:
     """Copy the sentencepiece model to ``out_dir/tokenizer.model`` and write ``tokenizer.json`` and
-    ``tokenizer_config.json`` (``AutoTokenizer`` loads them offline). ``eod_id`` becomes the eos token.
+    ``tokenizer_config.json`` (``AutoTokenizer`` loads them offline). ``eod_id`` becomes the eos and the bos token
+    (Quarry separates training documents with it, as GPT-2 does with ``<|endoftext|>``).
     No BOS/EOS is added on encode, as in Quarry's tokenization. The ``tokenizers`` model follows the
     sentencepiece model's own normalizer settings and pieces (unigram or BPE, byte fallback, user-defined pieces),
     and ``split_special_tokens`` makes text that spells a special token ("</s>") encode as ordinary characters,
@@ -201,7 +202,8 @@ def export_tokenizer(spm_path: str | Path, out_dir: str | Path, eod_id: int | No
 
     ts = proto.trainer_spec
     eos = piece(eod_id) if eod_id is not None else piece(ts.eos_id)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=piece(ts.unk_id), bos_token=piece(ts.bos_id),
+    # bos = eos = the end-of-document piece, as GPT-2's <|endoftext|> (see export_model)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=piece(ts.unk_id), bos_token=eos,
                                    eos_token=eos, pad_token=piece(ts.pad_id), clean_up_tokenization_spaces=False,
                                    split_special_tokens=True,
                                    **({"model_max_length": model_max_length} if model_max_length else {}))
@@ -223,9 +225,11 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
         if len(proto.pieces) != cfg.vocab_size:
             raise ExportError(f"tokenizer {tokenizer_path} has {len(proto.pieces)} pieces but the model's "
                               f"vocab_size is {cfg.vocab_size}: pass the tokenizer the model was trained with")
-        bos_id = proto.trainer_spec.bos_id if proto.trainer_spec.bos_id >= 0 else None
         if eod_id is None and proto.trainer_spec.eos_id >= 0:
             eod_id = proto.trainer_spec.eos_id
+        # BOS is the end-of-document token, as in GPT-2: training documents follow one, never the sentencepiece
+        # BOS, and it is what lm-eval puts before a document or an empty context
+        bos_id = eod_id
     sd = convert_state_dict(_state(model), cfg, arch)
     dtype = next(iter(sd.values())).dtype
     hf_cfg = hf_config(cfg, arch, bos_id=bos_id, eos_id=eod_id)

@@ -96,6 +96,21 @@ class MetricsLog:
                 print(ABOVE_PEAK_NOTE.format(peak=self.peak_name), flush=True)
                 self.noted_above_peak = True
 
+    def eval(self, row: dict) -> None:
+        """One evaluation pass: ``{"step", "consumed_samples", "tokens", "eval/NAME/METRIC": value, ...}`` to
+        metrics.jsonl (its own line: no ``loss``), TensorBoard (``eval/NAME/METRIC`` against tokens seen) and
+        stdout."""
+        if not self.enabled:
+            return
+        if self.file:
+            self.file.write(json.dumps(row) + "\n")
+            self.file.flush()
+        figures = {k: v for k, v in row.items() if k.startswith("eval/")}
+        if self.tb:
+            for k, v in figures.items():
+                self.tb.add_scalar(k, v, row["tokens"])
+        print(f"step {row['step']} eval | " + " | ".join(f"{k[5:]} {v:.4f}" for k, v in figures.items()), flush=True)
+
     def close(self) -> None:
         if self.file:
             self.file.close()

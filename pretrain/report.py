@@ -5,6 +5,7 @@ Reads each curation output's ``stats.json`` and the trainer's ``LOG_DIR/metrics.
 - ``funnel.png``: per curated dataset (one panel each), one stacked bar per stage: documents kept plus documents
   dropped by each reason (the bar's height is the stage's input);
 - ``loss.png``: training loss over steps, with validation loss where the log has it;
+- ``eval.png`` (when the run evaluated ``[[eval.tasks]]``): each task metric against tokens seen;
 - ``index.md``: a one-page summary linking both, with the funnel tables, the final train / validation loss,
   throughput (tokens/s, MFU; "n/a" above 100%: a CPU peak measured too low) and, with ``--checkpoint``, a
   greedy sample generated from the prompt.
@@ -89,6 +90,42 @@ def summarize_metrics(rows: list[dict]) -> dict:
         "mfu": statistics.median(steady_mfu) if steady_mfu else None,
         "train": train, "val": val,
     }
+
+
+def eval_series(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """In-training evaluation ({"eval/NAME/METRIC": ...} rows) -> {"NAME/METRIC": [(tokens seen, value)]}, the last
+    row of a step winning (a resumed run may evaluate a step again)."""
+    by_step: dict[str, dict[int, tuple[int, float]]] = {}
+    for r in rows:
+        tokens = r.get("tokens")
+        if not isinstance(tokens, (int, float)):
+            continue
+        for k, v in r.items():
+            if k.startswith("eval/") and isinstance(v, (int, float)) and math.isfinite(v):
+                by_step.setdefault(k[5:], {})[int(r["step"])] = (int(tokens), float(v))
+    return {k: [pair for _, pair in sorted(steps.items())] for k, steps in by_step.items()}
+
+
+def plot_eval(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
+    """One panel per task metric against tokens seen."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(series)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False, layout="constrained")
+    for ax, (name, points) in zip(axes.flat, sorted(series.items())):
+        ax.plot(*zip(*points), "o-", lw=1.2, ms=3)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("tokens seen")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 KEPT_COLOUR = "#3d7f4b"
@@ -189,7 +226,18 @@ def funnel_table(stats: dict) -> str:
     return "\n".join(lines)
 
 
-def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, sample: tuple[str, str] | None) -> None:
+def eval_section(series: dict) -> list[str]:
+    if not series:
+        return []
+    md = ["## Evaluation during training", "", "![eval](eval.png)", "", "| task/metric | first | last | tokens seen |",
+          "|---|---:|---:|---:|"]
+    for name, points in sorted(series.items()):
+        md.append(f"| {name} | {points[0][1]:.4f} | {points[-1][1]:.4f} | {points[-1][0]:,} |")
+    return md + [""]
+
+
+def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, sample: tuple[str, str] | None,
+                evals: dict | None = None) -> None:
     md = ["# Quarry run report", ""]
     md += ["## Curation funnel", "", "![funnel](funnel.png)", ""]
     for where, stats in datasets:
@@ -206,6 +254,7 @@ def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, samp
            + (f" (step {summary['val_step']})" if summary["val_step"] is not None else "") + " |",
            f"| tokens/s (median) | {_fmt(summary['tokens_per_s'], ',.0f')} |",
            f"| MFU (median) | {mfu_text(summary['mfu'])} |", ""]
+    md += eval_section(evals or {})
     if sample is not None:
         prompt, text = sample
         md += ["## Sample", "", f"Greedy continuation of {prompt!r}:", "", "```text", prompt + text, "```", ""]
@@ -217,10 +266,14 @@ def make_report(out_dir: str | Path, curated: list[str | Path], log_dir: str | P
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     datasets = [(str(c), read_stats(c)) for c in curated]
-    summary = summarize_metrics(read_metrics(log_dir))
+    rows = read_metrics(log_dir)
+    summary = summarize_metrics(rows)
+    evals = eval_series(rows)
     if not summary["train"]:
         raise ReportError(f"{Path(log_dir) / 'metrics.jsonl'} has no entry with step and {TRAIN_KEY!r}")
     plot_funnel([s for _, s in datasets], out / "funnel.png")
     plot_loss(summary, out / "loss.png")
-    write_index(out, datasets, summary, sample)
+    if evals:
+        plot_eval(evals, out / "eval.png")
+    write_index(out, datasets, summary, sample, evals)
     return out

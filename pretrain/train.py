@@ -19,6 +19,7 @@ from torch.distributed.tensor import DTensor
 from pretrain import checkpoint as ckpt
 from pretrain.config import Config, ConfigError, batch_size_at, check, finalize, total_train_samples
 from pretrain.data.batches import batch_plan, build_data, check_data_paths, local_batch
+from pretrain.eval.run import evaluate_tasks, flat_metrics
 from pretrain.fits import check_fits
 from pretrain.metrics import MetricsLog, StepWindow
 from pretrain.mfu import device_peak
@@ -75,6 +76,7 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
     n_valid = t.eval_iters * t.global_batch if t.eval_interval else 0
     train_ds, valid_ds = build_data(cfg, env, total_train_samples(cfg), n_valid)
     trainer = Trainer(cfg, parts, device, dtype)
+    tasks = prepare_eval_tasks(cfg, log)
     describe_run(cfg, env, device, dtype, log)
     peak = device_peak(device, dtype, t.peak_tflops)  # on a CPU a timed matmul (it draws from torch's RNG)
     log.peak_name = peak.label.split(" (")[0]
@@ -112,8 +114,16 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
                 eval_t0 = time.perf_counter()
                 rec["val_loss"] = val_losses[step] = evaluate(cfg, trainer, parts, valid_ds, device, load_data)
                 window.leave_out(time.perf_counter() - eval_t0)
-            if evaluating or saving or window.due(step) or step == t.steps:
+            task_results = None
+            if tasks and ((cfg.eval.interval and step % cfg.eval.interval == 0) or step == t.steps):
+                eval_t0 = time.perf_counter()
+                task_results = run_eval_tasks(cfg, trainer, parts, tasks, device, gbs)
+                window.leave_out(time.perf_counter() - eval_t0)
+            if evaluating or saving or task_results or window.due(step) or step == t.steps:
                 window.flush(last_ckpt)
+            if task_results:
+                log.eval({"step": step, "consumed_samples": consumed, "tokens": consumed * cfg.data.seq_len,
+                          **flat_metrics(task_results)})
             if saving:
                 meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
                         "world_size": env.layout.world_size,
@@ -128,6 +138,34 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
     local_numel = sum((q.to_local() if isinstance(q, DTensor) else q).numel() for q in parts.parameters())
     return {"losses": window.losses, "val_losses": val_losses, "grad_norms": window.grad_norms, "step": step,
             "consumed_samples": consumed, "stage_ids": parts.stage_ids, "local_param_numel": local_numel}
+
+
+def prepare_eval_tasks(cfg: Config, log: MetricsLog) -> list:
+    """[[eval.tasks]] read, checked and tokenized once per run (every rank does the same)."""
+    if not cfg.eval.tasks:
+        return []
+    from pretrain.data.tokenizer import load_tokenizer
+    from pretrain.eval.run import prepare_tasks, set_aside_note
+    from pretrain.eval.tasks import task_specs_from_tables
+
+    specs = task_specs_from_tables(cfg.eval.tasks, "[[eval.tasks]]")
+    tasks = prepare_tasks(specs, load_tokenizer(cfg.data.tokenizer), cfg.model.max_seq_len)
+    for task in tasks:
+        note = set_aside_note(task)
+        if note:
+            log.info(note)
+    return tasks
+
+
+def run_eval_tasks(cfg: Config, trainer: Trainer, parts, tasks: list, device, gbs: int) -> dict:
+    """The tasks on the training ranks' own model parts (no gradient, no random draw: the run's losses do not
+    change)."""
+    p, t = cfg.parallel, cfg.train
+    micro = cfg.eval.batch_size or t.micro_batch
+    return evaluate_tasks(parts, tasks, window=cfg.model.max_seq_len, vocab_size=cfg.model.vocab_size,
+                          micro_batch=t.micro_batch if p.pp > 1 else micro,
+                          n_micro=gbs // (t.micro_batch * p.dp), device=device,
+                          autocast_dtype=trainer.autocast_dtype)
 
 
 def train_step(trainer: Trainer, parts, optimizers, tokens: torch.Tensor, n_micro: int):

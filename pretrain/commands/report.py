@@ -6,7 +6,8 @@ import sys
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png and index.md into")
+    parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png, eval.png (if the run evaluated tasks) and "
+                                                  "index.md into")
     parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")
     parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
     parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
@@ -31,5 +32,6 @@ def run(args) -> int:
     except (ReportError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}")
+    extra = ", " + str(out / "eval.png") if (out / "eval.png").exists() else ""
+    print(f"wrote {out / 'index.md'}, {out / 'funnel.png'}, {out / 'loss.png'}{extra}")
     return 0

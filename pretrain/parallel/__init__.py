@@ -64,6 +64,14 @@ class ModelParts:
                                                             self.interleaved)
         return self._schedules[n_microbatches]
 
+    def eval_schedule(self, n_microbatches: int, score_fn):
+        """A pipeline schedule over the same stages whose last stage returns ``score_fn(logits, target)`` per
+        micro-batch (evaluation: ``sched.eval`` only)."""
+        key = ("eval", n_microbatches)
+        if key not in self._schedules:
+            self._schedules[key] = make_schedule(self.stages, n_microbatches, score_fn, self.interleaved)
+        return self._schedules[key]
+
     def parameters(self):
         seen = set()
         for part in self.parts:

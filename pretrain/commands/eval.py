@@ -1,0 +1,147 @@
+"""`pretrain eval --checkpoint DIR --task KIND:PATH[:NAME] ...`: zero-shot (and few-shot) evaluation of a
+checkpoint with lm-evaluation-harness 0.4's definitions (the work: pretrain/eval/)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+DESCRIPTION = """Evaluate a checkpoint on local task files, with the definitions and metric names of
+lm-evaluation-harness 0.4. Kinds:
+  bpb     JSONL {"text": ...} (or a .txt file: one document): bits_per_byte (the headline: it compares models
+          with different tokenizers), byte_perplexity, word_perplexity, token_perplexity. Documents longer than
+          the model's context are scored in lm-eval's disjoint rolling windows; a task's stride = N (in --tasks
+          FILE) uses overlapping windows predicting N new tokens each, as Megatron does: more context per token,
+          lower perplexity, not comparable with lm-eval's figure.
+  cloze   JSONL {"text": ...}, LAMBADA-style: the target is the last word (after the last space): acc (every
+          target token is the greedy choice), perplexity.
+  choice  JSONL {"context": ..., "choices": [...], "label": i}: acc, acc_norm (log-likelihood / choice length
+          in characters); shots = k (in --tasks FILE) puts k other items of the file before each.
+Items that are not of their kind are set aside, counted and named; a file with none valid is an error.
+Runs in one process, or under torchrun (--tp/--pp; the rest is data parallel: the items are spread over the
+ranks, same figures). --write-lm-eval-tasks DIR writes lm-eval task YAMLs for the same files, so that
+  lm_eval --model hf --model_args pretrained=EXPORT --include_path DIR --tasks NAME
+on `pretrain export-hf`'s folder computes the same figures (0-shot)."""
+
+EPILOG = """examples (the paths exist after `make demo`):
+  pretrain eval --checkpoint out/demo/checkpoints --task bpb:pipelines/sample/evals/prose.jsonl:prose --task choice:pipelines/sample/evals/choice.jsonl
+  pretrain eval --checkpoint out/demo/checkpoints --tasks pipelines/sample/evals/tasks.toml --output out/demo/eval.json
+  torchrun --nproc-per-node 2 -m pretrain eval --checkpoint out/demo/checkpoints --tasks pipelines/sample/evals/tasks.toml --tp 2
+  pretrain eval --write-lm-eval-tasks out/lm-eval-tasks --tasks pipelines/sample/evals/tasks.toml
+"""
+
+
+def add_arguments(parser) -> None:
+    import argparse
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.add_argument("--checkpoint", help="checkpoint folder written by `pretrain train` (its latest step, "
+                                             "or a step_* folder)")
+    parser.add_argument("--step", type=int, default=None, help="evaluate this step's checkpoint (default: latest)")
+    parser.add_argument("--task", action="append", default=[], metavar="KIND:PATH[:NAME]",
+                        help="a task: kind bpb|cloze|choice, a local file, a name (default: the file's stem); "
+                             "repeatable")
+    parser.add_argument("--tasks", metavar="FILE", help="a TOML file of [[tasks]] tables (name, kind, path, "
+                                                        "shots, stride, limit)")
+    parser.add_argument("--output", help="write the results JSON here (atomically)")
+    parser.add_argument("--write-lm-eval-tasks", metavar="DIR",
+                        help="write lm-eval task YAMLs (+ their data) for the tasks into DIR and stop; with "
+                             "--checkpoint only the items its model can score (the ones `pretrain eval` scores)")
+    parser.add_argument("--tokenizer", help="sentencepiece .model (default: the one recorded with the checkpoint)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="auto: cuda if available (default)")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size under torchrun (default 1)")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size under torchrun (default 1)")
+    parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward on a rank (default 8)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _specs(args):
+    from curate.config import load_toml
+    from pretrain.eval.tasks import parse_task_arg, task_specs_from_tables
+
+    specs = [parse_task_arg(t) for t in args.task]
+    if args.tasks:
+        raw = load_toml(args.tasks, what="tasks file")
+        unknown = sorted(set(raw) - {"tasks"})
+        if unknown:
+            from curate.config import ConfigError
+
+            raise ConfigError(f"{args.tasks}: unknown key(s) {', '.join(unknown)}; a tasks file holds [[tasks]] tables")
+        specs += task_specs_from_tables(raw.get("tasks", []), f"{args.tasks}: [[tasks]]")
+    names = [s.name for s in specs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        from curate.config import ConfigError
+
+        raise ConfigError(f"task names must differ; repeated: {', '.join(dup)} (give --task KIND:PATH:NAME)")
+    return specs
+
+
+def _scorable(args, specs) -> dict:
+    """{task: indices of the items the checkpoint's model can score} (its tokenizer and window)."""
+    from pretrain import checkpoint as ckpt
+    from pretrain.data.tokenizer import load_tokenizer
+    from pretrain.eval.run import prepare_tasks
+    from pretrain.generate import resolve_tokenizer_path
+
+    d = ckpt.find_intact(ckpt.step_dir(args.checkpoint, args.step) if args.step is not None else args.checkpoint)
+    tok = load_tokenizer(resolve_tokenizer_path(d, args.tokenizer))
+    tasks = prepare_tasks(specs, tok, ckpt.read_model_config(d).max_seq_len)
+    return {t.spec.name: {q.item for q in t.requests} for t in tasks}
+
+
+def _write_json(path: str, obj) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, p)
+
+
+def run(args) -> int:
+    from curate.config import ConfigError
+    from pretrain.checkpoint import CheckpointError
+    from pretrain.eval.tasks import EvalDataError
+
+    try:
+        specs = _specs(args)
+        if not specs:
+            raise ConfigError("no task: give --task KIND:PATH[:NAME] or --tasks FILE")
+        if args.write_lm_eval_tasks:
+            from pretrain.eval.lm_eval_tasks import write_lm_eval_tasks
+
+            keep = _scorable(args, specs) if args.checkpoint else None
+            for path in write_lm_eval_tasks(specs, args.write_lm_eval_tasks, keep):
+                print(path)
+            names = ",".join(s.name for s in specs)
+            print(f"run: lm_eval --model hf --model_args pretrained=EXPORT --include_path "
+                  f"{args.write_lm_eval_tasks} --tasks {names}")
+            return 0
+        if not args.checkpoint:
+            raise ConfigError("--checkpoint DIR is required (or --write-lm-eval-tasks DIR)")
+        if args.batch_size < 1 or args.tp < 1 or args.pp < 1:
+            raise ConfigError("--batch-size, --tp and --pp must be >= 1")
+        from pretrain.eval.run import evaluate_checkpoint, table
+
+        res = evaluate_checkpoint(args.checkpoint, specs, step=args.step, tokenizer=args.tokenizer,
+                                  device=args.device, tp=args.tp, pp=args.pp, batch_size=args.batch_size,
+                                  show_progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))
+    except (ConfigError, EvalDataError, CheckpointError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(f"{res['checkpoint']}: step {res['step']}, {res['tokens_seen']:,} tokens seen")
+        from pretrain.eval.run import table
+
+        print(table(res["tasks"]))
+        if args.output:
+            _write_json(args.output, res)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
