@@ -64,5 +64,5 @@ $PY -m pretrain generate --checkpoint "$OUT/checkpoints" --prompt "And the king 
 printf '\nreport: %s/report/index.md (funnel.png, loss.png); Hugging Face model: %s/hf\n' "$OUT" "$OUT"
 
 step "ablation: does curation make a better model? curated web + books against the raw crawl, equal tokens, 2 seeds"
-sed "s#out/demo/#$OUT/#" pipelines/ablate_demo.toml > "$OUT/ablate.toml"
+sed "s#out/demo/#$OUT/#g" pipelines/ablate_demo.toml > "$OUT/ablate.toml"
 $PY -m pretrain ablate "$OUT/ablate.toml" --output "$OUT/ablate"

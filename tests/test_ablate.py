@@ -62,13 +62,13 @@ def prose_data(tmp_path_factory):
     prose = curated_folder(tmp / "prose", train)
     shuffled = curated_folder(tmp / "shuffled", [shuffled_words(t, i) for i, t in enumerate(train)])
     evals = tmp / "prose_eval.jsonl"
-    evals.write_text("".join(json.dumps({"text": t[:1200]}) + "\n" for t in held_out[:24]))
+    evals.write_text("".join(json.dumps({"text": t[:1000]}) + "\n" for t in held_out[:16]))
     return {"prose": prose, "shuffled": shuffled, "eval": evals, "tmp": tmp}
 
 
 def spec_table(data: dict, **extra) -> dict:
-    table = {"config": str(PROXY), "tokens": 40 * 1024, "seeds": [1, 2], "baseline": "shuffled", "vocab_size": 512,
-             "eval_points": 4,
+    table = {"config": str(PROXY), "tokens": 24 * 1024, "seeds": [1, 2], "baseline": "shuffled", "vocab_size": 512,
+             "eval_points": 2,
              "variants": [{"name": "prose", "curated": [str(data["prose"])]},
                           {"name": "shuffled", "curated": [str(data["shuffled"])]}],
              "tasks": [{"name": "prose", "kind": "bpb", "path": str(data["eval"])}]}
@@ -89,8 +89,9 @@ def write_spec(path: Path, table: dict) -> Path:
 
 @pytest.fixture
 def small_data(tmp_path):
-    a = curated_folder(tmp_path / "a", ["one two three four five six seven"])
-    b = curated_folder(tmp_path / "b", ["eight nine ten eleven twelve"])
+    docs = sample_prose()
+    a = curated_folder(tmp_path / "a", docs[:6])
+    b = curated_folder(tmp_path / "b", docs[6:12])
     ev = tmp_path / "ev.jsonl"
     ev.write_text(json.dumps({"text": "a held out text"}) + "\n")
     return {"prose": a, "shuffled": b, "eval": ev, "tmp": tmp_path}
@@ -147,7 +148,7 @@ def test_too_few_tokens_and_too_many_devices_fail_at_start(small_data):
     with pytest.raises(ConfigError, match="less than one step"):
         shape_of(spec_from_dict(spec_table(small_data, tokens=1000)), have_cuda=False)
     shape = shape_of(spec_from_dict(spec_table(small_data)), have_cuda=False)
-    assert (shape.steps, shape.tokens, shape.nproc, shape.gpu, shape.eval_interval) == (40, 40 * 1024, 1, False, 10)
+    assert (shape.steps, shape.tokens, shape.nproc, shape.gpu, shape.eval_interval) == (24, 24 * 1024, 1, False, 12)
     many = (os.cpu_count() or 1) + 1
     spec = spec_from_dict(spec_table(small_data, overrides=[f"parallel.dp={many}", "train.micro_batch=1",
                                                             f"train.global_batch={many}"]))
@@ -306,7 +307,8 @@ def test_loop_writes_results_and_skips_finished_runs(small_data, fake_trainer, t
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == json.loads(json.dumps(res))
     assert (tmp_path / "out" / "curves" / "prose_bits_per_byte.png").stat().st_size > 1000
     assert "**better**" in (tmp_path / "out" / "report.md").read_text()
-    assert sum("[4/4]" in ln for ln in lines) == 1
+    last = [ln for ln in lines if ln.startswith("[4/4] shuffled seed 2:")]
+    assert len(last) == 2 and "training 16 steps" in last[0] and "prose/bits_per_byte 1.5" in last[1]
     cfg = tomllib.loads((tmp_path / "out" / "runs" / "prose" / "seed-2" / "config.toml").read_text())
     assert cfg["train"]["seed"] == 2 and cfg["model"]["init_seed"] == 2 and cfg["train"]["steps"] == 16
     assert cfg["eval"]["interval"] == 4 and cfg["eval"]["tasks"][0]["path"] == str(small_data["eval"].resolve())
@@ -362,8 +364,8 @@ def test_prose_trains_a_better_model_than_shuffled_words(uninterrupted):
     bpb = by_metric["prose/bits_per_byte"]
     assert bpb["variant"] == "prose" and bpb["baseline"] == "shuffled"
     assert bpb["delta"] < 0 and bpb["verdict"] == "better", res
-    assert res["tokens"] == 40 * 1024 and all(r["tokens"] == 40 * 1024 for v in res["variants"] for r in v["runs"])
-    assert res["contamination"]["prose"]["items"] == 24
+    assert res["tokens"] == 24 * 1024 and all(r["tokens"] == 24 * 1024 for v in res["variants"] for r in v["runs"])
+    assert res["contamination"]["prose"]["items"] == 16
     out = uninterrupted["stdout"]
     assert "**better**" in out and "contamination: prose:" in out and "[4/4] shuffled seed 2" in out
     assert (uninterrupted["out"] / "curves" / "prose_bits_per_byte.png").is_file()
@@ -376,8 +378,8 @@ def test_sigkill_then_rerun_gives_the_same_results(uninterrupted, prose_data):
                              str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     second = out / "runs" / "prose" / "seed-2"
     deadline = time.monotonic() + 900
-    try:  # killed once the second run has saved a checkpoint and before it is done
-        while not list((second / "checkpoints").glob("step_*")) and proc.poll() is None:
+    try:  # killed once the second run has saved a checkpoint (`latest` points at it) and before it is done
+        while not (second / "checkpoints" / "latest").exists() and proc.poll() is None:
             assert time.monotonic() < deadline, "the second run never saved a checkpoint"
             time.sleep(0.2)
     finally:
@@ -405,3 +407,21 @@ def test_ray_executor_gives_the_same_results(uninterrupted, prose_data):
         if ray.is_initialized():
             ray.shutdown()
     assert json.loads(json.dumps(res)) == uninterrupted["results"]
+
+
+def test_leftover_trainers_of_a_run_are_stopped(tmp_path):
+    from pretrain.ablate.runs import kill_leftovers
+
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc")
+    config = str(tmp_path / "runs" / "a" / "seed-1" / "config.toml")
+    other = str(tmp_path / "runs" / "a" / "seed-2" / "config.toml")
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)", "-m", "pretrain", "train", "--config"]
+    mine, theirs = subprocess.Popen(sleeper + [config]), subprocess.Popen(sleeper + [other])
+    try:
+        assert kill_leftovers(config, wait=20) == [mine.pid]
+        assert mine.wait(timeout=20) == -signal.SIGKILL
+        assert theirs.poll() is None  # another run's trainer is left alone
+    finally:
+        theirs.kill()
+        theirs.wait()

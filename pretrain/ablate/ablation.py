@@ -147,7 +147,10 @@ def run_local(plan: list, log, command_for) -> dict:
 
 
 def progress_line(i: int, n: int, run, rec: dict, seconds: float | None) -> str:
-    shown = ", ".join(f"{m} {v:.4g}" for m, v in list(rec["metrics"].items())[:4])
+    firsts = {}  # each task's first metric: bits_per_byte, acc
+    for m, v in rec["metrics"].items():
+        firsts.setdefault(m.split("/")[0], (m, v))
+    shown = ", ".join(f"{m} {v:.4g}" for m, v in firsts.values())
     when = "done earlier" if seconds is None else f"{seconds:.0f} s"
     return f"[{i}/{n}] {run.name}: {rec['tokens']:,} tokens; {shown} ({when})"
 

@@ -287,6 +287,15 @@ def kill_leftovers(config_path: str, wait: float = 30.0) -> list[int]:
             except OSError:
                 pass
     deadline = time.monotonic() + wait
-    while found and time.monotonic() < deadline and any((proc / str(p)).exists() for p in found):
+    while found and time.monotonic() < deadline and any(_alive(p) for p in found):
         time.sleep(0.1)
     return found
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (dead, waiting for its parent to read its status)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
