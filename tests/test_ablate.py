@@ -425,3 +425,20 @@ def test_leftover_trainers_of_a_run_are_stopped(tmp_path):
     finally:
         theirs.kill()
         theirs.wait()
+
+
+def test_a_folder_two_variants_share_is_tokenized_once(small_data, fake_trainer, tmp_path):
+    from pretrain.ablate.ablation import run_ablation
+    from pretrain.data.blend_spec import load_blend_spec
+    from pretrain.data.indexed import IndexedDataset
+
+    a, b = str(small_data["prose"]), str(small_data["shuffled"])
+    spec = spec_from_dict(spec_table(small_data, tokens=8 * 1024, seeds=[1], variants=[
+        {"name": "prose", "curated": [a]}, {"name": "shuffled", "curated": [a, b], "weights": [1, 3]}]))
+    res = run_ablation(spec, tmp_path / "out", log=lambda _: None, command_for=fake_trainer)
+    assert len(list((tmp_path / "out" / "data" / "tokens").glob("*.bin"))) == 2
+    blend = load_blend_spec(str(tmp_path / "out" / "data" / "shuffled" / "blend.toml"))
+    assert [d.weight for d in blend.datasets] == [0.25, 0.75] and blend.split == "100,0,0"
+    natural = load_blend_spec(str(tmp_path / "out" / "data" / "prose" / "blend.toml"))
+    assert natural.datasets[0].prefix == blend.datasets[0].prefix and IndexedDataset(natural.datasets[0].prefix).num_tokens
+    assert res["comparisons"][0]["verdict"] == stats.ONE_SEED

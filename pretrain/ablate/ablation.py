@@ -102,6 +102,25 @@ def run_ablation(spec: Spec, out: Path, executor: str = "local", address: str | 
         from pretrain.ablate.ray_runs import RayRuns
 
         pool = RayRuns(address, ray_cpus)
+    try:
+        records, plan, shape, found = _train_all(spec, out, task_specs, items, pool, log, command_for)
+    finally:
+        if pool is not None:
+            pool.close()
+    by_variant = {v.name: [records[(v.name, s)] for s in spec.seeds] for v in spec.variants}
+    result = stats.results(spec.tokens, spec.seeds, spec.baseline, by_variant)
+    result["tokens_per_run"] = shape.tokens
+    result["contamination"] = found
+    from curate.shards import write_json
+
+    write_json(result, out / RESULTS)
+    report.write_report(result, plan, out)
+    return result
+
+
+def _train_all(spec: Spec, out: Path, task_specs: list, items: dict, pool, log, command_for):
+    """Checks, data, contamination and every run; -> (DONE records by (variant, seed), runs, shape, contamination)."""
+    if pool is not None:
         shape = runs.shape_of(spec, pool.has_gpus())
         pool.check_fits(shape)
     else:
@@ -117,20 +136,8 @@ def run_ablation(spec: Spec, out: Path, executor: str = "local", address: str | 
     log(f"{len(plan)} runs ({len(spec.variants)} variants x {len(spec.seeds)} seeds): {shape.steps} steps, "
         f"{shape.tokens:,} tokens each, {shape.nproc} process(es) per run; evaluation every {shape.eval_interval} "
         f"steps; runs in {out / 'runs'}")
-    try:
-        records = pool.run_all(plan, log, command_for) if pool is not None else run_local(plan, log, command_for)
-    finally:
-        if pool is not None:
-            pool.close()
-    by_variant = {v.name: [records[(v.name, s)] for s in spec.seeds] for v in spec.variants}
-    result = stats.results(spec.tokens, spec.seeds, spec.baseline, by_variant)
-    result["tokens_per_run"] = shape.tokens
-    result["contamination"] = found
-    from curate.shards import write_json
-
-    write_json(result, out / RESULTS)
-    report.write_report(result, plan, out)
-    return result
+    records = pool.run_all(plan, log, command_for) if pool is not None else run_local(plan, log, command_for)
+    return records, plan, shape, found
 
 
 def run_local(plan: list, log, command_for) -> dict:

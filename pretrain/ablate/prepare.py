@@ -2,14 +2,16 @@
 
 - the tokenizer: the spec's, or ``DIR/tokenizer.model`` trained with `pretrain tokenizer train`'s code on a
   bounded sample of every variant's curated folders (one thread: the same sample gives the same model);
-- each variant's curated folders tokenized into ``DIR/data/VARIANT/NAME.bin/.idx`` with `pretrain tokenize`'s
-  code (it skips a folder whose output is up to date and resumes a killed one);
+- every curated folder tokenized once into ``DIR/data/tokens/NAME-HASH.bin/.idx`` (HASH: of the folder's path, so
+  a folder two variants share, e.g. the same books beside two web filters, is tokenized once) with
+  `pretrain tokenize`'s code (it skips a folder whose output is up to date and resumes a killed one);
 - a blend spec per variant, ``DIR/data/VARIANT/blend.toml``: its datasets weighted by the spec's ``weights`` or,
   without them, by their token counts (the folders' natural mix); every document goes to the train split, since
   the runs are measured on the spec's evaluation tasks. A variant given as ``blend`` uses its own file.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -53,9 +55,11 @@ def prepare_variant(variant: Variant, tokenizer: str, out: Path, log=print) -> s
 
     folder = out / "data" / variant.name
     folder.mkdir(parents=True, exist_ok=True)
+    (out / "data" / "tokens").mkdir(exist_ok=True)
     datasets = []
     for name, curated in zip(dataset_names(variant), variant.curated):
-        prefix = folder / name
+        key = hashlib.sha256(str(Path(curated).resolve()).encode()).hexdigest()[:10]
+        prefix = out / "data" / "tokens" / f"{Path(curated).name or 'data'}-{key}"
         stats = tokenize_curated(curated, tokenizer, prefix, workers=1, progress=False, log=lambda _msg: None)
         if not stats["tokens"]:
             raise ValueError(f"variant {variant.name!r}: {curated} has no text to train on "

@@ -67,6 +67,9 @@ def spec_from_dict(raw: dict, source: str = "<spec>") -> Spec:
         raise ConfigError(f"{where}: missing key {missing[0]!r} (required: {', '.join(REQUIRED)}; see "
                           "docs/ablate.md)")
     hints = typing.get_type_hints(Spec)
+    raw = dict(raw)
+    if isinstance(raw.get("tokens"), float) and raw["tokens"].is_integer():  # tokens = 2e6
+        raw["tokens"] = int(raw["tokens"])
     for key, value in raw.items():
         if key not in ("variants", "tasks"):
             check_type(value, hints[key], f"{where}: {key}")
