@@ -221,10 +221,18 @@ def test_one_seed_has_no_noise_estimate():
     json.dumps(res, allow_nan=False)
 
 
-def test_seeds_that_agree_exactly():
-    res = stats.results(10, [1, 2], "raw", run_records({"cur": [1.0, 1.0], "raw": [2.0, 2.0]}), direction)
-    assert res["comparisons"][0]["verdict"] == "better" and res["snr"]["t/bits_per_byte"] == "inf"
+def test_seeds_that_agree_exactly_measure_no_noise():
+    # an accuracy over few items: every seed the same value
+    res = stats.results(10, [1, 2], "raw", run_records({"cur": [0.28, 0.28], "raw": [0.19, 0.19]}, "t/acc"),
+                        direction)
+    c = res["comparisons"][0]
+    assert c["stderr"] == 0 and c["verdict"] == stats.NO_SPREAD and res["snr"]["t/acc"] is None
     json.dumps(res, allow_nan=False)
+    same = stats.results(10, [1, 2], "raw", run_records({"cur": [0.0, 0.0], "raw": [0.0, 0.0]}, "t/acc"), direction)
+    assert same["comparisons"][0]["verdict"] == "within noise"
+    one_flat = stats.results(10, [1, 2], "raw", run_records({"cur": [0.3, 0.5], "raw": [0.2, 0.2]}, "t/acc"),
+                             direction)
+    assert one_flat["comparisons"][0]["stderr"] == pytest.approx(math.sqrt(0.02 / 2))
 
 
 # --- the TOML the runs are given -------------------------------------------------------------------------

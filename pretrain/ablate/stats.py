@@ -6,7 +6,9 @@ mean(baseline); its standard error is Welch's, ``sqrt(s_v^2 / n_v + s_b^2 / n_b)
 standard deviation (n - 1 in the denominator); the verdict is ``better`` or ``worse`` when |delta| is more than
 two standard errors, the sign read with the metric's direction (lower bits per byte and perplexity are better,
 higher accuracy), else ``within noise``. With one seed there is no spread to measure: the verdict is
-``no noise estimate (1 seed)`` and stderr is null.
+``no noise estimate (1 seed)`` and stderr is null. When every seed of both gives exactly the same value (an
+accuracy over few items often does) the spread seen is zero, which is no estimate either: a nonzero delta then
+gets ``no noise estimate (seeds agree exactly)``.
 
 Why not a paired test over seeds: runs of the same seed share their initialisation, so pairing would cancel that
 part of the noise, but with 2-3 seeds its standard error rests on 1-2 differences and can come out near zero by
@@ -15,7 +17,7 @@ chance; the unpaired error is larger (conservative) and uses every run's spread.
 at 5%.
 
 Signal-to-noise ratio per metric: (largest - smallest variant mean) / noise, noise = the root mean square of the
-variants' seed standard deviations (null with one seed; infinite when every seed agrees exactly).
+variants' seed standard deviations (null with one seed or when every seed agrees exactly).
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ import math
 
 RULE = ("verdict: delta = mean(variant) - mean(baseline) over seeds; stderr = sqrt(s_v^2/n_v + s_b^2/n_b) "
         "(Welch, s = seed-to-seed std); better / worse when |delta| > 2 stderr (lower bits_per_byte and "
-        "perplexity are better, higher acc), else within noise; one seed: no noise estimate")
+        "perplexity are better, higher acc), else within noise; one seed, or seeds that agree exactly: no noise "
+        "estimate")
 Z = 2.0
 ONE_SEED = "no noise estimate (1 seed)"
+NO_SPREAD = "no noise estimate (seeds agree exactly)"
 
 
 def higher_is_better(metric: str) -> bool:
@@ -59,6 +63,8 @@ def summarize(runs: list[dict]) -> tuple[dict, dict]:
 def verdict(delta: float, stderr: float | None, higher_better: bool) -> str:
     if stderr is None:
         return ONE_SEED
+    if stderr == 0 and delta != 0:
+        return NO_SPREAD
     if not abs(delta) > Z * stderr:
         return "within noise"
     return "better" if (delta > 0) == higher_better else "worse"
@@ -83,7 +89,7 @@ def snr(variants: list[dict], metric: str) -> float | None:
     signal = max(means) - min(means)
     noise = math.sqrt(math.fsum(s * s for s in stds) / len(stds))
     if noise == 0:
-        return math.inf if signal > 0 else None
+        return None
     return signal / noise
 
 
@@ -100,9 +106,4 @@ def results(tokens: int, seeds: list[int], baseline: str, records: dict[str, lis
     metrics = [m for m in base["mean"] if all(m in v["mean"] for v in variants)]
     comparisons = [compare(v, base, m, direction(m)) for v in variants if v is not base for m in metrics]
     return {"tokens": tokens, "seeds": list(seeds), "baseline": baseline, "variants": variants,
-            "comparisons": comparisons, "snr": {m: _json_number(snr(variants, m)) for m in metrics}, "rule": RULE}
-
-
-def _json_number(x: float | None):
-    """JSON has no infinity: an infinite ratio is written as the string "inf"."""
-    return "inf" if x is not None and math.isinf(x) else x
+            "comparisons": comparisons, "snr": {m: snr(variants, m) for m in metrics}, "rule": RULE}
