@@ -78,13 +78,15 @@ def eval_files(held_out: list[str], out: Path, n: int, rng: random.Random) -> li
     for i, s in enumerate(sentences[:n]):
         words = s.split()
         cut = len(words) // 2
-        wrong = [" " + " ".join(pool[(4 * i + j) % len(pool)].split()[cut:]) for j in range(3)]
+        others = [pool[(4 * i + j) % len(pool)].split() for j in range(3)]
+        wrong = [" " + " ".join(o[len(o) // 2:]) for o in others]
         choices = [" " + " ".join(words[cut:])] + wrong
         order = list(range(4))
         rng.shuffle(order)
         choice.append({"context": " ".join(words[:cut]), "choices": [choices[k] for k in order],
                        "label": order.index(0)})
     tasks = []
+    out.mkdir(parents=True, exist_ok=True)
     for kind, items in (("bpb", bpb), ("cloze", cloze), ("choice", choice)):
         path = out / f"{kind}.jsonl"
         path.write_text("".join(json.dumps(x) + "\n" for x in items))
@@ -131,7 +133,7 @@ def main() -> int:
     from pretrain.ablate.spec import spec_from_dict
 
     rng = random.Random(0)
-    docs = read_corpus(Path(args.corpus))
+    docs = sorted(set(read_corpus(Path(args.corpus))))  # exact copies would put held-out text in training
     rng.shuffle(docs)
     held_out, train = docs[:max(40, args.items)], docs[max(40, args.items):][:args.docs]
     work = Path(args.out or tempfile.mkdtemp(prefix="ablation_signal_"))
