@@ -464,3 +464,27 @@ def test_a_folder_two_variants_share_is_tokenized_once(small_data, fake_trainer,
     natural = load_blend_spec(str(tmp_path / "out" / "data" / "prose" / "blend.toml"))
     assert natural.datasets[0].prefix == blend.datasets[0].prefix and IndexedDataset(natural.datasets[0].prefix).num_tokens
     assert res["comparisons"][0]["verdict"] == stats.ONE_SEED
+
+
+def test_a_layout_of_several_processes_runs_under_torchrun():
+    from pretrain.ablate.runs import Run, command
+
+    one = command(Run("a", 1, "/x/runs/a/seed-1", 10, 100, 1, False))
+    assert one[1:] == ["-m", "pretrain", "train", "--config", "/x/runs/a/seed-1/config.toml"]
+    two = command(Run("a", 1, "/x/runs/a/seed-1", 10, 100, 2, False))
+    assert two[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"]
+    assert two[-4:] == ["pretrain", "train", "--config", "/x/runs/a/seed-1/config.toml"]
+
+
+@pytest.mark.slow
+def test_tensor_parallel_runs_end_to_end(prose_data):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("a tp=2 run needs 2 cores")
+    table = spec_table(prose_data, tokens=8 * 1024, seeds=[1], eval_points=1, overrides=["parallel.tp=2"])
+    spec = write_spec(prose_data["tmp"] / "tp2.toml", table)
+    out = prose_data["tmp"] / "tp2"
+    proc = ablate(spec, out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "world 2 = tp 2" in (out / "runs" / "prose" / "seed-1" / "train.log").read_text()
+    res = json.loads((out / "results.json").read_text())
+    assert res["comparisons"][0]["verdict"] == stats.ONE_SEED and res["variants"][0]["runs"][0]["tokens"] == 8192
