@@ -4,6 +4,7 @@ See ``curate.steps`` for the life of one step and ``curate.output`` for what the
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ READ_STAGE = steps.tasks.READ_STAGE
 def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_changed_inputs: bool = False) -> dict:
     """Run (or resume) ``pipeline``; returns the stats dict also written to ``OUT/stats.json``."""
     out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
-    files = resolve_inputs(pipeline)
+    files = outside_output(resolve_inputs(pipeline), out)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
         try:
             spec.build()
@@ -51,6 +52,21 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
         write_json(manifest, out / "manifest.json")
         steps.remove_plans(run, plan)
     return stats
+
+
+def outside_output(files: list[dict], out: Path) -> list[dict]:
+    """The inputs less any file inside the output folder (a glob such as ``data/**/*.arrow`` with the output
+    under ``data/`` would otherwise read the run's own shards, and every rerun would see other inputs)."""
+    root = os.path.realpath(out)
+    inside = [f for f in files if os.path.realpath(f["path"]).startswith(root + os.sep)]
+    if not inside:
+        return files
+    if len(inside) == len(files):
+        raise ConfigError(f"every input file matched is inside the output folder {out}; a run never reads its own "
+                          f"output: choose inputs outside it, or another --output")
+    print(f"curate: warning: {len(inside)} matched file(s) inside the output folder {out} are not read "
+          f"(e.g. {inside[0]['path']}); a run never reads its own output", file=sys.stderr, flush=True)
+    return [f for f in files if f not in inside]
 
 
 def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints: dict) -> list[steps.StepResult]:

@@ -181,8 +181,9 @@ def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput) ->
         source = {k: f[k] for k in ("text_field", "id_field") if k in f}
         for j, split in enumerate(cache[f["path"]]["splits"]):
             key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
-            step_tasks.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split=split, source=source,
-                                max_doc_bytes=p.max_doc_bytes, shard_rows=p.shard_rows))
+            expect = {"path": f["path"], **{k: prints[f["path"]][k] for k in ("size", "mtime_ns")}}  # (tasks.InputChanged)
+            step_tasks.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split={**split, "expect": expect},
+                                       source=source, max_doc_bytes=p.max_doc_bytes, shard_rows=p.shard_rows))
     return step_tasks
 
 

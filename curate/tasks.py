@@ -10,9 +10,16 @@ each stage's counts. Two kinds:
 - ``map_task``: one shard of the previous step through a global stage's plan, then the map stages.
 
 The stages run in a ``curate.chain.StageChain``.
+
+A read task checks that its input file still has the size and modification time recorded when the run
+planned it (``split["expect"]``), before reading and after: a file that shrinks, grows or is rewritten during
+a run would otherwise lose the records past the change, or mix two versions. On a mismatch it removes the
+shards it wrote and raises :class:`InputChanged`; the run stops naming the file (a rerun with
+``--allow-changed-inputs`` reads the new version).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from curate import readers
@@ -23,6 +30,7 @@ from curate.shards import read_shard, rows_to_table
 from curate.stages.base import mark_dropped
 
 READ_STAGE = "read"
+BATCH_CHARS = 64 << 20  # a batch goes to the stages at shard_rows documents or this much text, whichever first
 
 
 def call(args: tuple):
@@ -31,11 +39,47 @@ def call(args: tuple):
     return fn(task)
 
 
+class InputChanged(RuntimeError):
+    """An input file no longer matches what the run planned (size or modification time)."""
+
+
+def check_unchanged(split: dict, when: str) -> None:
+    """InputChanged when the split's file differs from ``split["expect"]`` (its path, size and mtime_ns at
+    planning; no ``expect``: nothing to check)."""
+    expect = split.get("expect")
+    if not expect:
+        return
+    path = expect["path"]
+    try:
+        st = os.stat(path)
+        now = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    except OSError as e:
+        now = {"size": None, "mtime_ns": None, "error": e.strerror or str(e)}
+    if now["size"] == expect.get("size") and now["mtime_ns"] == expect.get("mtime_ns"):
+        return
+    how = now.get("error") or (f"size {expect.get('size')} -> {now['size']}" if now["size"] != expect.get("size")
+                               else "modified, same size")
+    raise InputChanged(f"input {path} changed {when} ({how}): its records cannot be read as planned; "
+                       f"rerun once it no longer changes, with --allow-changed-inputs to read the new version")
+
+
 def read_task(task: ReadTask) -> Marker:
+    check_unchanged(task.split, "after the run planned it")
     out = _ReadOutput(task)
     items = readers.read_split(task.split, text_field=task.source.get("text_field", "text"),
                                id_field=task.source.get("id_field", "id"), max_doc_bytes=task.max_doc_bytes)
-    for item in items:
+    try:
+        _consume(items, out)
+        marker = out.finish()
+        check_unchanged(task.split, "while it was read")
+    except InputChanged:
+        out.discard()
+        raise
+    return marker
+
+
+def _consume(items, out: "_ReadOutput") -> None:
+    for n, item in enumerate(items, 1):
         kind = item[0]
         if kind == "doc":
             out.keep(item[1])
@@ -45,12 +89,14 @@ def read_task(task: ReadTask) -> Marker:
             out.read.skipped[item[1]] = out.read.skipped.get(item[1], 0) + 1
         elif kind == "count":
             out.count(item[1], int(item[2]))
-    return out.finish()
+        if n % 1024 == 0:  # one stat per 1024 items: a change stops the task early, not only at its end
+            check_unchanged(out.task.split, "while it was read")
 
 
 class _ReadOutput:
     """What a read task does with the reader's items: documents go to the step's stages in batches of
-    ``shard_rows``; what the reader sets aside is written in batches as large (memory stays bounded however
+    ``shard_rows`` (fewer where they hold over ``BATCH_CHARS`` of text: 5 MB documents make batches of a
+    dozen, not of 4096 x 5 MB); what the reader sets aside is written in batches as large (memory stays bounded however
     much of a split is junk); the reader's own counts."""
 
     def __init__(self, task: ReadTask):
@@ -59,13 +105,15 @@ class _ReadOutput:
         self.read = StageCounts(READ_STAGE, skipped={})
         self.counters: dict[str, int] = {}
         self.batch: list[dict] = []
+        self.batch_chars = 0
         self.dropped: list[dict] = []
         self.batches = self.drop_flushes = self.n_dropped = 0
 
     def keep(self, doc: dict) -> None:
         self.batch.append(doc)
+        self.batch_chars += len(doc.get("text") or "")
         self.read.kept += 1
-        if len(self.batch) >= self.task.shard_rows:
+        if len(self.batch) >= self.task.shard_rows or self.batch_chars >= BATCH_CHARS:
             self._flush()
 
     def set_aside(self, row: dict, reason: str) -> None:
@@ -87,6 +135,12 @@ class _ReadOutput:
             self.read.counters = dict(sorted(self.counters.items()))
         return self.chain.marker(self.task.key, [self.read], docs=self.read.docs_in)
 
+    def discard(self) -> None:
+        """Remove the shards written so far (the task is not finished: no marker will list them)."""
+        root = Path(self.task.step.root)
+        for e in self.chain.outputs + self.chain.dropped:
+            (root / e.path).unlink(missing_ok=True)
+
     def _table(self, rows: list[dict]):
         table, replaced = rows_to_table(rows, BASE_SCHEMA)
         if replaced:
@@ -96,6 +150,7 @@ class _ReadOutput:
     def _flush(self) -> None:
         table = self._table(self.batch)
         self.batch.clear()
+        self.batch_chars = 0
         self.chain.run(table, f"{self.task.task_id}-{self.batches:05d}")
         self.batches += 1
 

@@ -13,6 +13,7 @@ COMMANDS = {
     "blend": ("pretrain.commands.blend", "build or inspect a blend of indexed datasets (data_specs/*.toml)"),
     "train": ("pretrain.commands.train", "train a GPT (one process, or under torchrun with tp/pp/dp)"),
     "eval": ("pretrain.commands.eval", "evaluate a checkpoint on local task files (bpb, cloze, choice; lm-eval's definitions)"),
+    "launch": ("pretrain.commands.launch", "run pretrain train under torchrun on this node, restarted on failure"),
     "generate": ("pretrain.commands.generate", "generate text from a checkpoint"),
     "export-hf": ("pretrain.commands.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),
     "report": ("pretrain.commands.report", "write the run report: funnel and loss plots, summary"),
@@ -28,6 +29,7 @@ EPILOG = """examples (the paths exist after `make demo`):
   pretrain train --config pretrain/configs/tiny.toml
   torchrun --nproc-per-node 4 -m pretrain train --config pretrain/configs/tiny.toml --set parallel.tp=2 --set parallel.pp=2
   pretrain eval --checkpoint out/demo/checkpoints --task bpb:pipelines/sample/evals/prose.jsonl:prose
+  pretrain launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29500 --config pretrain/configs/tiny.toml --set data.kind=synthetic --set model.vocab_size=256
   pretrain generate --checkpoint out/demo/checkpoints --prompt "The "
   pretrain export-hf out/demo/checkpoints out/hf
   pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs --checkpoint out/demo/checkpoints

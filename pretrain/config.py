@@ -58,6 +58,7 @@ class ParallelConfig:
     fsdp_reshard_after_forward: bool | None = None  # None: true without pipeline parallelism, false with it
     fsdp_reduce_every_microbatch: bool = True  # false: sync on the last micro-batch only (full fp32 grads held)
     pp_balance: str = "flops"  # flops (embedding and head counted as layers' worth) | even
+    timeout_s: float = 300.0  # seconds a rank waits for the others (joining, each collective) before it stops
 
 
 @dataclass
@@ -101,6 +102,7 @@ class CheckpointConfig:
     dir: str | None = None  # None: no checkpoints; a dir that holds one is resumed from
     interval: int = 0  # steps between checkpoints; 0: only at the end
     on_damage: str = "fallback"  # latest checkpoint damaged: fallback (newest intact one, with a message) | stop
+    async_save: bool = False  # write in the background (DCP async_save) while training goes on; latest moves when done
 
 
 @dataclass
@@ -114,7 +116,7 @@ class LogConfig:
 class EvalConfig:
     interval: int = 0  # run eval.tasks every this many steps and at the last step; 0: at the last step only
     tasks: list[dict] = field(default_factory=list)  # [[eval.tasks]]: name, kind (bpb|cloze|choice), path, shots, stride, limit (see `pretrain eval --help`)
-    batch_size: int | None = None  # sequences per evaluation forward on a rank; None: train.micro_batch
+    batch_size: int | None = None  # sequences per evaluation forward on a rank; None (and under pipeline parallelism): train.micro_batch
 
 
 @dataclass
@@ -400,6 +402,8 @@ def _check_values(cfg: Config, err) -> None:
         err(f"log.interval = {lg.interval}: must be at least 1")
     if d.order not in ("stable", "megatron"):
         err(f"data.order = {d.order!r}: use stable (extending train.steps keeps the order) or megatron")
+    if finite("parallel.timeout_s", cfg.parallel.timeout_s) and cfg.parallel.timeout_s <= 0:
+        err(f"parallel.timeout_s = {cfg.parallel.timeout_s}: must be > 0 (seconds, e.g. 300)")
     if c.on_damage not in ("fallback", "stop"):
         err(f"checkpoint.on_damage = {c.on_damage!r}: use fallback (resume from the newest intact checkpoint) "
             f"or stop")

@@ -14,7 +14,9 @@ Two architectures can represent a Quarry model exactly:
   ``(2i, 2i+1)``; HF Llama rotates halves ``(i, i + d/2)``, so the q/k projection rows (and biases) of every head
   are permuted ``[0, 2, 4, ..., 1, 3, 5, ...]``. ``bias = true`` maps to ``attention_bias`` and ``mlp_bias``.
 
-Any other combination raises ``ExportError`` naming the options. The vocabulary padding rows are dropped
+Any other combination raises ``ExportError`` naming the options. The folder must be new, empty, or hold only an
+earlier export's files (``quarry_export.json`` and the names an export writes); anything else is refused
+(``ExportError``) unless ``force``, so a user's own files are never overwritten by mistake. The vocabulary padding rows are dropped
 (HF ``vocab_size`` is the real vocabulary); tied embeddings stay tied (``tie_word_embeddings``).
 """
 from __future__ import annotations
@@ -35,6 +37,29 @@ LLAMA_OPTIONS = {"norm": "rmsnorm", "position": "rope", "mlp": "swiglu"}
 
 class ExportError(ValueError):
     pass
+
+
+# What an export writes (transformers' save_pretrained included): a folder holding only these, with
+# quarry_export.json among them, is an earlier export and is written over without --force.
+EXPORT_FILES = frozenset({"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+                          "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "added_tokens.json", "chat_template.jinja", "quarry_export.json"})
+
+
+def check_out_dir(out_dir, force: bool = False) -> None:
+    """ExportError when ``out_dir`` exists and holds anything but an earlier export (unless ``force``)."""
+    out = Path(out_dir)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ExportError(f"{out} is a file, not a folder: choose another output folder")
+    names = {p.name for p in out.iterdir()}
+    if force or not names or ("quarry_export.json" in names and names <= EXPORT_FILES):
+        return
+    other = sorted(names - EXPORT_FILES) or sorted(names)
+    raise ExportError(f"{out} is not empty and is not an earlier export (it holds {', '.join(other[:5])}"
+                      f"{' and more' if len(other) > 5 else ''}); choose a new or empty folder, or pass --force "
+                      f"to write the export's files into it (files of the same names are replaced)")
 
 
 def hf_architecture(cfg: ModelConfig) -> str:
@@ -212,10 +237,12 @@ def export_tokenizer(spm_path: str | Path, out_dir: str | Path, eod_id: int | No
 
 
 def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, tokenizer_path: str | Path | None = None,
-                 eod_id: int | None = None) -> Path:
+                 eod_id: int | None = None, force: bool = False) -> Path:
     """Write the HF model folder for an in-memory Quarry ``model`` (a whole ``pretrain.model.GPT``) with config
     ``cfg`` (finalized: vocab_size, padded_vocab_size, ffn_hidden_size, max_seq_len set); with ``tokenizer_path``
-    (a sentencepiece .model) the tokenizer too. Returns the folder."""
+    (a sentencepiece .model) the tokenizer too. Returns the folder. A folder holding other files is refused
+    unless ``force`` (:func:`check_out_dir`)."""
+    check_out_dir(out_dir, force)
     arch = hf_architecture(cfg)
     if cfg.vocab_size is None or cfg.ffn_hidden_size is None or cfg.max_seq_len is None:
         raise ExportError("the model config is not finalized (vocab_size / ffn_hidden_size / max_seq_len unset)")
@@ -262,13 +289,14 @@ def _ordinary_modes(out: Path) -> None:
             os.chmod(path, 0o666 & ~umask)
 
 
-def export_checkpoint(checkpoint, out_dir, tokenizer=None) -> tuple[Path, str | None]:
+def export_checkpoint(checkpoint, out_dir, tokenizer=None, force: bool = False) -> tuple[Path, str | None]:
     """Export the latest intact checkpoint of ``checkpoint`` to ``out_dir`` with the tokenizer given or recorded
     with it (none: a warning, the model alone). Returns (the folder, the tokenizer path or None)."""
     from pretrain.checkpoint import load_model_for_inference
     from pretrain.data.tokenizer import load_tokenizer
     from pretrain.generate import resolve_tokenizer_path
 
+    check_out_dir(out_dir, force)  # before the checkpoint is loaded: a refusal costs nothing
     model, cfg = load_model_for_inference(checkpoint)
     tok_path = resolve_tokenizer_path(checkpoint, tokenizer)
     eod_id = None
@@ -277,7 +305,7 @@ def export_checkpoint(checkpoint, out_dir, tokenizer=None) -> tuple[Path, str | 
               "(--tokenizer): exporting the model without a tokenizer", file=sys.stderr)
     else:
         eod_id = load_tokenizer(tok_path).eod_id
-    return export_model(model, cfg, out_dir, tok_path, eod_id), tok_path
+    return export_model(model, cfg, out_dir, tok_path, eod_id, force=force), tok_path
 
 
 def _jsonable(cfg: ModelConfig) -> dict:

@@ -32,14 +32,16 @@ from pretrain.trainer import Trainer, evaluate
 
 
 def train(cfg: Config) -> dict:
-    """Run (or resume) training; returns {"losses": {step: loss}, "val_losses": {...}, "step", "consumed_samples"}.
+    """Run (or resume) training; returns {"losses": {step: loss}, "val_losses": {...}, "evals": {step: {"eval/NAME/METRIC":
+    value}}, "step", "consumed_samples"}.
     Every rank returns the same losses."""
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
     device = pick_device(cfg, local_rank)
-    start_process_group(device)  # before the checkpoint check: the ranks share its hashing
+    start_process_group(device, cfg.parallel.timeout_s)  # before the checkpoint check: the ranks share its hashing
     try:
+        ckpt.check_shared_storage(cfg)  # every rank sees rank 0's checkpoint.dir, log.dir and data, or all stop
         # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
         resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
         if resume_dir is not None:
@@ -82,7 +84,7 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
     log.peak_name = peak.label.split(" (")[0]
     log.info(f"MFU against the {peak.label}; attention FLOPs counted causally (pretrain/flops.py)")
     window = StepWindow(cfg, peak, env.layout.world_size, log, first_step=step + 1)
-    val_losses = {}
+    val_losses, evals = {}, {}
     load_data = env.layout.pp == 1 or parts.has_first_stage or parts.has_last_stage
     batches = None
     if load_data and step < t.steps:
@@ -122,21 +124,24 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
             if evaluating or saving or task_results or window.due(step) or step == t.steps:
                 window.flush(last_ckpt)
             if task_results:
+                evals[step] = flat_metrics(task_results)
                 log.eval({"step": step, "consumed_samples": consumed, "tokens": consumed * cfg.data.seq_len,
-                          **flat_metrics(task_results)})
+                          **evals[step]})
             if saving:
                 meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
                         "world_size": env.layout.world_size,
                         "layout": {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp}, "config": cfg.to_dict()}
-                last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model)
-                log.info(f"saved checkpoint {last_ckpt}")
+                last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model,
+                                      async_save=cfg.checkpoint.async_save)
+                log.info(f"{'writing' if cfg.checkpoint.async_save else 'saved'} checkpoint {last_ckpt}")
                 window.restart()
+        ckpt.wait_async()  # a background save completes (latest moves to it) before the run ends
         window.flush(last_ckpt)
     finally:
         if batches is not None:
             batches.close()
     local_numel = sum((q.to_local() if isinstance(q, DTensor) else q).numel() for q in parts.parameters())
-    return {"losses": window.losses, "val_losses": val_losses, "grad_norms": window.grad_norms, "step": step,
+    return {"losses": window.losses, "val_losses": val_losses, "evals": evals, "grad_norms": window.grad_norms, "step": step,
             "consumed_samples": consumed, "stage_ids": parts.stage_ids, "local_param_numel": local_numel}
 
 

@@ -1,9 +1,29 @@
 """The one argparse dispatcher behind `curate` and `pretrain`: each subcommand is a module with
-``add_arguments(parser)`` and ``run(args) -> int``."""
+``add_arguments(parser)`` and ``run(args) -> int``.
+
+Ctrl-C (SIGINT) ends any command with one line, not a traceback: ``PROG COMMAND: interrupted`` plus the
+command module's ``INTERRUPT_HINT`` when it has one (what a rerun does), exit status 130. A command module with
+``HANDLES_SIGTERM = True`` (``curate run``) also gets SIGTERM as the same unwinding (:class:`Terminated`, exit
+status 143), so its ``finally`` blocks run (the process pool shut down, its workers ended, the lock released)
+instead of the process vanishing and leaving its workers behind. Other commands keep SIGTERM's default (torchrun
+ends a failed job's ranks with it; a rank blocked in a collective must die at once).
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
+import sys
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt (so code that cleans up after one
+    cleans up after the other)."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the clean-up ends the process at once
+    raise Terminated()
 
 
 def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: list[str] | None = None) -> int:
@@ -15,4 +35,30 @@ def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: lis
         p.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
-    return importlib.import_module(args._module).run(args) or 0
+    module = importlib.import_module(args._module)
+    return run_interruptible(f"{prog} {args.command}", module, args)
+
+
+def run_interruptible(name: str, module, args) -> int:
+    """``module.run(args)`` with Ctrl-C and SIGTERM ending it in one line (130 / 143)."""
+    previous = _install(signal.SIGTERM, _on_sigterm) if getattr(module, "HANDLES_SIGTERM", False) else None
+    try:
+        return module.run(args) or 0
+    except KeyboardInterrupt as e:
+        term = isinstance(e, Terminated)
+        hint = getattr(module, "INTERRUPT_HINT", "")
+        start = "\n" if sys.stderr.isatty() else ""  # (ends a progress bar's line on a terminal)
+        print(f"{start}{name}: {'terminated (SIGTERM)' if term else 'interrupted'}" + (f"; {hint}" if hint else ""),
+              file=sys.stderr, flush=True)
+        return 143 if term else 130
+    finally:
+        if previous is not None:
+            _install(signal.SIGTERM, previous)
+
+
+def _install(signum, handler):
+    """Set a handler (only the main thread can); returns the previous one, or None when not set."""
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:  # not the main thread (a test calling main() from a thread)
+        return None

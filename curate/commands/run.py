@@ -14,8 +14,11 @@ from curate.config import ConfigError
 from curate.pipeline import load_pipeline
 from curate.runner import run_pipeline
 from curate.chain import StageFailure
+from curate.tasks import InputChanged
 
 RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept"
+INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed by dispatch on Ctrl-C / SIGTERM
+HANDLES_SIGTERM = True  # SIGTERM unwinds like Ctrl-C: the workers are ended, the lock released (exit 143)
 
 
 def add_arguments(p) -> None:
@@ -43,12 +46,15 @@ def run(args) -> int:
         try:
             stats = run_pipeline(pipeline, executor, progress=not args.quiet,
                                  allow_changed_inputs=args.allow_changed_inputs)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): workers end now
+            getattr(executor, "abort", executor.close)()
+            raise
         finally:
             executor.close()
     except (ConfigError, LockError) as e:
         print(f"curate: error: {e}", file=sys.stderr)
         return 2
-    except (StageFailure, WorkerLost) as e:
+    except (StageFailure, WorkerLost, InputChanged) as e:
         print(f"curate: error: {e}\n{RESUME_HINT}", file=sys.stderr)
         return 1
     except OSError as e:  # disk full, permissions, a file system gone: not about one document

@@ -4,10 +4,15 @@
 At most ``max_in_flight`` tasks are submitted at once (default 4 per worker); a task whose worker process
 died (killed, out of memory) is retried on a fresh pool up to ``max_retries`` times, then the run stops
 with a message saying so.
+
+Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver acts on it (one line, not
+a traceback per worker). :meth:`LocalExecutor.abort` (the driver interrupted or sent SIGTERM) ends the workers
+at once instead of waiting for their tasks; the forkserver and the resource tracker then exit with the driver.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
@@ -67,7 +72,8 @@ class LocalExecutor:
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"),
+                                             initializer=_ignore_sigint)
         return self._pool
 
     def _discard_pool(self) -> None:
@@ -79,3 +85,25 @@ class LocalExecutor:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def abort(self) -> None:
+        """End the workers now (their tasks are lost: no marker was written, a rerun redoes them)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # (CPython's pool keeps them there)
+        if hasattr(pool, "terminate_workers"):  # Python 3.14+
+            pool.terminate_workers()
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -11,8 +11,9 @@ Large files are read in splits: :func:`plan_splits` cuts a file into JSON-serial
 at line or record boundaries, gzip members, Parquet row groups, Arrow batches) and :func:`read_split` reads
 one; every record lands in exactly one split, with the same id whatever the split size, and
 :func:`read_file` is all splits of a file in order. The format modules say how each cuts and names records:
-:mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc`, :mod:`~curate.readers.tables`,
-:mod:`~curate.readers.html`.
+:mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc` (ARC: :mod:`~curate.readers.arc`),
+:mod:`~curate.readers.tables`, :mod:`~curate.readers.html`. A source's ``path`` that exists is that file, even
+when it looks like a glob (``a[1].jsonl``): :func:`source_paths`.
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
                 replaced += n
             yield item
     except Exception as e:  # a reader bug must not end the run: the split's rest is set aside, named
-        where = {k: v for k, v in split.items() if k not in ("path", "format")}
+        where = {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
         yield ("drop", row(f"{name}:reader_error:{where}", f"{type(e).__name__}: {e}"[:2000], path), "reader_error")
     if replaced:
         yield ("count", "surrogates_replaced", replaced)
@@ -119,11 +120,19 @@ def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = 
         yield from read_split(split, text_field=text_field, id_field=id_field, max_doc_bytes=max_doc_bytes)
 
 
+def source_paths(pattern: str) -> list[str]:
+    """What a source's ``path`` names, sorted: the path itself when it exists (a file named ``a[1].jsonl`` or
+    ``what?.jsonl`` is that file, not a glob), else the glob's matches."""
+    if os.path.lexists(pattern):
+        return [pattern]
+    return sorted(glob.glob(pattern, recursive=True))
+
+
 def expand_sources(sources: list[dict]) -> list[dict]:
     """Expand each source's glob into files (sorted, so task order is stable); keep per-source options."""
     files = []
     for src in sources:
-        matches = sorted(p for p in glob.glob(src["path"], recursive=True) if Path(p).is_file())
+        matches = [p for p in source_paths(src["path"]) if Path(p).is_file()]
         for p in matches:
             files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
     return files
@@ -135,7 +144,7 @@ def unusable_matches(sources: list[dict]) -> list[str]:
     not listed."""
     out = []
     for src in sources:
-        for p in sorted(glob.glob(src["path"], recursive=True)):
+        for p in source_paths(src["path"]):
             path = Path(p)
             try:
                 if path.is_file() or (path.is_dir() and infer_format(p) is None):

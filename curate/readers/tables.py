@@ -2,7 +2,17 @@
 
 Ids: the row's own ``id_field`` when it has one, else ``<file name>:<row>`` (row numbers from 1, over the
 whole file). Splits: consecutive Parquet row groups, or Arrow IPC record batches, of about ``target_bytes``
-(planning reads the footer only). An Arrow *stream* (no footer) is one split.
+(planning reads the footer and the batches' message headers, no data). A split decodes only its own row
+groups or batches; the rows before it are counted from the metadata. An Arrow *stream* (no footer) is one split.
+
+Text columns: every string-like Arrow type pyarrow, Polars and DuckDB write is read: ``string``,
+``large_string``, ``string_view`` (Polars' default), ``binary``, ``large_binary`` and ``binary_view`` (bytes
+that are not UTF-8 are set aside as ``invalid_utf8``), and a dictionary of any of them (Polars' Categorical,
+Parquet dictionary pages). Other types (numbers, lists, structs) set the row aside as ``missing_text``.
+
+Memory is bounded by bytes, not rows: Parquet batches are sized from the row group's bytes per row, a
+dictionary column is read as a dictionary (a text repeated in 4096 rows is held once, not 4096 times), and a
+batch is handed on in slices of at most ``SLICE_BYTES`` of text.
 
 Damage is set aside per unit: a Parquet row group or Arrow batch that cannot be decoded becomes one row
 (``corrupt_row_group`` / ``corrupt_batch``) with its position; an unreadable footer makes one row for the file
@@ -13,13 +23,18 @@ Only the text, id and url columns are read; a file without the text column sets 
 from __future__ import annotations
 
 import os
+import struct
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from curate.readers.jsonl import table_row
 from curate.readers.text import row
 
 BATCH_ROWS = 4096
+SLICE_BYTES = 64 << 20  # text bytes decoded to Python at once (and per Parquet batch, by its average row)
+PREFIX = 10000  # bytes of a too-large text that are decoded (the row keeps a prefix only)
 _ARROW_MAGIC = b"ARROW1"
 
 
@@ -33,9 +48,9 @@ def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
             sizes = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
         else:
             with pa.memory_map(path) as src:
-                reader = pa.ipc.open_file(src)
-                n = reader.num_record_batches
-            sizes = [os.path.getsize(path) / max(n, 1)] * n
+                n = pa.ipc.open_file(src).num_record_batches
+            batches = ipc_batches(path, n)
+            sizes = [b for _, b in batches] if batches else [os.path.getsize(path) / max(n, 1)] * n
     except (pa.ArrowException, OSError, ValueError):
         return [{**base, "first": 0, "last": None}]
     splits, first, acc = [], 0, 0
@@ -53,7 +68,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
     first, last = split.get("first", 0), split.get("last")
     try:
         wanted = (text_field, id_field, "url")
-        units = _parquet_units(path, wanted) if fmt == "parquet" else _arrow_units(path)
+        units = _parquet_units(path, wanted, text_field) if fmt == "parquet" else _arrow_units(path, first)
     except (pa.ArrowException, OSError, ValueError) as e:
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
@@ -65,6 +80,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
             continue
         if last is not None and index >= last:
             return
+        start = row0
         try:
             for batch in load():
                 yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes)
@@ -74,22 +90,45 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
             yield ("drop", row(f"{name}:{unit}{index}", f"{type(e).__name__}: {e}"[:500], path), reason)
             if unit == "stream":
                 return
+        row0 = max(row0, start + n_rows)  # a damaged unit's rows still count: ids do not depend on the split
 
 
-def _parquet_units(path: str, wanted: tuple):
+def _parquet_units(path: str, wanted: tuple, text_field: str):
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
-    md = pf.metadata
-    columns = [c for c in dict.fromkeys(wanted) if c in pf.schema_arrow.names]
+    probe = pq.ParquetFile(path)
+    md = probe.metadata
+    names = probe.schema_arrow.names
+    columns = [c for c in dict.fromkeys(wanted) if c in names]
+    # a dictionary-encoded text column stays a dictionary: its repeated texts are not decoded once per row
+    pf = pq.ParquetFile(path, read_dictionary=[text_field]) if _dictionary_pages(md, text_field) else probe
 
     def loader(i):
-        return lambda: pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[i], columns=columns)
+        rg = md.row_group(i)
+        per_row = rg.total_byte_size / max(rg.num_rows, 1)
+        rows = int(max(1, min(BATCH_ROWS, SLICE_BYTES // max(per_row, 1))))
+        return lambda: pf.iter_batches(batch_size=rows, row_groups=[i], columns=columns)
 
     return [(i, md.row_group(i).num_rows, loader(i), "row_group") for i in range(md.num_row_groups)]
 
 
-def _arrow_units(path: str):
+def _dictionary_pages(md, field: str) -> bool:
+    """Does any row group store ``field`` (a top-level column) with a dictionary page?"""
+    try:
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            for j in range(rg.num_columns):
+                c = rg.column(j)
+                if c.path_in_schema == field and c.has_dictionary_page:
+                    return True
+    except (pa.ArrowException, ValueError, IndexError):
+        return False
+    return False
+
+
+def _arrow_units(path: str, first: int = 0):
+    """One unit per record batch of an IPC file, decoded only when its split reads it (the rows of the batches
+    before ``first`` come from their message headers); a file without a footer is read as one stream."""
     src = pa.memory_map(path)
     try:
         reader = pa.ipc.open_file(src)
@@ -99,42 +138,138 @@ def _arrow_units(path: str):
         src.seek(8 if head.startswith(_ARROW_MAGIC) else 0)  # a file whose footer is gone: read it as a stream
         stream = pa.ipc.open_stream(src)  # no readable schema: the caller sets the file aside as corrupt_file
         return [(0, 0, lambda: stream, "stream")]
+    n = reader.num_record_batches
+    counted = ipc_batches(path, n)
     units = []
-    for i in range(reader.num_record_batches):
-        try:
-            batch = reader.get_batch(i)
-            units.append((i, batch.num_rows, (lambda b=batch: [b]), "batch"))
-        except (pa.ArrowException, OSError) as e:
-            units.append((i, 0, (lambda e=e: _raise(e)), "batch"))
+    for i in range(n):
+        if i < first:
+            rows = counted[i][0] if counted else _rows_of(reader, i)
+            units.append((i, rows, None, "batch"))
+        else:
+            units.append((i, counted[i][0] if counted else 0, (lambda i=i: [reader.get_batch(i)]), "batch"))
     return units
 
 
-def _raise(e):
-    raise e
+def _rows_of(reader, i: int) -> int:
+    try:
+        return reader.get_batch(i).num_rows
+    except (pa.ArrowException, OSError):
+        return 0
+
+
+def ipc_batches(path: str, n: int) -> list[tuple[int, int]] | None:
+    """``(rows, body bytes)`` of each record batch of an Arrow IPC file, from the messages' headers (no
+    batch is decoded or decompressed); None when the messages cannot be walked, or are not ``n`` batches."""
+    out = []
+    try:
+        with pa.memory_map(path) as src:
+            src.seek(8)
+            for m in pa.ipc.MessageReader.open_stream(src):
+                if m.type == "record batch":
+                    out.append((_batch_length(m.metadata.to_pybytes()), m.body.size if m.body is not None else 0))
+    except (pa.ArrowException, OSError, ValueError, struct.error, IndexError):
+        return None
+    return out if len(out) == n else None
+
+
+def _batch_length(md: bytes) -> int:
+    """``RecordBatch.length`` from an IPC ``Message`` flatbuffer (Message.header is field 2; RecordBatch.length,
+    an int64, is field 0 of the header table)."""
+    def field(table: int, k: int) -> int:
+        vt = table - struct.unpack_from("<i", md, table)[0]
+        return struct.unpack_from("<H", md, vt + 4 + 2 * k)[0] if 4 + 2 * k + 2 <= struct.unpack_from("<H", md, vt)[0] else 0
+
+    root = struct.unpack_from("<I", md, 0)[0]
+    fo = field(root, 2)
+    if not fo:
+        raise ValueError("a record batch message without a header")
+    header = root + fo + struct.unpack_from("<I", md, root + fo)[0]
+    lo = field(header, 0)
+    length = struct.unpack_from("<q", md, header + lo)[0] if lo else 0
+    if length < 0:
+        raise ValueError("a negative batch length")
+    return length
 
 
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
     names = batch.schema.names
-    cols = {}
-    for field in (id_field, "url"):
-        if field in names:
-            cols[field] = _column(batch.column(names.index(field)))
     text_col = batch.column(names.index(text_field)) if text_field in names else None
-    texts, sizes = _texts(text_col, batch.num_rows)
-    for k in range(batch.num_rows):
-        obj = {f: c[k] for f, c in cols.items()}
-        fallback = f"{name}:{row0 + k + 1}"
-        t = texts[k]
-        if isinstance(t, bytes):  # not valid UTF-8
-            own = obj.get(id_field)
-            yield ("drop", row(str(own) if own not in (None, "") else fallback, t[:10000].decode("utf-8", "replace"), source), "invalid_utf8")
-            continue
-        obj[text_field] = t
-        yield table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
+    for a, b in _slices(text_col, batch.num_rows):
+        cols = {}
+        for field in (id_field, "url"):
+            if field in names:
+                cols[field] = _column(batch.column(names.index(field)).slice(a, b - a))
+        texts, sizes = _texts(None if text_col is None else text_col.slice(a, b - a), b - a, max_doc_bytes)
+        for k in range(b - a):
+            obj = {f: c[k] for f, c in cols.items()}
+            fallback = f"{name}:{row0 + a + k + 1}"
+            t = texts[k]
+            if isinstance(t, bytes):  # not valid UTF-8
+                own = obj.get(id_field)
+                yield ("drop", row(str(own) if own not in (None, "") else fallback, t[:PREFIX].decode("utf-8", "replace"), source),
+                       "invalid_utf8")
+                continue
+            obj[text_field] = t
+            yield table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
+
+
+def _slices(col, n: int):
+    """Row ranges ``[a, b)`` of a batch, each holding at most SLICE_BYTES of text (at least one row)."""
+    lengths = _lengths(col) if col is not None else None
+    if lengths is None or n == 0 or int(lengths.sum()) <= SLICE_BYTES:
+        yield 0, n
+        return
+    a, acc = 0, 0
+    for i, size in enumerate(lengths.tolist()):
+        if i > a and acc + size > SLICE_BYTES:
+            yield a, i
+            a, acc = i, 0
+        acc += size
+    yield a, n
+
+
+def _lengths(col) -> np.ndarray | None:
+    """Bytes of each value of a string-like column (0 for nulls), without copying its data; None when not text."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        values = _lengths(col.dictionary)
+        if values is None:
+            return None
+        idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        ok = (idx >= 0) & (idx < len(values))  # an index past the dictionary (a damaged file): no text
+        return np.where(ok, values[np.where(ok, idx, 0)] if len(values) else 0, 0).astype(np.int64)
+    if _is_view(t):
+        views = col.buffers()[1]
+        if views is None or len(col) == 0:
+            return np.zeros(len(col), np.int64)
+        lengths = np.frombuffer(views, dtype=np.int32).reshape(-1, 4)[col.offset:col.offset + len(col), 0].astype(np.int64)
+        if col.null_count:
+            lengths[col.is_null().to_numpy(zero_copy_only=False)] = 0
+        return lengths
+    if _is_offset_text(t):
+        return pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return None
+
+
+def _is_view(t) -> bool:
+    return pa.types.is_string_view(t) or pa.types.is_binary_view(t)
+
+
+def _is_offset_text(t) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def _is_text(t) -> bool:
+    return _is_view(t) or _is_offset_text(t)
 
 
 def _column(col: pa.Array) -> list:
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+    t = col.type
+    if pa.types.is_dictionary(t):  # (Arrow has no take for view types: the values are mapped here)
+        values = _column(col.dictionary)
+        return [None if i is None or not 0 <= i < len(values) else values[i] for i in col.indices.to_pylist()]
+    if _is_text(t):
         return [None if b is None else b.decode("utf-8", "replace") for b in col.cast(pa.large_binary()).to_pylist()]
     try:
         return col.to_pylist()
@@ -142,23 +277,38 @@ def _column(col: pa.Array) -> list:
         return [None] * len(col)
 
 
-def _texts(col, n: int) -> tuple[list, list]:
-    """Texts as str (bytes where not valid UTF-8, None where not text) and their sizes in bytes."""
+def _texts(col, n: int, max_doc_bytes: int) -> tuple[list, list]:
+    """Texts as str (bytes where not valid UTF-8, None where not text) and their sizes in bytes. A dictionary's
+    values are decoded once each (rows sharing a value share one str); a text over ``max_doc_bytes`` is decoded
+    as a prefix only (the row is set aside as too_large, keeping a prefix)."""
     if col is None:
         return [None] * n, [0] * n
     t = col.type
     if pa.types.is_dictionary(t):
-        col, t = col.dictionary_decode(), t.value_type
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        raw = col.cast(pa.large_binary()).to_pylist()
-        texts = []
-        for b in raw:
-            if b is None:
-                texts.append(None)
-                continue
-            try:
-                texts.append(b.decode("utf-8"))
-            except UnicodeDecodeError:
+        if not _is_text(t.value_type):
+            return [None] * n, [0] * n
+        size = len(col.dictionary)
+        idx = [i if i is not None and 0 <= i < size else None for i in col.indices.to_pylist()]
+        used = sorted({i for i in idx if i is not None})  # only the values these rows use are decoded
+        decoded = {i: _texts(col.dictionary.slice(i, 1), 1, max_doc_bytes) for i in used}  # (no take for views)
+        return ([None if i is None else decoded[i][0][0] for i in idx], [0 if i is None else decoded[i][1][0] for i in idx])
+    if not _is_text(t):
+        return [None] * n, [0] * n
+    lengths = _lengths(col)
+    if lengths is not None and len(lengths) and int(lengths.max()) > max_doc_bytes:
+        col = pc.binary_slice(col.cast(pa.large_binary()), 0, max(max_doc_bytes, PREFIX) + 1)
+    raw = col.cast(pa.large_binary()).to_pylist()
+    texts = []
+    for b in raw:
+        if b is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            if len(b) > max_doc_bytes:  # a prefix cut inside a character: still text, too large
+                texts.append(b[:PREFIX].decode("utf-8", "replace"))
+            else:
                 texts.append(b)
-        return texts, [0 if b is None else len(b) for b in raw]
-    return [None] * n, [0] * n
+    sizes = lengths.tolist() if lengths is not None else [0 if b is None else len(b) for b in raw]
+    return texts, sizes

@@ -1,4 +1,5 @@
-"""WARC (plain, per-record .gz, .zst, also .bz2 and .xz) read by a small resynchronising parser; ARC through warcio.
+"""WARC (plain, per-record .gz, .zst, also .bz2 and .xz) read by a small resynchronising parser; ARC by the same
+pieces (:mod:`curate.readers.arc`).
 
 Each ``response`` record with an HTML or plain-text payload becomes a document; other records are counted
 skips. Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` where ``offset`` is the record's
@@ -180,7 +181,9 @@ class _Stream:
 def read(split: dict, name: str, max_doc_bytes: int):
     path = split["path"]
     if is_arc(path):
-        yield from _read_arc(path, name, max_doc_bytes)
+        from curate.readers import arc  # (arc reuses this module's parser pieces)
+
+        yield from arc.read(path, name, max_doc_bytes)
         return
     yield from _WarcSplit(split, name, max_doc_bytes).records()
 
@@ -491,47 +494,3 @@ def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[byt
     except Exception:  # a wrong Content-Encoding label: the payload is taken as it is
         return body, False
     return body, False
-
-
-# --- ARC ----------------------------------------------------------------------------------------
-
-def _read_arc(path: str, name: str, max_doc_bytes: int):
-    """ARC files through warcio (rare in modern crawls; one split per file). Ids: ``<file name>@<offset>``."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    position = 0
-    try:
-        with open(path, "rb") as f:
-            records = ArchiveIterator(f, arc2warc=True)
-            for record in records:
-                position += 1
-                rtype = record.rec_type
-                if rtype != "response":
-                    yield ("skip", rtype)
-                    continue
-                url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                length = int(record.rec_headers.get_header("Content-Length") or 0)
-                if length > max_doc_bytes + MAX_HEADER:
-                    yield ("drop", row(f"{name}@{records.get_record_offset()}", "", path, url, HTML), "too_large")
-                    continue
-                http = record.http_headers
-                ctype = (http.get_header("Content-Type") if http else None) or ""
-                mime = ctype.split(";")[0].strip().lower()
-                if mime and mime not in _HTML_TYPES and mime != "text/plain":
-                    yield ("skip", f"response:{mime}")
-                    continue
-                try:
-                    body = record.content_stream().read(max_doc_bytes + 1)
-                    error = None
-                except Exception as e:
-                    error = e
-                rid = f"{name}@{records.get_record_offset()}"  # (after the read: it reads to the record's end)
-                if error is not None:
-                    yield ("drop", row(rid, f"{type(error).__name__}: {error}"[:500], path, url, HTML), "malformed_record")
-                    continue
-                html = mime != "text/plain"
-                text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
-                r = row(rid, text, path, url, HTML if html else PLAIN)
-                yield check_text(r, len(body), max_doc_bytes) if ok else ("drop", r, "invalid_utf8")
-    except Exception as e:  # warcio's ArchiveLoadFailed and friends: the rest of the file is unreadable
-        yield ("drop", row(f"{name}:error@{position}", f"{type(e).__name__}: {e}"[:500], path), "malformed_record")

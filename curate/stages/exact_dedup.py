@@ -3,19 +3,22 @@
 A document's key is a 64-bit BLAKE2b hash of its text with whitespace runs collapsed (and case
 folded with ``lowercase = true``). The first occurrence in input order (shard, then row) is kept; the
 others are set aside with reason ``exact_duplicate`` and ``duplicate_of`` naming the kept document's
-id. Texts are compared whenever hashes are equal, so a hash collision never drops a document.
+id. Whenever 64-bit hashes are equal the documents are compared by the SHA-256 and the length of their
+normalized texts (never by the texts themselves: 200 copies of a 5 MB page would be 1 GB in one task), so a
+64-bit collision never drops a document.
 
 The plan is a partitioned shuffle (``curate.shuffle``), five sets of executor tasks, none of which
 reads every shard::
 
     hashes/GGGGG.arrow     per shard group: (hash, doc), one batch per hash range     (hash_task)
     cand/RRRRR.arrow       per range: documents whose hash is not unique, per group   (candidates_task)
-    texts/GGGGG.arrow      per group: those documents' id and normalized text, per range  (texts_task)
-    resolved/RRRRR.arrow   per range: texts compared; duplicates and their original, per group (resolve_task)
+    texts/GGGGG.arrow      per group: those documents' id, text SHA-256 and length, per range  (texts_task)
+    resolved/RRRRR.arrow   per range: digests compared; duplicates and their original, per group (resolve_task)
     drops/GGGGG.arrow      per group: one batch per shard, (row, duplicate_of)        (gather_task)
 
 ``apply_with_plan`` reads its shard's batch of ``drops/``. Memory per task: one group's or one
-range's records (16 bytes a document), plus the texts of the documents whose hash is not unique.
+range's records (16 bytes a document; 56 more for a document whose hash is not unique), plus one input
+shard's text column while its candidates are hashed.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ REASON = "exact_duplicate"
 REASONS = {REASON: "the text equals an earlier document's (`duplicate_of` names it)"}
 STATS_FILE = "exact_stats.json"
 HASHES = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64())])
-TEXTS = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64()), ("id", pa.string()), ("text", pa.large_string())])
+TEXTS = pa.schema([("hash", pa.uint64()), ("doc", pa.uint64()), ("id", pa.string()), ("digest", pa.binary(32)),
+                   ("length", pa.int64())])
 RESOLVED = pa.schema([("doc", pa.uint64()), ("duplicate_of", pa.string())])
 DROPS = pa.schema([("row", pa.int64()), ("duplicate_of", pa.string())])
 _PARTS = ("hashes", "cand", "texts", "resolved", "drops", shuffle.LAYOUT_FILE, STATS_FILE)
@@ -53,7 +57,8 @@ class ExactDedup(GlobalStage):
         plan_dir = Path(plan_dir)
         inputs = [str(p) for p in inputs]
         layout = shuffle.make_layout(inputs)
-        claim_plan_dir(plan_dir, {"params": asdict(self.params), "inputs": inputs, "layout": shuffle.config_of(layout)}, _PARTS)
+        claim_plan_dir(plan_dir, {"params": asdict(self.params), "inputs": inputs, "layout": shuffle.config_of(layout),
+                                  "compare": "sha256+length"}, _PARTS)
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         shuffle.save_layout(layout, plan_dir)
@@ -92,6 +97,12 @@ def normalized(text: str, lowercase: bool) -> str:
     characters ``re``'s ``\\s`` matches (``str.isspace``), at a quarter of ``re.sub``'s cost."""
     text = " ".join(text.split())
     return text.lower() if lowercase else text
+
+
+def text_digest(text: str, lowercase: bool) -> tuple[bytes, int]:
+    """SHA-256 and byte length of the normalized text: what two documents with equal 64-bit hashes are compared by."""
+    data = normalized(text or "", lowercase).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).digest(), len(data)
 
 
 def text_hashes(texts: list, lowercase: bool) -> np.ndarray:
@@ -161,7 +172,7 @@ def candidates_task(job: shuffle.PlanJob) -> dict:
 
 
 def texts_task(job: shuffle.PlanJob) -> dict:
-    """One group: id and normalized text of its candidates, sent to their hash range."""
+    """One group: id, text SHA-256 and length of its candidates, sent to their hash range."""
     plan_dir = Path(job.plan_dir)
     out = plan_dir / "texts" / f"{job.group:05d}.arrow"
     if shuffle.done(out) is not None:
@@ -172,20 +183,25 @@ def texts_task(job: shuffle.PlanJob) -> dict:
     docs = cand.column("doc").to_numpy()
     shards, rows = shuffle.key_shard(docs), shuffle.key_row(docs)
     first = layout.bounds[job.group]
-    ids, texts = [], []
+    ids, digests, lengths = [], [], []
     for s in np.unique(shards):
         sel = rows[shards == s]
         t = read_shard(job.inputs[int(s) - first], columns=[ID, TEXT]).take(pa.array(sel, pa.int64()))
         ids += t.column(ID).to_pylist()
-        texts += [normalized(x or "", job.settings.lowercase) for x in t.column(TEXT).to_pylist()]
+        col = t.column(TEXT)
+        for k in range(len(col)):  # one text in Python at a time
+            d, n = text_digest(col[k].as_py(), job.settings.lowercase)
+            digests.append(d)
+            lengths.append(n)
+        del t, col
     t = pa.table({"hash": cand.column("hash"), "doc": cand.column("doc"), "id": pa.array(ids, pa.string()),
-                  "text": pa.array(texts, pa.large_string())}, schema=TEXTS)
+                  "digest": pa.array(digests, pa.binary(32)), "length": pa.array(lengths, pa.int64())}, schema=TEXTS)
     shuffle.write_parts(t, shuffle.key_range(t.column("hash").to_numpy(), layout.ranges), layout.ranges, out, compression="zstd")
     return {}
 
 
 def resolve_task(job: shuffle.PlanJob) -> dict:
-    """One hash range: texts compared inside each group of equal hashes; the first of each distinct
+    """One hash range: (SHA-256, length) compared inside each group of equal hashes; the first of each distinct
     text is kept, later ones are duplicates of it. Results go to the duplicates' groups."""
     plan_dir = Path(job.plan_dir)
     out, marker, info = shuffle.task_output(plan_dir, "resolved", job.range)
@@ -195,14 +211,15 @@ def resolve_task(job: shuffle.PlanJob) -> dict:
     t = _sorted(shuffle.read_part(_files(plan_dir, "texts", layout.groups), job.range, TEXTS))
     hashes = t.column("hash").to_numpy()
     docs = t.column("doc").to_numpy()
-    ids, texts = t.column("id").to_pylist(), t.column("text").to_pylist()
+    ids = t.column("id").to_pylist()
+    texts = list(zip(t.column("digest").to_pylist(), t.column("length").to_pylist()))
     dup_docs, dup_of, collisions = [], [], 0
     i = 0
     while i < len(hashes):
         j = i
         while j < len(hashes) and hashes[j] == hashes[i]:
             j += 1
-        seen: dict[str, str] = {}
+        seen: dict[tuple, str] = {}
         for k in range(i, j):
             if texts[k] in seen:
                 dup_docs.append(docs[k])

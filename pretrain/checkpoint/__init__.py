@@ -25,12 +25,20 @@ writes ``manifest.json`` before ``latest`` moves; ``find_resume`` verifies the c
 when it is damaged, names the damage and resumes from the newest intact older one (``checkpoint.on_damage =
 "fallback"``, the default) or stops (``"stop"``). Loaded weights that are not finite are refused with a message.
 
+``save(..., async_save=True)`` (``checkpoint.async_save``) writes in the background (``async_save.py``): the
+manifest and ``latest`` follow only when every rank's files are complete; ``wait_async()`` waits for it.
+``check_shared_storage(cfg)`` (``shared_storage.py``), at the start of a multi-process run, stops every rank at
+once when one does not see rank 0's checkpoint.dir, log.dir, data.cache_dir or data files. An intact checkpoint
+that does not fit the model the config builds is named as a config change (``config_change.py``).
+
 The modules import one way: ``manifest`` (integrity) and ``safe_load`` (restricted unpickling) import nothing of
 the package; ``find`` (picking a checkpoint) imports ``manifest``; ``save_load`` imports all three.
 """
 from pretrain.checkpoint.find import (
     LATEST, CheckpointError, damage, find_intact, find_resume, resolve, step_dir,
 )
+from pretrain.checkpoint.async_save import wait as wait_async
+from pretrain.checkpoint.shared_storage import SharedStorageError, check_shared_storage
 from pretrain.checkpoint.save_load import (
     check_shapes, load, load_model_for_inference, model_state, nonfinite_names, optim_state, read_meta,
     read_model_config, rng_state_json, save, saved_layer_count, set_rng_state_json,

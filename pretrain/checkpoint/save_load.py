@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from pretrain.checkpoint import manifest
+from pretrain.checkpoint import config_change, manifest
 from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
 from pretrain.checkpoint.manifest import write_atomic as _write_atomic
 from pretrain.checkpoint.safe_load import (
@@ -171,9 +171,9 @@ def _legacy_rng_state(path: Path) -> dict:
                               f"was run. Delete the file to resume without restoring the RNG state") from None
 
 
-def _barrier():
+def _barrier(group=None):
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=group)
 
 
 
@@ -204,8 +204,27 @@ def _any_rank(flag: bool) -> bool:
     return bool(t.item())
 
 
-def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfig) -> Path:
-    """Collective: every rank calls it. ``latest`` moves to this step only after all ranks wrote their part."""
+def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfig,
+         async_save: bool = False) -> Path:
+    """Collective: every rank calls it. ``latest`` moves to this step only after all ranks wrote their part and
+    the manifest is written. ``async_save``: the state is copied to host memory here and written in the
+    background (``pretrain.checkpoint.async_save``); training goes on, and ``latest`` moves when the files are
+    complete. A previous background save is waited for first (one at a time)."""
+    from pretrain.checkpoint import async_save as background
+
+    background.wait()  # the previous one must be complete before this one starts (and its errors surface here)
+    d, state = _begin(root, step, parts, optimizers, meta, model_cfg)
+    if async_save:
+        background.start(state, d, lambda group: _finish(root, d, group))
+        return d
+    _dcp_save(state, d / "dcp")
+    _finish(root, d)
+    return d
+
+
+def _begin(root, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfig) -> tuple[Path, dict]:
+    """Everything a save does before the tensors are written: the non-finite check (collective), an empty step
+    directory, this rank's RNG state, the model config and meta.json. -> (step directory, state to write)."""
     root, rank = Path(root), _rank()
     d = step_dir(root, step)
     state = model_state(parts)
@@ -221,24 +240,29 @@ def save(root: str | Path, step: int, parts, optimizers, meta: dict, model_cfg: 
         (d / "rng").mkdir(parents=True)
     _barrier()
     _, merged_optim = optim_state(parts, optimizers)
-    _dcp_save({"model": state, "optim": merged_optim}, d / "dcp")
     _write_atomic(d / "rng" / f"rank_{rank:05d}.json", json.dumps(rng_state_json()))
     if rank == 0:
         _write_atomic(d / "model_config.json", json.dumps(model_cfg.__dict__, indent=1))
         _write_atomic(d / "meta.json", json.dumps(meta, indent=1))
-    _barrier()  # every rank's shards, rng and the metadata are on disk
+    return d, {"model": state, "optim": merged_optim}
+
+
+def _finish(root, d: Path, group=None) -> None:
+    """After every rank wrote its tensors: each rank hashes its share of the files, rank 0 writes the manifest,
+    then moves ``latest`` (collective over ``group``, the default one if None)."""
+    rank, world = _rank(), _world()
+    _barrier(group)  # every rank's shards, rng and the metadata are on disk
     names = manifest.checkpoint_files(d)
-    mine = manifest.digests(d, names[rank::_world()])  # each rank hashes its share of the files
+    mine = manifest.digests(d, names[rank::world])  # each rank hashes its share of the files
     if dist.is_initialized():
-        shares: list = [None] * _world()
-        dist.all_gather_object(shares, mine)
+        shares: list = [None] * world
+        dist.all_gather_object(shares, mine, group=group)
     else:
         shares = [mine]
     if rank == 0:
         manifest.write_manifest(d, {k: v for share in shares for k, v in share.items()})
-        _write_atomic(root / LATEST, d.name + "\n")
-    _barrier()
-    return d
+        _write_atomic(Path(root) / LATEST, d.name + "\n")
+    _barrier(group)
 
 
 def read_meta(d: Path) -> dict:
@@ -301,6 +325,7 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
     this rank's RNG state when the checkpoint has one for it. Returns meta.json."""
     d = Path(d)
     msd = model_state(parts)
+    config_change.check_fits(d, read_model_config(d), parts[0].config, msd)  # a config change is named as such
     state = {"model": msd}
     osds = None
     if optimizers is not None:

@@ -26,7 +26,7 @@ on `pretrain export-hf`'s folder computes the same figures (0-shot)."""
 
 EPILOG = """examples (the paths exist after `make demo`):
   pretrain eval --checkpoint out/demo/checkpoints --task bpb:pipelines/sample/evals/prose.jsonl:prose --task choice:pipelines/sample/evals/choice.jsonl
-  pretrain eval --checkpoint out/demo/checkpoints --tasks pipelines/sample/evals/tasks.toml --output out/demo/eval.json
+  pretrain eval --checkpoint out/demo/checkpoints --tasks pipelines/sample/evals/tasks.toml --output out/eval.json
   torchrun --nproc-per-node 2 -m pretrain eval --checkpoint out/demo/checkpoints --tasks pipelines/sample/evals/tasks.toml --tp 2
   pretrain eval --write-lm-eval-tasks out/lm-eval-tasks --tasks pipelines/sample/evals/tasks.toml
 """
@@ -55,6 +55,8 @@ def add_arguments(parser) -> None:
                         help="auto: cuda if available (default)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size under torchrun (default 1)")
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size under torchrun (default 1)")
+    parser.add_argument("--limit", type=int, default=0, help="at most N items per task (the first N valid ones; "
+                                                              "0: all, or each task's own limit)")
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward on a rank (default 8)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -72,6 +74,13 @@ def _specs(args):
 
             raise ConfigError(f"{args.tasks}: unknown key(s) {', '.join(unknown)}; a tasks file holds [[tasks]] tables")
         specs += task_specs_from_tables(raw.get("tasks", []), f"{args.tasks}: [[tasks]]")
+    if args.limit < 0:
+        from curate.config import ConfigError
+
+        raise ConfigError(f"--limit {args.limit}: must be >= 0")
+    if args.limit:
+        for s in specs:
+            s.limit = min(s.limit, args.limit) if s.limit else args.limit
     names = [s.name for s in specs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

@@ -11,13 +11,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("out", help="output folder: a transformers model folder with the tokenizer")
     parser.add_argument("--tokenizer", default=None,
                         help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into OUT although it holds files other than an earlier export "
+                             "(default: refuse; files of the same names are replaced)")
 
 
 def run(args) -> int:
     from pretrain.export_hf import ExportError, export_checkpoint
 
     try:
-        out, tok_path = export_checkpoint(args.checkpoint, args.out, args.tokenizer)
+        out, tok_path = export_checkpoint(args.checkpoint, args.out, args.tokenizer, force=args.force)
     except (ExportError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

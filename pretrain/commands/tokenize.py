@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed on Ctrl-C (dispatch)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="curation output folder (its manifest.json names the shards)")

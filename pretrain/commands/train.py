@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+INTERRUPT_HINT = "rerun the same command to resume from the newest checkpoint saved, if any"  # printed on Ctrl-C (dispatch)
 HELP_EPILOG = """metrics: tokens/s, MFU and HFU per step. FLOPs per iteration = 3 x forward (a multiply-add is 2 FLOPs);
 the causal attention core is counted as computed, s (s + 1) / 2 query-key pairs per head dim, not s^2; HFU adds
 the forward recomputed by train.recompute = "full" ("selective" recomputes only pointwise ops: HFU = MFU). The

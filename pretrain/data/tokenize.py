@@ -98,6 +98,9 @@ _TOKENIZER = None
 
 def _worker_init(model_path: str, specials: dict) -> None:
     global _TOKENIZER
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle (one line, the pool ended)
     from pretrain.data.tokenizer import Tokenizer
 
     _TOKENIZER = Tokenizer(model_path, specials)

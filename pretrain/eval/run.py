@@ -5,7 +5,6 @@ over the data-parallel ranks). Both go through ``evaluate_tasks``: items -> requ
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +58,6 @@ def evaluate_tasks(parts, tasks: list[PreparedTask], *, window: int, vocab_size:
             from tqdm import tqdm
 
             bar = tqdm(total=len(task.requests), desc=f"  {task.spec.name}", unit="req", dynamic_ncols=True)
-        t0 = time.perf_counter()
         scores = score_requests(parts, task.requests, window=window, vocab_size=vocab_size, micro_batch=micro_batch,
                                 n_micro=n_micro, device=device, autocast_dtype=autocast_dtype,
                                 progress=bar.update if bar is not None else None)
@@ -67,8 +65,7 @@ def evaluate_tasks(parts, tasks: list[PreparedTask], *, window: int, vocab_size:
             bar.close()
         n, metrics = task_metrics(task.spec.kind, task.items.items, task.requests, scores)
         results[task.spec.name] = {"kind": task.spec.kind, "n": n,
-                                   "skipped": task.items.skipped + len(task.problems), "metrics": metrics,
-                                   "seconds": round(time.perf_counter() - t0, 3)}
+                                   "skipped": task.items.skipped + len(task.problems), "metrics": metrics}
     return results
 
 
@@ -143,7 +140,6 @@ def evaluate_checkpoint(checkpoint: str, specs: list[TaskSpec], *, step: int | N
                          f"vocab_size {model_cfg.vocab_size}: pass the tokenizer it was trained with (--tokenizer)")
     window = model_cfg.max_seq_len
     tasks = prepare_tasks(specs, tok, window)
-    rank0 = not dist.is_initialized() or dist.get_rank() == 0
     if world > 1:
         start_process_group(dev)
         parts, cfg = _parallel_parts(d, model_cfg, tp, pp, batch_size, dev, world)

@@ -87,10 +87,10 @@ def score_requests(parts, requests: list[Request], *, window: int, vocab_size: i
                 inp, tgt = pack_rows(batch, window, window if pp > 1 else None)
                 inp, tgt = inp.to(device), tgt.to(device)
                 if pp > 1:
-                    sched = parts.eval_schedule(n_micro, score_fn)
                     losses: list = []
-                    sched.eval(*((inp,) if parts.has_first_stage else ()),
-                               target=tgt if parts.has_last_stage else None, losses=losses)
+                    with parts.scoring_schedule(n_micro, score_fn) as sched:
+                        sched.eval(*((inp,) if parts.has_first_stage else ()),
+                                   target=tgt if parts.has_last_stage else None, losses=losses)
                     scores = torch.cat(losses) if parts.has_last_stage else None
                 else:
                     scores = score_fn(parts.parts[0](inp), tgt)

@@ -6,6 +6,7 @@ then each rank allocates and initialises only its shards.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -64,13 +65,19 @@ class ModelParts:
                                                             self.interleaved)
         return self._schedules[n_microbatches]
 
-    def eval_schedule(self, n_microbatches: int, score_fn):
-        """A pipeline schedule over the same stages whose last stage returns ``score_fn(logits, target)`` per
-        micro-batch (evaluation: ``sched.eval`` only)."""
-        key = ("eval", n_microbatches)
-        if key not in self._schedules:
-            self._schedules[key] = make_schedule(self.stages, n_microbatches, score_fn, self.interleaved)
-        return self._schedules[key]
+    @contextlib.contextmanager
+    def scoring_schedule(self, n_microbatches: int, score_fn):
+        """The training schedule of ``n_microbatches`` with its last stage returning ``score_fn(logits, target)``
+        per micro-batch instead of the loss, for ``sched.eval`` (evaluation). The same schedule object, not a
+        second one: a second schedule over the same stages would re-create their receive buffers without
+        gradients, and the next training step's backward would not reach the earlier stages."""
+        sched = self.schedule(n_microbatches)
+        loss_fn = sched._loss_fn
+        sched._loss_fn = score_fn
+        try:
+            yield sched
+        finally:
+            sched._loss_fn = loss_fn
 
     def parameters(self):
         seen = set()

@@ -2,12 +2,22 @@
 pipeline), i.e. rank = tp_rank + tp * (dp_rank + dp * pp_rank)."""
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+
+class PeersLostError(RuntimeError):
+    """The other ranks of the run could not be reached in time (a process or node died, or never started)."""
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else ""
 
 
 @dataclass(frozen=True)
@@ -78,11 +88,43 @@ class ParallelEnv:
         return self.mesh[name]
 
 
-def start_process_group(device: torch.device) -> None:
-    """Join torchrun's world (NCCL on CUDA, gloo on CPU); nothing for a plain process or when already joined."""
+def start_process_group(device: torch.device, timeout_s: float | None = None) -> None:
+    """Join torchrun's world (NCCL on CUDA, gloo on CPU); nothing for a plain process or when already joined.
+    ``timeout_s`` (parallel.timeout_s) bounds the wait for the other ranks here and in every later collective:
+    a rank whose peers died stops with an error instead of waiting for ever."""
+    global _TIMEOUT
     if env_world()[2] > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", device_id=device
-                                if device.type == "cuda" else None)
+        timeout = datetime.timedelta(seconds=timeout_s) if timeout_s else None
+        _TIMEOUT = timeout
+        try:
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=timeout,
+                                    device_id=device if device.type == "cuda" else None)
+        except (RuntimeError, TimeoutError, ValueError) as e:  # DistStoreError and gloo's errors are RuntimeErrors
+            rank, _, world = env_world()
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            raise PeersLostError(
+                f"rank {rank}: could not join the {world} processes of this run through the store at {where} "
+                f"within parallel.timeout_s = {timeout_s} s ({type(e).__name__}: {_first_line(e)}); a node or "
+                f"process did not start, or died: check every launcher") from None
+
+
+_TIMEOUT: datetime.timedelta | None = None  # parallel.timeout_s of the process group this process started
+
+
+def group_timeout() -> datetime.timedelta | None:
+    """The run's collective timeout (parallel.timeout_s), for process groups made later (None: torch's default)."""
+    return _TIMEOUT
+
+
+def _apply_timeout() -> None:
+    """Subgroups (the mesh's tp/dp/pp groups, the tied-embedding groups) get torch's default timeout of 30
+    minutes; give every group this rank belongs to the run's parallel.timeout_s instead."""
+    if _TIMEOUT is None:
+        return
+    c10d = dist.distributed_c10d
+    for group in list(c10d._world.pg_map):
+        if group is not None and not c10d._rank_not_in_group(group):
+            c10d._set_pg_timeout(_TIMEOUT, group)
 
 
 def init_parallel(layout: Layout, device: torch.device) -> ParallelEnv:
@@ -103,4 +145,5 @@ def init_parallel(layout: Layout, device: torch.device) -> ParallelEnv:
                 group = dist.new_group(ranks)
                 if rank in ranks:
                     env.embed_group = group
+    _apply_timeout()
     return env

@@ -3,8 +3,10 @@
 Every file is made here (nothing large is committed): lone surrogate escapes, bogus charsets (``punycode``,
 ``idna``, ``base64``), WARC.gz files cut or corrupted inside a record, lying Content-Lengths, truncated
 .jsonl.zst/.jsonl.gz, a gzip WARC in one member, stray NUL bytes, empty files, giant lines, invalid JSON,
-non-object JSON, wrong field types, BOMs, CRLF, mixed encodings, ARC, Parquet with missing or odd columns or
-a broken footer, a truncated Arrow file, zip bombs in ``Content-Encoding``.
+non-object JSON, wrong field types, BOMs, CRLF, mixed encodings, ARC (and ARC records whose length lies, runs
+short, is not a number or is absurd, cut or corrupted .arc.gz), Parquet with missing or odd columns or a broken
+footer, a truncated Arrow file, zip bombs in ``Content-Encoding``, text columns of every string-like Arrow type
+(``string_view`` as Polars writes, ``binary_view``, dictionaries of them), dictionary-encoded repeated texts.
 
 ``build(root)`` writes the files under ``root/<format>/`` and returns, per file (path relative to root):
 ``{"format", "docs", "drops": {reason: n}, "skips", "counts": {key: n}}``: what was planted. The corpus is
@@ -175,6 +177,52 @@ def build_warc(d: Path) -> dict:
 
     shutil.copy(DATA / "example.arc", d / "example.arc")
     e["example.arc"] = _expect("warc", docs=1, skips=1)
+    return e
+
+
+# --- ARC ----------------------------------------------------------------------------------------
+
+def _arc_record(url: str, body: bytes, length=None, mime: str = "text/html") -> bytes:
+    return f"{url} 10.0.0.1 20240101000000 {mime} {len(body) if length is None else length}\n".encode() + body + b"\n"
+
+
+def build_arc(d: Path) -> dict:
+    """ARC files whose records lie about their length: each must cost only its own record."""
+    d.mkdir(parents=True, exist_ok=True)
+    e = {}
+    desc = _arc_record("filedesc://hostile.arc", b"1 0 Hostile\nURL IP-address Archive-date Content-type Archive-length\n",
+                       mime="text/plain")
+    bodies = [_http(_page(i)) for i in range(5)]
+    recs = [_arc_record(f"http://arc.example/{i}", b) for i, b in enumerate(bodies)]
+
+    def variant(length) -> list[bytes]:
+        r = list(recs)
+        r[1] = _arc_record("http://arc.example/1", bodies[1], length)
+        return r
+
+    (d / "ok.arc").write_bytes(desc + b"".join(recs))
+    e["ok.arc"] = _expect("warc", docs=5, skips=1)
+    for name, length in (("long-length.arc", len(bodies[1]) + 3000), ("short-length.arc", len(bodies[1]) - 60),
+                         ("huge-length.arc", 10 ** 12)):
+        (d / name).write_bytes(desc + b"".join(variant(length)))
+        e[name] = _expect("warc", docs=4, drops={"bad_content_length": 1}, skips=1)
+    (d / "non-numeric-length.arc").write_bytes(desc + b"".join(variant("12x")))
+    e["non-numeric-length.arc"] = _expect("warc", docs=4, drops={"malformed_record": 1}, skips=1)
+    (d / "negative-length.arc").write_bytes(desc + b"".join(variant("-1")))
+    e["negative-length.arc"] = _expect("warc", docs=4, drops={"malformed_record": 1}, skips=1)
+    members = [gzip.compress(r) for r in [desc] + variant(len(bodies[1]) + 3000)]
+    (d / "long-length.arc.gz").write_bytes(b"".join(members))
+    e["long-length.arc.gz"] = _expect("warc", docs=4, drops={"bad_content_length": 1}, skips=1)
+    members = [gzip.compress(r) for r in [desc] + recs]
+    (d / "cut.arc.gz").write_bytes(b"".join(members)[:-40])
+    e["cut.arc.gz"] = _expect("warc", docs=4, drops={"truncated_gzip": 1}, skips=1)
+    (d / "cut.arc").write_bytes((desc + b"".join(recs))[:-300])
+    e["cut.arc"] = _expect("warc", docs=4, drops={"truncated_record": 1}, skips=1)
+    (d / "blank-lines.arc").write_bytes(desc + recs[0] + b"\n" * (3 << 20) + b"".join(recs[1:]))  # 3 MB of blank lines
+    e["blank-lines.arc"] = _expect("warc", docs=5, skips=1)
+    start = sum(len(m) for m in members[:3])
+    (d / "corrupt-member.arc.gz").write_bytes(_corrupt_middle(b"".join(members), start, start + len(members[3])))
+    e["corrupt-member.arc.gz"] = _expect("warc", docs=4, drops={"corrupt_gzip": 1}, skips=1)
     return e
 
 
@@ -368,6 +416,9 @@ def build_parquet(d: Path) -> dict:
     e["broken-footer.parquet"] = _expect("parquet", drops={"corrupt_file": 1})
     (d / "empty.parquet").write_bytes(b"")
     e["empty.parquet"] = _expect("parquet", drops={"corrupt_file": 1})
+    # the same short text repeated in a dictionary-encoded column (Parquet dictionary pages; read as a dictionary)
+    pq.write_table(pa.table({"text": pa.array(["repeated dictionary text"] * 300).dictionary_encode()}), d / "dictionary.parquet")
+    e["dictionary.parquet"] = _expect("parquet", docs=300)
     return e
 
 
@@ -391,6 +442,21 @@ def build_arrow(d: Path) -> dict:
     e["garbage.arrow"] = _expect("arrow", drops={"corrupt_file": 1})
     (d / "empty.arrow").write_bytes(b"")
     e["empty.arrow"] = _expect("arrow", drops={"corrupt_file": 1})
+    # every string-like type a writer uses for text (Polars: string_view); a null and a non-UTF-8 value each
+    texts = ["view text one", None, "view text two"]
+    for name, col in (("string-view", pa.array(texts, pa.string_view())),
+                      ("binary-view", pa.array([b"bytes one", b"bad \xff", b"bytes two"], pa.binary_view())),
+                      ("dict-string-view", pa.array(texts, pa.string_view()).dictionary_encode()),
+                      ("large-string", pa.array(texts, pa.large_string()))):
+        t = pa.table({"text": col})
+        with pa.ipc.new_file(d / f"{name}.arrow", t.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(t)
+        bad = {"missing_text": 1} if name != "binary-view" else {"invalid_utf8": 1}
+        e[f"{name}.arrow"] = _expect("arrow", docs=2, drops=bad)
+    t = pa.table({"text": pa.array(texts, pa.string_view())})
+    with pa.ipc.new_stream(d / "string-view-stream.arrow", t.schema) as w:
+        w.write_table(t)
+    e["string-view-stream.arrow"] = _expect("arrow", docs=2, drops={"missing_text": 1})
     return e
 
 
@@ -401,6 +467,8 @@ def build(root: Path) -> dict:
                     ("arrow", build_arrow)):
         for name, exp in fn(root / fmt).items():
             expected[f"{fmt}/{name}"] = exp
+    for name, exp in build_arc(root / "warc").items():  # (ARC is read as format "warc")
+        expected[f"warc/{name}"] = exp
     (root / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True))
     return expected
 

@@ -1,0 +1,90 @@
+"""`pretrain launch [--nnodes N --rdzv-endpoint HOST:PORT] --nproc-per-node P [--max-restarts R] --config C.toml
+[--set table.key=value ...]`: run `pretrain train` under torchrun on this node and start it again when it fails
+(one such line per node; the work: pretrain/launch.py)."""
+from __future__ import annotations
+
+import re
+import sys
+
+HELP_EPILOG = """Every attempt is `python -m torch.distributed.run ... -m pretrain train --config C --set ...` with a
+c10d rendezvous (or --standalone on one node); the trainers resume from the newest intact checkpoint in
+checkpoint.dir, so a restarted job goes on with the losses of an uninterrupted one. A worker that dies: torchrun
+restarts the workers of every node (each round's workers get a fresh store). The torchrun launcher itself
+killed or failed: this command ends its leftover workers and starts it again, up to --max-restarts times. Not
+restarted: a job that stopped on purpose (a bad config, storage that is not shared, a non-finite loss) and an
+attempt whose launchers never met. Waits are bounded by --timeout (default parallel.timeout_s), and while no
+worker runs the command says every --notice seconds what it waits for.
+
+examples:
+  pretrain launch --nproc-per-node 4 --config pretrain/configs/tiny.toml --set parallel.tp=2 --set data.kind=synthetic --set model.vocab_size=256
+  pretrain launch --nnodes 2 --nproc-per-node 8 --rdzv-endpoint head-node:29500 --rdzv-id run1 --max-restarts 3 --config pretrain/configs/tiny.toml --set parallel.tp=4 --set parallel.pp=2
+  pretrain launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29500 --dry-run --config pretrain/configs/tiny.toml
+"""
+
+
+def add_arguments(parser) -> None:
+    import argparse
+
+    parser.epilog = HELP_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--nnodes", default="1", help="launchers (nodes) in the job (default 1)")
+    parser.add_argument("--nproc-per-node", type=int, default=1, help="trainer processes on this node (default 1)")
+    parser.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, the same on every node (needed "
+                        "with --nnodes > 1; one node without it: torchrun --standalone)")
+    parser.add_argument("--rdzv-id", default="quarry", help="the job's rendezvous id, the same on every node "
+                        "(default quarry)")
+    parser.add_argument("--max-restarts", type=int, default=3, help="restarts of the workers (by torchrun) and "
+                        "of torchrun itself (by this command) before giving up (default 3)")
+    parser.add_argument("--timeout", type=float, help="seconds the launchers wait for each other (default: the "
+                        "config's parallel.timeout_s, which also bounds every collective)")
+    parser.add_argument("--notice", type=float, default=30.0, help="seconds between the messages that say what "
+                        "an idle launcher waits for (default 30)")
+    parser.add_argument("--dry-run", action="store_true", help="check the config, print the torchrun line, exit")
+    parser.add_argument("--config", help="the training config (as for pretrain train)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="TABLE.KEY=VALUE",
+                        help="override a config value, as for pretrain train")
+
+
+def _check(args, plan) -> str | None:
+    """A message when the arguments or the config cannot work, before anything is started."""
+    from pretrain.config import ConfigError, check, load_config
+    from pretrain.data.batches import check_data_paths
+
+    if not args.nnodes.isdigit() or int(args.nnodes) < 1:
+        return f"--nnodes {args.nnodes!r}: give the number of nodes (launchers), e.g. 2"
+    if args.nproc_per_node < 1 or args.max_restarts < 0:
+        return "--nproc-per-node must be at least 1 and --max-restarts at least 0"
+    if plan.max_nodes > 1 and not args.rdzv_endpoint:
+        return (f"--nnodes {args.nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node (HOST: the first "
+                f"node, e.g. $(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) under Slurm)")
+    if args.rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d{1,5}", args.rdzv_endpoint):
+        return f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT, e.g. head-node:29500"
+    try:
+        cfg = load_config(args.config, args.overrides)
+        check(cfg, plan.max_nodes * args.nproc_per_node)
+        check_data_paths(cfg)
+    except ConfigError as e:
+        return str(e)
+    plan.timeout_s = args.timeout if args.timeout is not None else cfg.parallel.timeout_s
+    if plan.timeout_s <= 0:
+        return f"--timeout {plan.timeout_s:g}: must be > 0 seconds"
+    return None
+
+
+def run(args) -> int:
+    import shlex
+
+    from pretrain.launch import LaunchPlan, Supervisor, torchrun_command
+
+    train_args = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
+    plan = LaunchPlan(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
+                      rdzv_id=args.rdzv_id, max_restarts=args.max_restarts, notice_s=args.notice,
+                      train_args=train_args)
+    problem = _check(args, plan)
+    if problem:
+        print(f"pretrain launch: {problem}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + shlex.join(torchrun_command(plan)))
+        return 0
+    return Supervisor(plan).run()
