@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     except RunFailed as e:
         print(f"pretrain ablate: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\npretrain ablate: interrupted; rerun the same command to continue where it stopped", file=sys.stderr)
+        return 130
     print_summary(result, out, _say)
     return 0
 
