@@ -18,6 +18,7 @@ COMMANDS = {
     "export-hf": ("pretrain.commands.export_hf", "export a checkpoint to a Hugging Face transformers model folder"),
     "report": ("pretrain.commands.report", "write the run report: funnel and loss plots, summary"),
     "config": ("pretrain.commands.config", "the training config's reference: every table's keys, types, defaults, meanings"),
+    "ablate": ("pretrain.commands.ablate", "blend A vs blend B: proxy runs per data variant and seed, evaluated, with a verdict"),
 }
 
 EPILOG = """examples (the paths exist after `make demo`):
@@ -32,6 +33,7 @@ EPILOG = """examples (the paths exist after `make demo`):
   pretrain generate --checkpoint out/demo/checkpoints --prompt "The "
   pretrain export-hf out/demo/checkpoints out/hf
   pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs --checkpoint out/demo/checkpoints
+  pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate
 """
 
 

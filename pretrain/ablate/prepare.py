@@ -1,0 +1,80 @@
+"""The data of an ablation, made once in ``DIR`` and reused by every run (and by a rerun):
+
+- the tokenizer: the spec's, or ``DIR/tokenizer.model`` trained with `pretrain tokenizer train`'s code on a
+  bounded sample of every variant's curated folders (one thread: the same sample gives the same model);
+- every curated folder tokenized once into ``DIR/data/tokens/NAME-HASH.bin/.idx`` (HASH: of the folder's path, so
+  a folder two variants share, e.g. the same books beside two web filters, is tokenized once) with
+  `pretrain tokenize`'s code (it skips a folder whose output is up to date and resumes a killed one);
+- a blend spec per variant, ``DIR/data/VARIANT/blend.toml``: its datasets weighted by the spec's ``weights`` or,
+  without them, by their token counts (the folders' natural mix); every document goes to the train split, since
+  the runs are measured on the spec's evaluation tasks. A variant given as ``blend`` uses its own file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pretrain.ablate.spec import Spec, Variant
+
+
+def tokenizer_path(spec: Spec, out: Path, log=print) -> str:
+    """The tokenizer every run uses: the spec's, or one trained here once."""
+    if spec.tokenizer:
+        return spec.tokenizer
+    from pretrain.data.tokenizer import specials_path, train_tokenizer
+
+    model = out / "tokenizer.model"
+    if model.is_file() and specials_path(model).is_file():  # the .json is written after the .model
+        return str(model)
+    folders = [f for v in spec.variants for f in v.curated]
+    log(f"training a {spec.vocab_size}-piece tokenizer on up to {spec.tokenizer_sample_bytes:,} bytes sampled "
+        f"from {len(folders)} curated folders")
+    train_tokenizer(folders, spec.vocab_size, model, max_bytes=spec.tokenizer_sample_bytes, seed=0, threads=1)
+    return str(model)
+
+
+def dataset_names(variant: Variant) -> list[str]:
+    """A unique dataset name per curated folder: the folder's name, numbered when two share one."""
+    names: list[str] = []
+    for folder in variant.curated:
+        base = Path(folder).name or "data"
+        name, k = base, 2
+        while name in names or name in ("valid", "test"):
+            name, k = f"{base}-{k}", k + 1
+        names.append(name)
+    return names
+
+
+def prepare_variant(variant: Variant, tokenizer: str, out: Path, log=print) -> str:
+    """The blend spec of ``variant`` (its curated folders tokenized first, when it has any)."""
+    if variant.blend:
+        return variant.blend
+    from pretrain.data.indexed import IndexedDataset
+    from pretrain.data.tokenize import tokenize_curated
+
+    folder = out / "data" / variant.name
+    folder.mkdir(parents=True, exist_ok=True)
+    (out / "data" / "tokens").mkdir(exist_ok=True)
+    datasets = []
+    for name, curated in zip(dataset_names(variant), variant.curated):
+        key = hashlib.sha256(str(Path(curated).resolve()).encode()).hexdigest()[:10]
+        prefix = out / "data" / "tokens" / f"{Path(curated).name or 'data'}-{key}"
+        stats = tokenize_curated(curated, tokenizer, prefix, workers=1, progress=False, log=lambda _msg: None)
+        if not stats["tokens"]:
+            raise ValueError(f"variant {variant.name!r}: {curated} has no text to train on "
+                             f"({stats['documents']} documents, {stats['empty']} empty)")
+        datasets.append({"name": name, "prefix": str(prefix), "tokens": IndexedDataset(prefix).num_tokens})
+    weights = variant.weights or [d["tokens"] for d in datasets]
+    total = sum(weights)
+    lines = [f"# variant {variant.name!r} of an ablation: written by `pretrain ablate`", 'split = "100,0,0"', ""]
+    for d, w in zip(datasets, weights):
+        lines += ["[[datasets]]", f"name = {json.dumps(d['name'])}", f"prefix = {json.dumps(d['prefix'])}",
+                  f"weight = {w / total!r}  # {d['tokens']:,} tokens", ""]
+    path = folder / "blend.toml"
+    from curate.shards import atomic_path
+
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text("\n".join(lines))
+    log(f"variant {variant.name}: " + ", ".join(f"{d['name']} {d['tokens']:,} tokens" for d in datasets))
+    return str(path)

@@ -1,0 +1,90 @@
+"""`pretrain ablate SPEC.toml --output DIR`: train the same proxy model on each data variant of the spec with the
+same tokens and seeds, evaluate every run and say which variant is better and whether the difference is beyond
+seed noise (the work: pretrain/ablate/)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """The spec (TOML; see docs/ablate.md): config (the train config of every run), tokens (per run), seeds,
+baseline, [[variants]] (name and curated = [folders] or blend = "spec.toml"), [[tasks]] (name, kind, path as in
+`pretrain eval`), and optionally tokenizer (absent: one trained on a sample of all variants).
+
+Writes DIR/results.json (per variant: each run's final metrics, mean and std over seeds; per variant and metric:
+delta against the baseline, stderr and verdict; snr per metric; contamination per variant), DIR/report.md with
+the table and DIR/curves/*.png (each metric against tokens, one line per variant, a band over its seeds).
+
+{rule}.
+Signal-to-noise ratio (snr): (largest - smallest variant mean) / RMS of the variants' seed std.
+Contamination: before training each variant's text is scanned for the eval items with the decontaminate
+stage's 13-gram rules; the share of items found is printed and written, and a variant above
+contamination_threshold is named in a warning.
+
+Rerun the same command after an interruption: finished runs are kept, the run in progress resumes from its
+checkpoint, and results.json comes out the same.
+
+examples:
+  pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate
+  pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate --executor ray --ray-cpus 4
+  pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate --executor ray --address 10.0.0.1:6379
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    import textwrap
+
+    from pretrain.ablate.stats import RULE
+
+    rule = RULE[0].upper() + RULE[1:] + (" (unpaired, not a paired test over seeds: with 2-3 seeds a paired "
+                                          "error rests on 1-2 differences and can be near zero by chance)")
+    parser.epilog = EPILOG.format(rule=textwrap.fill(rule, 112))
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("spec", help="the ablation spec (TOML)")
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="where runs, results.json and report.md go (default: out/ablate/SPEC_NAME)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: runs one after another here (default); ray: runs in parallel as Ray tasks")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster (HOST:PORT, ray://HOST:PORT or auto); default: a local Ray instance")
+    parser.add_argument("--ray-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from curate.config import ConfigError
+    from curate.lock import LockError, OutputLock
+    from pretrain.ablate.ablation import print_summary, run_ablation
+    from pretrain.ablate.runs import RunFailed
+    from pretrain.ablate.spec import load_spec
+
+    if args.address and args.executor != "ray":
+        print("pretrain ablate: --address needs --executor ray", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(args.spec)
+        out = Path(args.output or Path("out") / "ablate" / Path(args.spec).stem)
+        out.mkdir(parents=True, exist_ok=True)
+        lock = OutputLock(out).acquire()
+        try:
+            result = run_ablation(spec, out, args.executor, args.address, args.ray_cpus, log=_say)
+        finally:
+            lock.release()
+    except LockError as e:
+        print(f"pretrain ablate: {str(e).replace('another curate run', 'another pretrain ablate')}", file=sys.stderr)
+        return 2
+    except (ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"pretrain ablate: {e}", file=sys.stderr)
+        return 2
+    except RunFailed as e:
+        print(f"pretrain ablate: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\npretrain ablate: interrupted; rerun the same command to continue where it stopped", file=sys.stderr)
+        return 130
+    print_summary(result, out, _say)
+    return 0
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
