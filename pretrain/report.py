@@ -112,6 +112,7 @@ def plot_eval(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     n = len(series)
     cols = min(3, n)
@@ -121,6 +122,8 @@ def plot_eval(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
         ax.plot(*zip(*points), "o-", lw=1.2, ms=3)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("tokens seen")
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 200k, 1.2M: no overlapping labels
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
