@@ -57,7 +57,8 @@ def evaluate_tasks(parts, tasks: list[PreparedTask], *, window: int, vocab_size:
         if show_progress and sys.stderr.isatty():
             from tqdm import tqdm
 
-            bar = tqdm(total=len(task.requests), desc=f"  {task.spec.name}", unit="req", dynamic_ncols=True)
+            mine = -(-len(task.requests) // parts.env.layout.dp)  # rank 0's share of the requests
+            bar = tqdm(total=mine, desc=f"  {task.spec.name}", unit="req", dynamic_ncols=True)
         scores = score_requests(parts, task.requests, window=window, vocab_size=vocab_size, micro_batch=micro_batch,
                                 n_micro=n_micro, device=device, autocast_dtype=autocast_dtype,
                                 progress=bar.update if bar is not None else None)
