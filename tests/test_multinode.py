@@ -97,7 +97,11 @@ def test_two_launchers_give_one_launchers_losses(tmp_path, layout):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lost", ["launcher", "worker"])
+@pytest.mark.parametrize("lost", [
+    # known flaky: on CI (2 busy cores) the recovery once took more than 60 + 6 x timeout_s; open in issue 22
+    pytest.param("launcher", marks=pytest.mark.xfail(reason="recovery after a killed launcher once exceeded its "
+                                                            "deadline on a loaded CI machine", strict=False)),
+    "worker"])
 def test_a_killed_launcher_recovers_by_itself_with_the_uninterrupted_losses(tmp_path, lost):
     """lost = launcher: node b's torchrun and its workers killed (its `pretrain launch` starts torchrun again);
     lost = worker: one of node b's workers killed (torchrun's own elastic restart, each round with a fresh

@@ -27,7 +27,8 @@ def tokenizer_path(spec: Spec, out: Path, log=print) -> str:
     model = out / "tokenizer.model"
     if model.is_file() and specials_path(model).is_file():  # the .json is written after the .model
         return str(model)
-    folders = [f for v in spec.variants for f in v.curated]
+    # each folder once, however many variants share it (a folder given twice would be sampled twice)
+    folders = list(dict.fromkeys(str(Path(f).resolve()) for v in spec.variants for f in v.curated))
     log(f"training a {spec.vocab_size}-piece tokenizer on up to {spec.tokenizer_sample_bytes:,} bytes sampled "
         f"from {len(folders)} curated folders")
     train_tokenizer(folders, spec.vocab_size, model, max_bytes=spec.tokenizer_sample_bytes, seed=0, threads=1)
