@@ -2,8 +2,6 @@
 checkpoint with lm-evaluation-harness 0.4's definitions (the work: pretrain/eval/)."""
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -81,12 +79,9 @@ def _specs(args):
     if args.limit:
         for s in specs:
             s.limit = min(s.limit, args.limit) if s.limit else args.limit
-    names = [s.name for s in specs]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        from curate.config import ConfigError
+    from pretrain.eval.tasks import check_distinct_names
 
-        raise ConfigError(f"task names must differ; repeated: {', '.join(dup)} (give --task KIND:PATH:NAME)")
+    check_distinct_names(specs, "the tasks")
     return specs
 
 
@@ -101,14 +96,6 @@ def _scorable(args, specs) -> dict:
     tok = load_tokenizer(resolve_tokenizer_path(d, args.tokenizer))
     tasks = prepare_tasks(specs, tok, ckpt.read_model_config(d).max_seq_len)
     return {t.spec.name: {q.item for q in t.requests} for t in tasks}
-
-
-def _write_json(path: str, obj) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, p)
 
 
 def run(args) -> int:
@@ -150,7 +137,9 @@ def run(args) -> int:
 
         print(table(res["tasks"]))
         if args.output:
-            _write_json(args.output, res)
+            from curate.shards import write_json
+
+            write_json(res, args.output)
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

@@ -102,11 +102,16 @@ def task_specs_from_tables(tables, where: str) -> list[TaskSpec]:
         spec = TaskSpec(name=t.get("name") or _default_name(t["path"]), kind=t["kind"], path=t["path"],
                         shots=t.get("shots", 0), stride=t.get("stride", 0), limit=t.get("limit", 0))
         specs.append(_check_spec(spec, at))
+    check_distinct_names(specs, where)
+    return specs
+
+
+def check_distinct_names(specs: list[TaskSpec], where: str) -> None:
     names = [s.name for s in specs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ConfigError(f"{where}: task names must differ; repeated: {', '.join(dup)} (set name = ...)")
-    return specs
+        raise ConfigError(f"{where}: task names must differ; repeated: {', '.join(dup)} (set name = ..., or "
+                          f"--task KIND:PATH:NAME)")
 
 
 def _open_text(path: Path):
