@@ -13,7 +13,6 @@ token, which lm-eval puts before a document (Quarry does the same).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from pretrain.eval.requests import cloze_pair
@@ -74,9 +73,10 @@ metric_list:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from curate.shards import atomic_path
+
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict | None = None) -> list[Path]:
