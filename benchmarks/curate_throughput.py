@@ -102,13 +102,9 @@ class Table:
 
 # ------------------------------------------------------------------------------------------ part 1
 
-def stage_benchmark(warcs: list[Path], rounds: int) -> None:
-    import pyarrow as pa
-
+def _bench_read(warcs: list[Path], rounds: int, table) -> list[dict]:
+    """The WARC reader over every file; returns the documents read."""
     from curate.readers import read_file
-    from curate.schema import HTML, documents_to_table
-
-    table = Table(["stage", "contender", "docs", "docs/s/core", "MB/s", "ratio"])
 
     def read_all():
         out = []
@@ -119,19 +115,22 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
     t = rounds_of({"read": read_all}, rounds)
     docs = read_all()
     warc_mb = sum(w.stat().st_size for w in warcs) / 1e6
-    html_rows = [d for d in docs if d["content_type"] == HTML]
-    n_read = len(docs)
-    table.add("read", "quarry WARC reader (warcio)", n_read, f"{n_read / statistics.median(t['read']):.0f}",
+    table.add("read", "quarry WARC reader (warcio)", len(docs), f"{len(docs) / statistics.median(t['read']):.0f}",
               f"{warc_mb / statistics.median(t['read']):.1f}", "")
-    html_table = documents_to_table(html_rows)
-    html_mb = sum(len(d["text"].encode()) for d in html_rows) / 1e6
-    n = len(html_rows)
+    return docs
 
-    # extract
+
+def _bench_extract(html_rows: list[dict], rounds: int, table):
+    """extract: trafilatura, resiliparse and Quarry's two engines on the HTML documents; returns Quarry's kept
+    table (the input of the stages after)."""
     from resiliparse.extract.html2text import extract_plain_text
 
     from curate.extract.stage import Extract, Params
+    from curate.schema import documents_to_table
 
+    html_table = documents_to_table(html_rows)
+    html_mb = sum(len(d["text"].encode()) for d in html_rows) / 1e6
+    n = len(html_rows)
     traf_stage = Extract("extract", Params(engine="trafilatura"))
     quarry_stage = Extract("extract", Params())
     rules_stage = Extract("extract", Params(engine="resiliparse"))
@@ -151,19 +150,21 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
         med = statistics.median(t[k])
         r = "1.00" if k == "trafilatura" else f"{ratio(t, 'trafilatura', k):.1f}x faster"
         table.add("extract", label[k], n, f"{n / med:.0f}", f"{html_mb / med:.1f}", r)
+    return quarry_stage.apply(html_table).kept
 
-    extracted = quarry_stage.apply(html_table).kept
-    texts = extracted.column("text").to_pylist()
-    m = len(texts)
-    text_mb = sum(len(x.encode()) for x in texts) / 1e6
 
-    # normalize: the same repair as fix_text (same config), with and without the skip of clean text
+def _bench_normalize(extracted, rounds: int, table):
+    """normalize: the same repair as fix_text (same config), with and without the skip of clean text; returns
+    the normalized table."""
     import ftfy
 
     from curate.stages.normalize import Normalize
     from curate.stages.normalize import Params as NormParams
     from curate.stages.normalize import ftfy_config, needs_ftfy
 
+    texts = extracted.column("text").to_pylist()
+    m = len(texts)
+    text_mb = sum(len(x.encode()) for x in texts) / 1e6
     norm = Normalize("normalize", NormParams())
     norm_all = Normalize("normalize", NormParams(skip_clean=False))
     config = ftfy_config()
@@ -178,14 +179,15 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
     table.add("normalize", f"quarry normalize (default: fix_text skipped on {100 * skipped_share:.0f}% of docs)", m,
               f"{m / statistics.median(t['quarry']):.0f}", f"{text_mb / statistics.median(t['quarry']):.2f}",
               f"{ratio(t, 'ftfy', 'quarry'):.1f}x faster")
-    normalized = norm.apply(extracted).kept
+    return norm.apply(extracted).kept
 
-    # filters (each on all normalized documents)
+
+def _bench_filters(normalized, text_mb: float, rounds: int, table) -> list[str]:
+    """langid and the filters, each on every normalized document; returns the ones that could not run."""
     from curate.stages import stage_class
 
     skipped = []
-    filter_types = ["langid"] + FILTERS
-    for ft in filter_types:
+    for ft in ["langid"] + FILTERS:
         try:
             cls = stage_class(ft)
             stage = cls(ft, cls.Params())
@@ -197,10 +199,26 @@ def stage_benchmark(warcs: list[Path], rounds: int) -> None:
         med = statistics.median(t[ft])
         table.add(ft, f"quarry {ft}", normalized.num_rows, f"{normalized.num_rows / med:.0f}",
                   f"{text_mb / med:.2f}", "")
+    return skipped
 
+
+def stage_benchmark(warcs: list[Path], rounds: int) -> None:
+    from curate.schema import HTML
+
+    table = Table(["stage", "contender", "docs", "docs/s/core", "MB/s", "ratio"])
+    docs = _bench_read(warcs, rounds, table)
+    html_rows = [d for d in docs if d["content_type"] == HTML]
+    extracted = _bench_extract(html_rows, rounds, table)
+    text_mb = sum(len(x.encode()) for x in extracted.column("text").to_pylist()) / 1e6
+    normalized = _bench_normalize(extracted, rounds, table)
+    skipped = _bench_filters(normalized, text_mb, rounds, table)
+
+    warc_mb = sum(w.stat().st_size for w in warcs) / 1e6
+    html_mb = sum(len(d["text"].encode()) for d in html_rows) / 1e6
     print(f"Part 1: stages, one process, one thread; median of {rounds} rounds of CPU time")
-    print(f"input: {', '.join(w.name for w in warcs)} ({warc_mb:.1f} MB): {n_read} documents read, "
-          f"{n} HTML ({html_mb:.1f} MB of HTML), {m} with main text ({text_mb:.2f} MB of text)")
+    print(f"input: {', '.join(w.name for w in warcs)} ({warc_mb:.1f} MB): {len(docs)} documents read, "
+          f"{len(html_rows)} HTML ({html_mb:.1f} MB of HTML), {extracted.num_rows} with main text "
+          f"({text_mb:.2f} MB of text)")
     table.print()
     for s in skipped:
         print(f"  skipped {s}")

@@ -86,17 +86,10 @@ def load_prose() -> list[str]:
         return [json.loads(line)["text"] for line in f]
 
 
-def signature_comparison(rounds: int) -> dict:
-    docs = load_prose()
-    n_bytes = sum(len(d.encode()) for d in docs)
-    same = sum(py_words(d) == normalize(d).split() for d in docs)
+def _signature_tools(docs, mh) -> dict:
+    """The MinHash implementations side by side, each a function signing every document; ours first."""
     arr = pa.array(docs, pa.large_string())
-    mh = MinHasher(BANDS, ROWS, NGRAM, seed=1)
-
-    def ours():
-        mh.signatures(arr)
-
-    tools = {"quarry (numba kernel over Arrow UTF-8)": ours}
+    tools = {"quarry (numba kernel over Arrow UTF-8)": lambda: mh.signatures(arr)}
     try:
         from datasketch import MinHash
 
@@ -119,14 +112,11 @@ def signature_comparison(rounds: int) -> dict:
         tools["rensa RMinHash.update"] = rs
     except ImportError:
         print("rensa is not installed (pip install rensa): skipped")
+    return tools
 
-    def prep():
-        for d in docs:
-            py_shingles(d)
 
-    def split_only_shingles(text: str) -> list[str]:  # NOT our normalization: only lowercase + split
-        w = text.lower().split()
-        return [" ".join(t) for t in zip(*(w[i:] for i in range(NGRAM)))] or [" ".join(w)]
+def _interleaved_times(tools: dict, docs, rounds: int) -> dict:
+    """Seconds per round of each tool (the order rotates each round), plus Python's normalize + shingle alone."""
     names = list(tools)
     for f in tools.values():  # warm-up: JIT, caches
         f()
@@ -138,25 +128,33 @@ def signature_comparison(rounds: int) -> dict:
             tools[k]()
             times[k].append(time.perf_counter() - t)
         t = time.perf_counter()
-        prep()
+        for d in docs:
+            py_shingles(d)
         times["python normalize+shingle"].append(time.perf_counter() - t)
-    shingled = [py_shingles(d) for d in docs]  # hashing alone, for transparency
+    return times
+
+
+def _split_only_shingles(text: str) -> list[str]:  # NOT our normalization: only lowercase + split
+    w = text.lower().split()
+    return [" ".join(t) for t in zip(*(w[i:] for i in range(NGRAM)))] or [" ".join(w)]
+
+
+def _hashing_alone(tools: dict, docs) -> dict:
+    """Seconds of the libraries' hashing with the shingles given (for transparency: what their speed is without
+    our normalization in Python)."""
+    shingled = [py_shingles(d) for d in docs]
     alone = {}
     if "rensa RMinHash.update" in tools:
         import rensa
 
-        t = time.perf_counter()
-        for s in shingled:
-            m = rensa.RMinHash(num_perm=PERM, seed=1)
-            m.update(s)
-            m.digest()
-        alone["rensa"] = time.perf_counter() - t
-        t = time.perf_counter()
-        for d in docs:
-            m = rensa.RMinHash(num_perm=PERM, seed=1)
-            m.update(split_only_shingles(d))
-            m.digest()
-        alone["rensa, words by str.lower().split() only"] = time.perf_counter() - t
+        for label, inputs in (("rensa", shingled),
+                              ("rensa, words by str.lower().split() only", map(_split_only_shingles, docs))):
+            t = time.perf_counter()
+            for s in inputs:
+                m = rensa.RMinHash(num_perm=PERM, seed=1)
+                m.update(s)
+                m.digest()
+            alone[label] = time.perf_counter() - t
     if "datasketch MinHash.update_batch" in tools:
         from datasketch import MinHash
 
@@ -165,30 +163,34 @@ def signature_comparison(rounds: int) -> dict:
             m = MinHash(num_perm=PERM, seed=1)
             m.update_batch([x.encode("utf-8") for x in s])
         alone["datasketch"] = time.perf_counter() - t
+    return alone
 
-    print(f"\n== 1. MinHash signatures, per core: {len(docs)} documents, {n_bytes / 1e6:.1f} MB, "
-          f"{PERM} permutations ({BANDS} x {ROWS}), word {NGRAM}-grams, {rounds} interleaved rounds ==")
-    print(f"   (Python normalization gives our words on {same}/{len(docs)} documents)")
+
+def _print_speeds(names: list, times: dict, alone: dict, n_docs: int, n_bytes: int) -> dict:
     print(f"   {'tool':<42}{'docs/s':>10}{'MB/s':>8}{'quarry is':>12}")
     ours_name = names[0]
     result = {}
     for k in names:
         med = statistics.median(times[k])
         ratio = statistics.median(a / b for a, b in zip(times[k], times[ours_name]))
-        result[k] = {"docs_per_s": len(docs) / med, "ratio": ratio}
-        print(f"   {k:<42}{len(docs) / med:>10,.0f}{n_bytes / med / 1e6:>8.2f}{'' if k == ours_name else f'{ratio:>10.1f}x':>12}")
+        result[k] = {"docs_per_s": n_docs / med, "ratio": ratio}
+        print(f"   {k:<42}{n_docs / med:>10,.0f}{n_bytes / med / 1e6:>8.2f}{'' if k == ours_name else f'{ratio:>10.1f}x':>12}")
     med = statistics.median(times["python normalize+shingle"])
-    print(f"   {'(python normalize + 5-gram strings alone)':<42}{len(docs) / med:>10,.0f}{n_bytes / med / 1e6:>8.2f}")
+    print(f"   {'(python normalize + 5-gram strings alone)':<42}{n_docs / med:>10,.0f}{n_bytes / med / 1e6:>8.2f}")
     ours_med = statistics.median(times[ours_name])
     for k, v in alone.items():
         label = f"({k})" if "split" in k else f"({k} hashing alone, shingles given)"
-        print(f"   {label:<42}{len(docs) / v:>10,.0f}{n_bytes / v / 1e6:>8.2f}{v / ours_med:>10.1f}x")
+        print(f"   {label:<42}{n_docs / v:>10,.0f}{n_bytes / v / 1e6:>8.2f}{v / ours_med:>10.1f}x")
     goals = {"datasketch MinHash.update_batch": 12, "rensa RMinHash.update": 3}
     for k, g in goals.items():
         if k in result:
             r = result[k]["ratio"]
             print(f"   goal vs {k.split()[0]}: >= {g}x -> {r:.1f}x {'met' if r >= g else 'NOT met'}")
-    # the estimates are right: mean |estimated - exact Jaccard| on near-duplicate pairs
+    return result
+
+
+def _print_accuracy(docs, mh) -> None:
+    """The estimates are right: mean |estimated - exact Jaccard| on near-duplicate pairs."""
     rng = np.random.default_rng(0)
     pairs = []
     for d in docs[:60]:
@@ -204,6 +206,21 @@ def signature_comparison(rounds: int) -> dict:
     mean_j = np.mean([jaccard(a, b) for a, b in pairs])
     print(f"   accuracy: {len(pairs)} near-duplicate pairs (mean exact J {mean_j:.3f}): mean |estimate - exact| "
           f"{err:.4f} (theory at {PERM} permutations: {np.sqrt(mean_j * (1 - mean_j) / PERM) * np.sqrt(2 / np.pi):.4f})")
+
+
+def signature_comparison(rounds: int) -> dict:
+    docs = load_prose()
+    n_bytes = sum(len(d.encode()) for d in docs)
+    same = sum(py_words(d) == normalize(d).split() for d in docs)
+    mh = MinHasher(BANDS, ROWS, NGRAM, seed=1)
+    tools = _signature_tools(docs, mh)
+    times = _interleaved_times(tools, docs, rounds)
+    alone = _hashing_alone(tools, docs)
+    print(f"\n== 1. MinHash signatures, per core: {len(docs)} documents, {n_bytes / 1e6:.1f} MB, "
+          f"{PERM} permutations ({BANDS} x {ROWS}), word {NGRAM}-grams, {rounds} interleaved rounds ==")
+    print(f"   (Python normalization gives our words on {same}/{len(docs)} documents)")
+    result = _print_speeds(list(tools), times, alone, len(docs), n_bytes)
+    _print_accuracy(docs, mh)
     return result
 
 

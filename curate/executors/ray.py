@@ -36,22 +36,28 @@ def check_address(address: str, timeout: float = 5.0) -> None:
                           "`ray start --head --port=6379` on the head node, or fix --address") from None
 
 
+def connect_ray(address: str | None, cpus: int | None, missing: type[Exception] = ValueError):
+    """Ray, connected: to the cluster at ``address`` (checked first, see ``check_address``), or to a local
+    instance of ``cpus`` CPUs (all when None) started here. Returns ``(ray, started)``; ``started`` says this
+    call started Ray, so the caller shuts it down when done. Used by every command that runs on Ray."""
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - ray is an optional dependency
+        raise missing("this needs Ray: pip install 'ray[default]'") from e
+    if ray.is_initialized():
+        return ray, False
+    if address:
+        check_address(address)
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    return ray, True
+
+
 class RayExecutor:
     def __init__(self, address: str | None = None, workers: int = 1, max_in_flight: int = 0, max_retries: int = 3):
-        try:
-            import ray
-        except ImportError as e:  # pragma: no cover - ray is an optional dependency
-            raise ValueError("the ray executor needs Ray: pip install 'ray[default]'") from e
-        self.ray = ray
-        self._started = False
-        if not ray.is_initialized():
-            if address:
-                check_address(address)
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
-            self._started = True
-        self._remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
+        self.ray, self._started = connect_ray(address, max(1, workers))
+        self._remote = self.ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
         self.workers = workers
         self.max_in_flight = max_in_flight
         self.max_retries = max_retries

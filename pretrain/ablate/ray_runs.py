@@ -24,21 +24,9 @@ def _execute(run: dict, command_for) -> dict:
 
 class RayRuns:
     def __init__(self, address: str | None = None, cpus: int | None = None):
-        try:
-            import ray
-        except ImportError as e:  # pragma: no cover - ray is an optional dependency
-            raise ConfigError("--executor ray needs Ray: pip install 'ray[default]'") from e
-        from curate.executors.ray import check_address
+        from curate.executors.ray import connect_ray
 
-        self.ray = ray
-        self.started = False
-        if not ray.is_initialized():
-            if address:
-                check_address(address)
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-            self.started = True
+        self.ray, self.started = connect_ray(address, cpus, missing=ConfigError)
 
     def has_gpus(self) -> bool:
         return self.ray.cluster_resources().get("GPU", 0) > 0
