@@ -33,7 +33,7 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
         run = steps.Run(pipeline, out, executor, progress)
         if lock.stale:
             run.say(f"curate: taking over the lock of a run that is gone ({lock.stale.get('pid')} on {lock.stale.get('host')})")
-        changes = output.claim(out, pipeline, files, prints, allow_changed_inputs)
+        changes, recorded = output.claim(out, pipeline, files, prints, allow_changed_inputs)
         for line in changes:
             run.say(f"curate: input changed, its tasks are redone: {line}")
         output.remove_temp_files(out)
@@ -44,7 +44,8 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
                   + ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""),
                   file=sys.stderr, flush=True)
         plan = steps.plan_steps(pipeline.stages)
-        results = _run_steps(run, plan, files, prints)
+        samples = {path: p.get(fingerprint.SAMPLE) for path, p in prints.items()}  # checked by each read task
+        results = _run_steps(run, plan, files, recorded, samples)
         records = [(r.step.stage_names, r.markers, {r.step.global_stage.name: r.plan_stats} if r.step.global_stage else {})
                    for r in results]
         stats, manifest = output.assemble(pipeline, records, results[-1].markers)
@@ -69,7 +70,8 @@ def outside_output(files: list[dict], out: Path) -> list[dict]:
     return [f for f in files if f not in inside]
 
 
-def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints: dict) -> list[steps.StepResult]:
+def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints: dict,
+               samples: dict) -> list[steps.StepResult]:
     """Every step in order; a step's intermediate shards go once the step after it is done. When a task must be
     redone but its input shards were removed (changed inputs), the tasks that wrote them are redone first."""
     for _ in range(10 * len(plan) + 10):
@@ -77,7 +79,8 @@ def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints
         try:
             for i, step in enumerate(plan):
                 prev = results[-1] if results else None
-                results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints))
+                results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints,
+                                              samples=samples))
                 steps.remove_plans(run, [step])  # a finished step never reads its plan again
                 if prev is not None:
                     steps.remove_intermediate(run, prev)

@@ -1,0 +1,184 @@
+"""Hostile input, third round: inputs rewritten in place with the same size and modification time,
+values that make no sense, the lock's message, ARC splits."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from curate import fingerprint, steps, tasks
+from curate.cli import main as curate_main
+
+
+def _jsonl(path: Path, n: int, word: str = "document") -> None:
+    path.write_text("".join(json.dumps({"id": f"d{i:05d}", "text": f"{word} number {i} " * 5}) + "\n"
+                            for i in range(n)))
+
+
+def _pipeline(tmp_path, src, out, extra=""):
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'[pipeline]\nname = "c"\noutput = "{out}"\nshard_rows = 100\nsplit_bytes = 20000\n{extra}\n'
+                    f'[[sources]]\npath = "{src}"\n')
+    return toml
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, old: bytes, new: bytes, at: int | None = None) -> None:
+    """Replace one ``old`` (the first at or after byte ``at``, else the middle one) by ``new`` of the same
+    length, in place, and put the modification time back."""
+    assert len(old) == len(new)
+    st = os.stat(path)
+    data = path.read_bytes()
+    i = data.index(old, at if at is not None else len(data) // 2)
+    with open(path, "r+b") as f:
+        f.seek(i)
+        f.write(new)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+
+
+def _markers(out: Path) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "steps" / "00_read" / "_tasks").glob("*.json")}
+
+
+def test_a_same_size_same_mtime_rewrite_after_planning_stops_the_run(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 1000)
+    toml = _pipeline(tmp_path, src, tmp_path / "out")
+    planned = steps.read_tasks
+
+    def plan_then_rewrite(*a, **k):
+        result = planned(*a, **k)
+        _rewrite_keeping_size_and_mtime(src, b"document", b"Document")
+        return result
+
+    monkeypatch.setattr(steps, "read_tasks", plan_then_rewrite)
+    assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"input {src} changed" in err and "same size and modification time" in err
+    assert "--allow-changed-inputs" in err
+    assert not list((tmp_path / "out").glob("data/*"))
+    monkeypatch.setattr(steps, "read_tasks", planned)
+    # the rerun sees the rewrite against run.json too, and reads the new version once allowed
+    assert curate_main(["run", str(toml), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{src} (content)" in err and "--allow-changed-inputs" in err
+    assert curate_main(["run", str(toml), "--quiet", "--allow-changed-inputs"]) == 0
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["kept"] == 1000
+
+
+def test_a_rewrite_between_runs_redoes_only_the_tasks_of_that_file(tmp_path, capsys):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _jsonl(a, 400)
+    _jsonl(b, 400)
+    toml = _pipeline(tmp_path, tmp_path / "*.jsonl", tmp_path / "out")
+    assert curate_main(["run", str(toml), "--quiet"]) == 0
+    before = _markers(tmp_path / "out")
+    _rewrite_keeping_size_and_mtime(b, b"document", b"Document")
+    assert curate_main(["run", str(toml), "--quiet"]) == 2
+    assert f"{b} (content)" in capsys.readouterr().err
+    assert curate_main(["run", str(toml), "--quiet", "--allow-changed-inputs"]) == 0
+    after = _markers(tmp_path / "out")
+    redone = {name for name in after if after[name] != before.get(name)}
+    assert redone and all(name.startswith("src00001-") for name in redone)  # b's tasks, none of a's
+    texts = [json.loads(line)["text"] for line in b.read_text().splitlines()]
+    import pyarrow.dataset as ds
+    kept = ds.dataset(str(tmp_path / "out" / "data"), format="arrow").to_table().column("text").to_pylist()
+    assert sum("Document" in t for t in kept) == sum("Document" in t for t in texts) == 1
+
+
+def test_an_untouched_input_resumes_without_redoing_a_task(tmp_path):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 1000)
+    toml = _pipeline(tmp_path, src, tmp_path / "out")
+    assert curate_main(["run", str(toml), "--quiet"]) == 0
+    manifest = (tmp_path / "out" / "manifest.json").read_bytes()
+    before = _markers(tmp_path / "out")
+    assert len(before) > 3
+    gone = sorted(before)[1]
+    (tmp_path / "out" / "steps" / "00_read" / "_tasks" / gone).unlink()  # a task the killed run did not finish
+    assert curate_main(["run", str(toml), "--quiet"]) == 0
+    after = _markers(tmp_path / "out")
+    assert {n for n in after if after[n] != before[n]} == {gone}
+    assert (tmp_path / "out" / "manifest.json").read_bytes() == manifest
+
+
+def _old_fingerprint(path: str) -> dict:
+    """What ``curate.fingerprint.fingerprint`` recorded before ``sample_sha256``."""
+    st = os.stat(path)
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(fingerprint.EDGE))
+        if st.st_size > fingerprint.EDGE:
+            f.seek(max(fingerprint.EDGE, st.st_size - fingerprint.EDGE))
+            h.update(f.read(fingerprint.EDGE))
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "edges_sha256": h.hexdigest()}
+
+
+def test_a_folder_planned_without_the_sample_resumes(tmp_path, monkeypatch):
+    """run.json, _splits.json and the task keys written by a version without ``sample_sha256``: a rerun keeps
+    every finished task, redoes the unfinished one, and reports no change."""
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 1000)
+    toml = _pipeline(tmp_path, src, tmp_path / "out")
+    out = tmp_path / "out"
+    monkeypatch.setattr(fingerprint, "fingerprint", _old_fingerprint)
+    assert curate_main(["run", str(toml), "--quiet"]) == 0
+    old_run = json.loads((out / "run.json").read_text())
+    assert fingerprint.SAMPLE not in old_run["fingerprints"][str(src)]
+    manifest = (out / "manifest.json").read_bytes()
+    before = _markers(out)
+    gone = sorted(before)[2]
+    (out / "steps" / "00_read" / "_tasks" / gone).unlink()
+    monkeypatch.undo()
+    assert curate_main(["run", str(toml)]) == 0
+    after = _markers(out)
+    assert {n for n in after if after[n] != before[n]} == {gone}
+    assert (out / "manifest.json").read_bytes() == manifest
+    assert json.loads((out / "run.json").read_text()) == old_run  # unchanged: the sample stays unknown there
+
+
+def test_a_split_planned_without_the_sample_checks_size_and_mtime_only(tmp_path):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 50)
+    st = os.stat(src)
+    old = {"path": str(src), "format": "jsonl", "expect": {"path": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
+    new = {**old, "expect": {**old["expect"], fingerprint.SAMPLE: fingerprint.fingerprint(str(src))[fingerprint.SAMPLE]}}
+    tasks.check_unchanged(new, "now")
+    _rewrite_keeping_size_and_mtime(src, b"number", b"NUMBER")
+    tasks.check_unchanged(old, "now")  # unknown: not a change
+    tasks.check_unchanged(new, "while it was read", content=False)  # the check every 1,024 items: stat only
+    with pytest.raises(tasks.InputChanged, match=f"input {src} changed now .content rewritten.*--allow-changed-inputs"):
+        tasks.check_unchanged(new, "now")
+
+
+def test_the_sample_is_bounded_and_spread_and_survives_a_copy(tmp_path):
+    big = tmp_path / "big.bin"
+    size = 5 * fingerprint.SAMPLE_BLOCK * fingerprint.SAMPLE_BLOCKS + 12345
+    big.write_bytes(os.urandom(size))
+    offsets = fingerprint.sample_offsets(size)
+    assert len(offsets) == fingerprint.SAMPLE_BLOCKS and offsets[0] == 0
+    assert offsets[-1] == size - fingerprint.SAMPLE_BLOCK and offsets == sorted(offsets)
+    was = fingerprint.fingerprint(str(big))
+    copy = tmp_path / "elsewhere" / "copy.bin"
+    copy.parent.mkdir()
+    shutil.copyfile(big, copy)  # another inode, another mtime, same bytes
+    assert fingerprint.content_sample(str(copy)) == was[fingerprint.SAMPLE]
+
+    def flip(at: int) -> str:
+        with open(big, "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 1]))
+        return fingerprint.content_sample(str(big))
+
+    middle = offsets[4] + 10  # inside a sampled block, far from both ends: caught
+    assert flip(middle) != was[fingerprint.SAMPLE]
+    flip(middle)
+    assert fingerprint.content_sample(str(big)) == was[fingerprint.SAMPLE]
+    unsampled = offsets[4] - 10  # between two sampled blocks (as docs/safety.md says): not caught
+    assert flip(unsampled) == was[fingerprint.SAMPLE]
