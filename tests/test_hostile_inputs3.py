@@ -182,3 +182,64 @@ def test_the_sample_is_bounded_and_spread_and_survives_a_copy(tmp_path):
     assert fingerprint.content_sample(str(big)) == was[fingerprint.SAMPLE]
     unsampled = offsets[4] - 10  # between two sampled blocks (as docs/safety.md says): not caught
     assert flip(unsampled) == was[fingerprint.SAMPLE]
+
+
+# --- values that make no sense fail at start, saying what to change -----------------------------------
+
+@pytest.mark.parametrize("type_, params, says", [
+    ("decontaminate", {"ngram": 65}, "ngram = 65: must be in [1, 64]"),
+    ("decontaminate", {"ngram": 10 ** 12}, "ngram = 1000000000000: must be in [1, 64]"),
+    ("decontaminate", {"ngram": 0}, "ngram = 0: must be in [1, 64]"),
+    ("decontaminate", {"window": 10 ** 18}, "window = 1000000000000000000: must be in [0, 100,000,000]"),
+    ("decontaminate", {"window": -1}, "window = -1: must be in [0,"),
+    ("decontaminate", {"min_fragment": 10 ** 15}, "min_fragment = 1000000000000000: must be in [0,"),
+    ("decontaminate", {"max_splits": 0}, "max_splits = 0: must be in [1,"),
+    ("decontaminate", {"max_splits": 10 ** 9}, "max_splits = 1000000000: must be in [1, 1,000,000]"),
+    ("decontaminate", {"max_matches": -1}, "max_matches = -1: must be in [0,"),
+    ("decontaminate", {"max_matches": 2 ** 62}, "0 = no limit"),
+    ("minhash_dedup", {"seed": -1}, "seed = -1: must be in [0, 2**32 - 1]"),
+    ("minhash_dedup", {"seed": 2 ** 32}, "seed = 4294967296"),
+    ("gopher_repetition", {"dup_line_frac": 1e12}, "dup_line_frac = 1000000000000.0: a share, must be between 0 and 1"),
+    ("gopher_quality", {"min_alpha_words_ratio": 2.0}, "min_alpha_words_ratio = 2.0: a share"),
+    ("gopher_quality", {"max_bullet_lines_ratio": 1.5}, "list its reason in `skip`"),
+    ("fineweb_quality", {"short_line_thr": 3}, "short_line_thr = 3: a share"),
+    ("fineweb_quality", {"char_duplicates_ratio": 1e300}, "char_duplicates_ratio"),
+    ("c4_quality", {"max_word_length": 0}, "max_word_length = 0: every line with a word would be removed"),
+])
+def test_a_value_that_makes_no_sense_is_refused_naming_it(type_, params, says):
+    from curate.config import ConfigError
+    from curate.pipeline import parse_stage
+
+    table = {"type": type_, **({"eval_files": ["evals.jsonl"]} if type_ == "decontaminate" else {}), **params}
+    with pytest.raises(ConfigError) as e:
+        parse_stage(table, "p.toml: [[stages]] #1")
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize("type_, params", [
+    ("decontaminate", {"ngram": 64, "min_ngram": 64, "window": 100_000_000, "max_splits": 1_000_000, "max_matches": 0}),
+    ("decontaminate", {"ngram": 1, "min_ngram": 1, "window": 0, "min_fragment": 0, "max_splits": 1}),
+    ("minhash_dedup", {"seed": 0}), ("minhash_dedup", {"seed": 2 ** 32 - 1}),
+    ("gopher_repetition", {"dup_line_frac": 1.0, "top_2gram_frac": 0}),
+    ("gopher_quality", {"min_alpha_words_ratio": 1, "max_symbol_word_ratio": 5.0}),  # per word: may pass 1
+    ("fineweb_quality", {"new_line_ratio": 4.0, "line_punct_thr": 1.0}),  # newlines per token: may pass 1
+    ("c4_quality", {"max_word_length": -1}),
+])
+def test_the_edges_of_each_range_are_accepted(type_, params):
+    from curate.pipeline import parse_stage
+
+    table = {"type": type_, **({"eval_files": ["evals.jsonl"]} if type_ == "decontaminate" else {}), **params}
+    assert parse_stage(table, "p.toml").params.items() >= params.items()
+
+
+def test_decontaminate_ngram_over_the_kernel_limit_stops_the_run_at_start(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 10)
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text(json.dumps({"text": "an evaluation example " * 30}) + "\n")
+    toml = _pipeline(tmp_path, src, tmp_path / "out", extra=f'[[stages]]\ntype = "decontaminate"\n'
+                                                              f'eval_files = ["{evals}"]\nngram = 100\n')
+    assert curate_main(["run", str(toml), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "ngram = 100: must be in [1, 64]" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
