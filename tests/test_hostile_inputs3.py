@@ -243,3 +243,33 @@ def test_decontaminate_ngram_over_the_kernel_limit_stops_the_run_at_start(tmp_pa
     err = capsys.readouterr().err
     assert "ngram = 100: must be in [1, 64]" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+# --- the lock names the command that holds it ----------------------------------------------------------
+
+def test_the_lock_message_names_the_command_holding_it(tmp_path, monkeypatch, capsys):
+    from curate.lock import OutputLock
+
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 10)
+    out = tmp_path / "out"
+    out.mkdir()
+    toml = _pipeline(tmp_path, src, out)
+    monkeypatch.setattr("sys.argv", ["/somewhere/pretrain/__main__.py", "tokenize", "--input", "c", "--parts"])
+    lock = OutputLock(out).acquire()
+    monkeypatch.undo()
+    try:
+        assert json.loads((out / "run.lock").read_text())["program"] == "pretrain tokenize"
+        assert curate_main(["run", str(toml), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "in use by another run: `pretrain tokenize`" in err and f"pid {os.getpid()}" in err
+        assert "curate run" not in err and "--parts" in err
+        # a lock file written before `program` was recorded: named from its command line
+        old = {"pid": os.getpid(), "host": "h", "started": "then", "command": "/venv/bin/curate run other.toml"}
+        os.ftruncate(lock.fd, 0)
+        os.pwrite(lock.fd, json.dumps(old).encode(), 0)
+        assert curate_main(["run", str(toml), "--quiet"]) == 2
+        assert "in use by another run: `curate run`, pid" in capsys.readouterr().err
+    finally:
+        lock.release()
+    assert curate_main(["run", str(toml), "--quiet"]) == 0
