@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from curate import fingerprint, output, readers, steps
+from curate import fingerprint, output, readers, stage_watch, steps
 from curate.lock import OutputLock
 from curate.config import ConfigError
 from curate.pipeline import Pipeline, resolve_inputs
@@ -19,6 +19,13 @@ READ_STAGE = steps.tasks.READ_STAGE
 
 def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_changed_inputs: bool = False) -> dict:
     """Run (or resume) ``pipeline``; returns the stats dict also written to ``OUT/stats.json``."""
+    try:
+        return _run_pipeline(pipeline, executor, progress, allow_changed_inputs)
+    finally:
+        stage_watch.close_kept()  # tasks run here (workers = 1) left their watched child for the next one
+
+
+def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_inputs: bool) -> dict:
     out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
     files = outside_output(resolve_inputs(pipeline), out)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work

@@ -273,3 +273,50 @@ def test_the_lock_message_names_the_command_holding_it(tmp_path, monkeypatch, ca
     finally:
         lock.release()
     assert curate_main(["run", str(toml), "--quiet"]) == 0
+
+
+# --- the watched child is kept from task to task -------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the watched child needs fork")
+def test_the_watched_child_serves_the_next_task_and_ends_with_the_run(tmp_path):
+    import pyarrow as pa
+
+    from curate import stage_watch
+    from curate.chain import StageChain, _build_stage
+    from curate.contracts import StepOutput
+    from curate.pipeline import StageSpec
+    from curate.schema import documents_to_table
+
+    spec = StageSpec("gopher_quality", "gopher_quality", {}, stage_timeout_s=30)
+    step = StepOutput(stages=(spec,), root=str(tmp_path), out_dir=str(tmp_path / "data"),
+                      drop_dir=str(tmp_path / "dropped"), format="arrow", keep_dropped="full")
+    text = "The quick brown fox jumps over the lazy dog and the cat sat on the mat by the door. " * 10
+    table = documents_to_table([{"id": f"d{i}", "text": text, "source": "s", "url": "", "content_type": "text/plain"}
+                                for i in range(4)])
+    pids = []
+    try:
+        for task in range(2):
+            chain = StageChain(step, f"t{task}")
+            chain.run(table, f"b{task}")
+            pids.append(stage_watch.kept_sandbox(_build_stage).pid)
+            chain.marker("k", [], docs=table.num_rows)
+            assert chain.counts["gopher_quality"].kept == 4
+        assert pids[0] is not None and pids[0] == pids[1] and os.path.exists(f"/proc/{pids[0]}")
+        box = stage_watch.kept_sandbox(_build_stage)
+        box.busy = True  # as when the task process was interrupted between a request and its reply
+        box.apply(chain.keys["gopher_quality"], table, 30)
+        assert box.pid != pids[0] and not os.path.exists(f"/proc/{pids[0]}")  # ended, a fresh one started
+        pids.append(box.pid)
+    finally:
+        stage_watch.close_kept()
+    assert not os.path.exists(f"/proc/{pids[-1]}") and not stage_watch._KEPT
+
+
+def test_a_run_in_this_process_leaves_no_watched_child(tmp_path):
+    from curate import stage_watch
+
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 300)
+    toml = _pipeline(tmp_path, src, tmp_path / "out", extra='\n[[stages]]\ntype = "gopher_repetition"\n')
+    assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 0
+    assert not stage_watch._KEPT
