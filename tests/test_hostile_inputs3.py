@@ -320,3 +320,98 @@ def test_a_run_in_this_process_leaves_no_watched_child(tmp_path):
     toml = _pipeline(tmp_path, src, tmp_path / "out", extra='\n[[stages]]\ntype = "gopher_repetition"\n')
     assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 0
     assert not stage_watch._KEPT
+
+
+# --- ARC files split as WARC files do ------------------------------------------------------------------
+
+def _make_corpus():
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("make_corpus", ROOT / "tests" / "hostile" / "make_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _comparable(items) -> tuple[list, dict]:
+    out, counts = [], {}
+    for it in items:
+        if it[0] == "count":
+            counts[it[1]] = counts.get(it[1], 0) + it[2]
+        else:
+            out.append(it)
+    return out, counts
+
+
+def _arc_split_invariant(path: Path, targets, min_splits: int) -> list:
+    from curate.readers import plan_splits, read_file, read_split
+
+    whole = _comparable(read_file(str(path), "warc"))
+    assert whole[0], "nothing read"
+    most = 1
+    for target in targets:
+        splits = plan_splits(str(path), "warc", target_bytes=target)
+        json.dumps(splits)
+        got = _comparable(it for s in splits for it in read_split(s))
+        most = max(most, len(splits))
+        assert got == whole, f"{path.name}: {len(splits)} splits of {target} bytes differ from the whole read"
+    assert most >= min_splits, f"{path.name}: {most} splits at most"
+    return whole[0]
+
+
+def _arc_records(mc, n: int) -> tuple[bytes, list[bytes]]:
+    desc = mc._arc_record("filedesc://many.arc", b"1 0 Many\nURL IP-address Archive-date Content-type Archive-length\n",
+                          mime="text/plain")
+    recs = [mc._arc_record(f"http://arc.example/{i}", mc._http(mc._page(i))) for i in range(n)]
+    return desc, recs
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_arc_files_split_by_record(tmp_path, gz):
+    import gzip
+
+    mc = _make_corpus()
+    desc, recs = _arc_records(mc, 40)
+    path = tmp_path / ("many.arc.gz" if gz else "many.arc")
+    path.write_bytes(b"".join(gzip.compress(r) for r in [desc] + recs) if gz else desc + b"".join(recs))
+    items = _arc_split_invariant(path, [1, 700, 4000, 1 << 30], min_splits=40)
+    assert [it[1]["url"] for it in items if it[0] == "doc"] == [f"http://arc.example/{i}" for i in range(40)]
+
+
+def test_an_arc_in_one_gzip_stream_is_one_split(tmp_path):
+    import gzip
+
+    from curate.readers import plan_splits
+
+    mc = _make_corpus()
+    desc, recs = _arc_records(mc, 10)
+    path = tmp_path / "one.arc.gz"
+    path.write_bytes(gzip.compress(desc + b"".join(recs)))
+    assert len(plan_splits(str(path), "warc", target_bytes=1)) == 1
+    _arc_split_invariant(path, [1], min_splits=1)
+
+
+def test_hostile_arc_files_split_as_they_read_whole(tmp_path):
+    """Lengths that lie, are not numbers or are absurd, junk, a cut or a corrupt member: any split gives the
+    items of the whole file (a cut never lands inside a record whose header is valid and whose length ends
+    cleanly, and damage belongs to the split it is in)."""
+    mc = _make_corpus()
+    expected = mc.build_arc(tmp_path)
+    split_somewhere = 0
+    for name in expected:
+        if name == "blank-lines.arc":  # 3 MB of newlines: one target is enough
+            _arc_split_invariant(tmp_path / name, [1 << 20], min_splits=1)
+            continue
+        _arc_split_invariant(tmp_path / name, [1, 300, 2000], min_splits=1)
+        from curate.readers import plan_splits
+
+        split_somewhere += len(plan_splits(str(tmp_path / name), "warc", target_bytes=1)) > 3
+    assert split_somewhere >= 8
+
+
+def test_the_shipped_arc_splits(tmp_path):
+    from tests.conftest import ROOT
+
+    _arc_split_invariant(ROOT / "tests" / "data" / "readers" / "example.arc", [1, 100, 1000], min_splits=2)
