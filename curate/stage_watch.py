@@ -33,6 +33,7 @@ import os
 import select
 import signal
 import struct
+import threading
 import time
 import weakref
 
@@ -43,7 +44,7 @@ from curate.stages.base import BatchContext, StageResult
 POLL_S = 0.05
 _SLOT = struct.Struct("<qqq")  # sequence number, document index (-1: a batch step), documents in the step
 _shared: mmap.mmap | None = None  # set in a watched child only
-_KEPT: dict[tuple[int, object], "Sandbox"] = {}  # (process id, build) -> this process's kept child
+_KEPT: dict[tuple[int, int, object], "Sandbox"] = {}  # (process id, thread id, build) -> a kept child
 
 
 class StageTimeout(Exception):
@@ -196,7 +197,8 @@ def _kill(pid: int, *fds: int) -> int:
 
 def kept_sandbox(build) -> "Sandbox":
     """This process's ``Sandbox`` for ``build``, kept from task to task (its child starts on first use)."""
-    key = (os.getpid(), build)  # a process forked from one holding a kept child never uses that child
+    # a process forked from one holding a kept child never uses that child; tasks run in threads get one each
+    key = (os.getpid(), threading.get_ident(), build)
     box = _KEPT.get(key)
     if box is None:
         box = _KEPT[key] = Sandbox(build)
