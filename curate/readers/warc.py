@@ -19,7 +19,8 @@ A body's size is checked before it is read: a record larger than ``max_doc_bytes
 
 Splits: record offsets. For .gz/.zst, cuts at member starts whose content begins with ``WARC/`` (planning
 seeks to each cut point and test-decodes a few KiB); for plain WARC, at ``WARC/1.`` headers whose
-Content-Length lands on the next header. A split owns the records whose header starts in its range.
+Content-Length lands on the next header. A split owns the records whose header starts in its range. ARC files
+split the same way (:func:`curate.readers.arc.plan`).
 """
 from __future__ import annotations
 
