@@ -18,9 +18,9 @@ def _jsonl(path: Path, n: int, word: str = "document") -> None:
                             for i in range(n)))
 
 
-def _pipeline(tmp_path, src, out, extra=""):
+def _pipeline(tmp_path, src, out, extra="", split_bytes=20000):
     toml = tmp_path / "p.toml"
-    toml.write_text(f'[pipeline]\nname = "c"\noutput = "{out}"\nshard_rows = 100\nsplit_bytes = 20000\n{extra}\n'
+    toml.write_text(f'[pipeline]\nname = "c"\noutput = "{out}"\nshard_rows = 100\nsplit_bytes = {split_bytes}\n{extra}\n'
                     f'[[sources]]\npath = "{src}"\n')
     return toml
 
@@ -67,6 +67,28 @@ def test_a_same_size_same_mtime_rewrite_after_planning_stops_the_run(tmp_path, m
     assert f"{src} (content)" in err and "--allow-changed-inputs" in err
     assert curate_main(["run", str(toml), "--quiet", "--allow-changed-inputs"]) == 0
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["kept"] == 1000
+
+
+def test_a_same_size_same_mtime_rewrite_while_reading_stops_the_task_and_leaves_no_shards(tmp_path, monkeypatch, capsys):
+    from curate import readers
+
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, 3000)
+    toml = _pipeline(tmp_path, src, tmp_path / "out", split_bytes=100_000_000)  # one task
+    reading = readers.read_split
+
+    def read_then_rewrite(split, **kw):
+        for n, item in enumerate(reading(split, **kw)):
+            if n == 300:  # the records already read are not those of the file any more
+                _rewrite_keeping_size_and_mtime(src, b"document", b"DOCUMENT", at=0)
+            yield item
+
+    monkeypatch.setattr(tasks.readers, "read_split", read_then_rewrite)
+    assert curate_main(["run", str(toml), "--quiet", "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"input {src} changed while it was read (content rewritten, same size and modification time)" in err
+    out = tmp_path / "out"
+    assert not list(out.glob("data/*")) and not list(out.glob("steps/00_read/_tasks/*.json"))
 
 
 def test_a_rewrite_between_runs_redoes_only_the_tasks_of_that_file(tmp_path, capsys):
