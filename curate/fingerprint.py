@@ -27,11 +27,15 @@ def fingerprint(path: str) -> dict:
     st = os.stat(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        h.update(f.read(EDGE))
+        head = f.read(EDGE)
+        h.update(head)
         if st.st_size > EDGE:
             f.seek(max(EDGE, st.st_size - EDGE))
             h.update(f.read(EDGE))
-        sample = _sample(f, st.st_size)
+        if len(head) == st.st_size <= SAMPLE_BLOCK * SAMPLE_BLOCKS:  # the whole file, read already
+            sample = hashlib.sha256(str(st.st_size).encode() + head).hexdigest()
+        else:
+            sample = _sample(f, st.st_size)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "edges_sha256": h.hexdigest(), SAMPLE: sample}
 
 
