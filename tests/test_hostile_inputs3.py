@@ -205,6 +205,12 @@ def test_the_sample_is_bounded_and_spread_and_survives_a_copy(tmp_path):
     unsampled = offsets[4] - 10  # between two sampled blocks (as docs/safety.md says): not caught
     assert flip(unsampled) == was[fingerprint.SAMPLE]
 
+    whole = fingerprint.SAMPLE_BLOCK * fingerprint.SAMPLE_BLOCKS
+    for n in (0, 1, whole, whole + 1):  # planning's sample (from the edges' bytes) is the tasks' one
+        p = tmp_path / f"f{n}"
+        p.write_bytes(os.urandom(n))
+        assert fingerprint.fingerprint(str(p))[fingerprint.SAMPLE] == fingerprint.content_sample(str(p))
+
 
 # --- values that make no sense fail at start, saying what to change -----------------------------------
 
