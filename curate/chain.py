@@ -27,7 +27,7 @@ from curate.contracts import Marker, ShardEntry, StageCounts, StepOutput
 from curate.pipeline import StageSpec
 from curate.schema import DUPLICATE_OF, ID, REASON, STAGE, URL
 from curate.shards import shard_suffix, write_shard_entry
-from curate.stage_watch import Sandbox, StageRaised, StageTimeout, available
+from curate.stage_watch import Sandbox, StageRaised, StageTimeout, available, kept_sandbox
 from curate.stages.base import BatchContext, mark_dropped
 
 STAGE_ERROR = "stage_error"
@@ -101,15 +101,14 @@ class StageChain:
             for _, stage in self.stages:  # models loaded once here, not in every task's child
                 if hasattr(stage, "warm"):
                     stage.warm()
-            self.sandbox = Sandbox(_build_stage)
+            self.sandbox = kept_sandbox(_build_stage)  # the process's child, kept from task to task
         key, sandbox = self.keys[name], self.sandbox
         return lambda table, context: sandbox.apply(key, table, limit)
 
     def close(self) -> None:
-        """End the watched child, if one was started (``marker`` does this at the end of a task)."""
-        if self.sandbox is not None:
-            self.sandbox.close()
-            self.sandbox = None
+        """Let go of the watched child (``marker`` does this at the end of a task): it stays for the process's
+        next task, with what its stages learned (``stage_watch.kept_sandbox``)."""
+        self.sandbox = None
 
     def write_dropped(self, table: pa.Table, stage: str, stem: str) -> None:
         mode = self.step.keep_dropped

@@ -1,7 +1,9 @@
 """One run per output folder: ``OUT/run.lock``, held with ``flock`` for the whole run.
 
-The lock file names the process holding it (pid, host, command, start time). A second ``curate run``
-on the same folder stops at once with that name. The kernel drops a ``flock`` when its process dies, so
+The lock file names the process holding it (pid, host, start time, its command line and the command's name,
+e.g. ``curate run`` or ``pretrain tokenize``: ``pretrain tokenize --parts`` and ``pretrain ablate`` take the same
+lock on their folders). A second run on the same folder stops at once naming the command that holds it (a lock
+file written before ``program`` was recorded is named from its command line). The kernel drops a ``flock`` when its process dies, so
 the lock of a killed run (SIGKILL, a crashed node's NFS client aside) is seen as stale and taken over.
 """
 from __future__ import annotations
@@ -36,8 +38,7 @@ class OutputLock:
             except BlockingIOError:
                 holder = _read(fd)
                 os.close(fd)
-                raise LockError(f"{self.path.parent} is in use by another curate run: {describe(holder)}; "
-                                f"wait for it to finish, or choose another --output") from None
+                raise LockError(in_use(self.path.parent, holder)) from None
             except OSError as e:
                 if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                     raise
@@ -45,8 +46,7 @@ class OutputLock:
                 holder = _read(fd)
                 if holder and _alive(holder):
                     os.close(fd)
-                    raise LockError(f"{self.path.parent} is in use by another curate run: {describe(holder)}; "
-                                    f"wait for it to finish, or choose another --output") from None
+                    raise LockError(in_use(self.path.parent, holder)) from None
             try:  # the file we locked may have been removed by a run finishing meanwhile: lock the current one
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -57,7 +57,7 @@ class OutputLock:
             previous = _read(fd)
             self.stale = previous or None
             info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "command": " ".join(sys.argv)[:500]}
+                    "command": " ".join(sys.argv)[:500], "program": command_name(sys.argv)}
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
             self.fd = fd
@@ -101,7 +101,30 @@ def _alive(holder: dict) -> bool:
     return int(holder.get("pid", 0)) > 0
 
 
+def in_use(folder: Path, holder: dict) -> str:
+    return (f"{folder} is in use by another run: {describe(holder)}; wait for it to finish, or choose another "
+            f"output folder")
+
+
 def describe(holder: dict) -> str:
     if not holder:
         return "a process that has not written its name yet"
-    return f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')} ({holder.get('command', '')})"
+    program = holder.get("program") or command_name(str(holder.get("command") or "").split())
+    return (f"`{program}`, pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')} "
+            f"({holder.get('command', '')})")
+
+
+def command_name(argv: list[str]) -> str:
+    """``curate run``, ``pretrain tokenize``, ...: the program (``python -m X`` and ``X/__main__.py`` are X) and
+    its first word when that is a command rather than an option or a file."""
+    if not argv:
+        return "an unnamed process"
+    head = os.path.basename(argv[0])
+    if head == "__main__.py":
+        head = os.path.basename(os.path.dirname(argv[0])) or head
+    rest = argv[1:]
+    if head.startswith("python") and rest[:1] == ["-m"] and len(rest) > 1:
+        head, rest = rest[1], rest[2:]
+    if rest and rest[0].replace("-", "").replace("_", "").isalnum() and not rest[0].startswith("-"):
+        return f"{head} {rest[0]}"
+    return head

@@ -52,9 +52,10 @@ def identity(pipeline: Pipeline, files: list[dict]) -> dict:
     }))
 
 
-def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_changed: bool) -> list[str]:
+def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_changed: bool) -> tuple[list[str], dict]:
     """Record what this folder is for; refuse a different pipeline, an old layout, or changed inputs
-    (unless ``allow_changed``). Returns the lines naming changed inputs (empty when none)."""
+    (unless ``allow_changed``). Returns the lines naming changed inputs (empty when none) and the fingerprints
+    ``run.json`` holds (``fingerprint.as_recorded``: what the tasks' keys are made of)."""
     run_file = out / RUN_FILE
     ident = identity(pipeline, files)
     if run_file.exists():
@@ -68,17 +69,19 @@ def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_
         if previous["pipeline"] != ident:
             raise ConfigError(f"{out} holds a run of a different pipeline or different inputs; "
                               f"choose another --output, or delete {out} to start over")
-        changes = fp.changed(previous.get("fingerprints", {}), prints)
+        was = previous.get("fingerprints") or {}
+        changes = fp.changed(was, prints)
         if changes and not allow_changed:
             listing = "\n  ".join(changes)
             raise ConfigError(f"{len(changes)} input file(s) changed since {out} was written:\n  {listing}\n"
                               f"rerun with --allow-changed-inputs to redo what they feed, or choose another --output")
+        recorded = fp.as_recorded(was, prints)
         if not changes:
-            return []
+            return [], recorded
     else:
-        changes = []
-    write_json({"layout": LAYOUT, "pipeline": ident, "fingerprints": prints}, run_file)
-    return changes
+        changes, recorded = [], prints
+    write_json({"layout": LAYOUT, "pipeline": ident, "fingerprints": recorded}, run_file)
+    return changes, recorded
 
 
 def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[Marker]) -> tuple[dict, dict]:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from curate import fingerprint, output, readers, steps
+from curate import fingerprint, output, readers, stage_watch, steps
 from curate.lock import OutputLock
 from curate.config import ConfigError
 from curate.pipeline import Pipeline, resolve_inputs
@@ -19,6 +19,13 @@ READ_STAGE = steps.tasks.READ_STAGE
 
 def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_changed_inputs: bool = False) -> dict:
     """Run (or resume) ``pipeline``; returns the stats dict also written to ``OUT/stats.json``."""
+    try:
+        return _run_pipeline(pipeline, executor, progress, allow_changed_inputs)
+    finally:
+        stage_watch.close_kept()  # tasks run here (workers = 1) left their watched child for the next one
+
+
+def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_inputs: bool) -> dict:
     out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
     files = outside_output(resolve_inputs(pipeline), out)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
@@ -33,7 +40,7 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
         run = steps.Run(pipeline, out, executor, progress)
         if lock.stale:
             run.say(f"curate: taking over the lock of a run that is gone ({lock.stale.get('pid')} on {lock.stale.get('host')})")
-        changes = output.claim(out, pipeline, files, prints, allow_changed_inputs)
+        changes, recorded = output.claim(out, pipeline, files, prints, allow_changed_inputs)
         for line in changes:
             run.say(f"curate: input changed, its tasks are redone: {line}")
         output.remove_temp_files(out)
@@ -44,7 +51,8 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
                   + ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""),
                   file=sys.stderr, flush=True)
         plan = steps.plan_steps(pipeline.stages)
-        results = _run_steps(run, plan, files, prints)
+        samples = {path: p.get(fingerprint.SAMPLE) for path, p in prints.items()}  # checked by each read task
+        results = _run_steps(run, plan, files, recorded, samples)
         records = [(r.step.stage_names, r.markers, {r.step.global_stage.name: r.plan_stats} if r.step.global_stage else {})
                    for r in results]
         stats, manifest = output.assemble(pipeline, records, results[-1].markers)
@@ -69,7 +77,8 @@ def outside_output(files: list[dict], out: Path) -> list[dict]:
     return [f for f in files if f not in inside]
 
 
-def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints: dict) -> list[steps.StepResult]:
+def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints: dict,
+               samples: dict) -> list[steps.StepResult]:
     """Every step in order; a step's intermediate shards go once the step after it is done. When a task must be
     redone but its input shards were removed (changed inputs), the tasks that wrote them are redone first."""
     for _ in range(10 * len(plan) + 10):
@@ -77,7 +86,8 @@ def _run_steps(run: steps.Run, plan: list[steps.Step], files: list[dict], prints
         try:
             for i, step in enumerate(plan):
                 prev = results[-1] if results else None
-                results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints))
+                results.append(steps.run_step(run, step, prev, final=i == len(plan) - 1, files=files, prints=prints,
+                                              samples=samples))
                 steps.remove_plans(run, [step])  # a finished step never reads its plan again
                 if prev is not None:
                     steps.remove_intermediate(run, prev)

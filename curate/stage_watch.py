@@ -2,8 +2,10 @@
 
 A signal cannot stop a parser or tokenizer busy in C (lexbor, spaCy's tokenizer, fastText): the handler runs
 only when the call returns, which may be never. So a step's map stages run in a child process forked from the
-task (``Sandbox``: one per ``StageChain``, so per task; it keeps what the stages learn, such as spaCy's chunk
-memo, from batch to batch). The task process sends it a batch (Arrow IPC over a pipe), the child runs
+task process (``Sandbox``). The task process keeps its child from task to task (``kept_sandbox``), so what the
+stages learn there, spaCy's chunk memo above all, serves the next task as it serves the next batch: a child per
+task started cold every time, and ran the heuristic filters at under half their speed
+(``benchmarks/stage_watch_overhead.py``). The task process sends it a batch (Arrow IPC over a pipe), the child runs
 ``stage.apply`` and sends back what it kept and set aside. Meanwhile the task process watches the child's CPU
 time (``/proc/<pid>/stat``; wall time where there is no ``/proc``):
 
@@ -16,7 +18,8 @@ time (``/proc/<pid>/stat``; wall time where there is no ``/proc``):
 
 A document that crashes the child (SIGSEGV in a C library) is found the same way and set aside as
 ``stage_error`` naming the signal. The child dies with the task process (``PR_SET_PDEATHSIG``) and ends when its
-pipe closes or its ``Sandbox`` is collected. Exceptions in the
+pipe closes or its ``Sandbox`` is collected (a kept one: ``close_kept``, at the end of a run, or when the
+worker process ends); one interrupted between a request and its reply is ended and started afresh. Exceptions in the
 child come back as their type name and message: ``OSError``, ``MemoryError``, ``RecursionError`` and
 ``StageFailure`` are raised again as such (they stop the run), any other as ``StageRaised``.
 """
@@ -30,6 +33,7 @@ import os
 import select
 import signal
 import struct
+import threading
 import time
 import weakref
 
@@ -40,6 +44,7 @@ from curate.stages.base import BatchContext, StageResult
 POLL_S = 0.05
 _SLOT = struct.Struct("<qqq")  # sequence number, document index (-1: a batch step), documents in the step
 _shared: mmap.mmap | None = None  # set in a watched child only
+_KEPT: dict[tuple[int, int, object], "Sandbox"] = {}  # (process id, thread id, build) -> a kept child
 
 
 class StageTimeout(Exception):
@@ -190,6 +195,23 @@ def _kill(pid: int, *fds: int) -> int:
         return 0
 
 
+def kept_sandbox(build) -> "Sandbox":
+    """This process's ``Sandbox`` for ``build``, kept from task to task (its child starts on first use)."""
+    # a process forked from one holding a kept child never uses that child; tasks run in threads get one each
+    key = (os.getpid(), threading.get_ident(), build)
+    box = _KEPT.get(key)
+    if box is None:
+        box = _KEPT[key] = Sandbox(build)
+    return box
+
+
+def close_kept() -> None:
+    """End this process's kept children (the driver does at the end of a run: with ``workers = 1`` the tasks
+    ran in it, and it may go on to do other things)."""
+    for key in [k for k in _KEPT if k[0] == os.getpid()]:
+        _KEPT.pop(key).close()
+
+
 class Sandbox:
     """A child process that runs map stages on batches, watched for CPU time per document."""
 
@@ -197,6 +219,7 @@ class Sandbox:
         self.build = build  # (type, name, params_json) -> stage, in the child
         self.pid = None
         self.batch = 0
+        self.busy = False  # a request sent whose reply was not read: the child's answer would be out of step
 
     def _start(self) -> None:
         self.shared = mmap.mmap(-1, mmap.PAGESIZE)
@@ -224,11 +247,15 @@ class Sandbox:
         self.batch += 1
 
     def apply(self, stage_key: tuple, table: pa.Table, limit_s: float) -> StageResult:
+        if self.busy:  # the last call was interrupted (Ctrl-C, an error in the task process): start afresh
+            self._end()
         if self.pid is None:
             self._start()
         try:
+            self.busy = True
             _send(self.requests, {"stage": list(stage_key), "batch": self.batch}, [table])
             header, tables = self._wait(limit_s, table.num_rows)
+            self.busy = False
         except (EOFError, BrokenPipeError) as e:
             status = self._end()
             raise RuntimeError(f"the stage's process ended ({status}) while it ran on this batch") from e
@@ -266,6 +293,7 @@ class Sandbox:
 
     def _end(self) -> str:
         """Kill the child (if it still runs) and reap it; the next ``apply`` starts a fresh one."""
+        self.busy = False
         if self.pid is None:
             return "not started"
         self._finalizer.detach()

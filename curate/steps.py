@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curate import readers, tasks
+from curate.fingerprint import SAMPLE
 from curate.contracts import MapTask, Marker, ReadTask, ShardEntry, StepOutput
 from curate.output import remove_plan
 from curate.progress import TaskProgress
@@ -94,14 +95,14 @@ class StepResult:
 
 
 def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, files: list[dict] | None = None,
-             prints: dict | None = None) -> StepResult:
+             prints: dict | None = None, samples: dict | None = None) -> StepResult:
     """Run (or resume) one step; ``previous`` is the step before it (None for the reading step)."""
     out = run.out
     marker_dir = out / "steps" / step.dirname / "_tasks"
     shared = step_output(run, step, final)
     # 1. the tasks, each with the key its marker must hold
     if step.reads:
-        step_tasks = read_tasks(run, files, prints, shared)
+        step_tasks = read_tasks(run, files, prints, shared, samples)
         inputs, producers = [], []
     else:
         inputs = [e for m in previous.markers for e in m.outputs]
@@ -162,8 +163,11 @@ def read_marker(path: Path) -> Marker | None:
         return None
 
 
-def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput) -> list[ReadTask]:
-    """One task per split of every input file (splits are cached in ``_splits.json`` by fingerprint)."""
+def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput,
+               samples: dict | None = None) -> list[ReadTask]:
+    """One task per split of every input file (splits are cached in ``_splits.json`` by fingerprint). Each task
+    expects its file's size and mtime, and ``samples[path]`` (``fingerprint.SAMPLE``, taken when this run
+    started) when known (tasks.InputChanged)."""
     p = run.pipeline
     cache_path = run.out / "steps" / "00_read" / "_splits.json"
     cache = read_record(cache_path) or {}
@@ -181,7 +185,9 @@ def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput) ->
         source = {k: f[k] for k in ("text_field", "id_field") if k in f}
         for j, split in enumerate(cache[f["path"]]["splits"]):
             key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
-            expect = {"path": f["path"], **{k: prints[f["path"]][k] for k in ("size", "mtime_ns")}}  # (tasks.InputChanged)
+            expect = {"path": f["path"], **{k: prints[f["path"]][k] for k in ("size", "mtime_ns")}}
+            if (samples or {}).get(f["path"]):
+                expect[SAMPLE] = samples[f["path"]]
             step_tasks.append(ReadTask(task_id=f"src{i:05d}-{j:04d}", key=key, step=shared, split={**split, "expect": expect},
                                        source=source, max_doc_bytes=p.max_doc_bytes, shard_rows=p.shard_rows))
     return step_tasks

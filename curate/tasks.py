@@ -12,10 +12,12 @@ each stage's counts. Two kinds:
 The stages run in a ``curate.chain.StageChain``.
 
 A read task checks that its input file still has the size and modification time recorded when the run
-planned it (``split["expect"]``), before reading and after: a file that shrinks, grows or is rewritten during
-a run would otherwise lose the records past the change, or mix two versions. On a mismatch it removes the
-shards it wrote and raises :class:`InputChanged`; the run stops naming the file (a rerun with
-``--allow-changed-inputs`` reads the new version).
+planned it (``split["expect"]``), before reading, every 1,024 items and after; before and after it also checks
+the hash of blocks sampled across the file (``curate.fingerprint``: a rewrite that keeps the size and puts the
+modification time back). A file that shrinks, grows or is rewritten during a run would otherwise lose the
+records past the change, or mix two versions. On a mismatch it removes the shards it wrote and raises
+:class:`InputChanged`; the run stops naming the file (a rerun with ``--allow-changed-inputs`` reads the new
+version).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from curate import readers
 from curate.chain import StageChain
+from curate.fingerprint import SAMPLE, content_sample
 from curate.contracts import MapTask, Marker, ReadTask, StageCounts
 from curate.schema import BASE_SCHEMA, REASON
 from curate.shards import read_shard, rows_to_table
@@ -40,12 +43,12 @@ def call(args: tuple):
 
 
 class InputChanged(RuntimeError):
-    """An input file no longer matches what the run planned (size or modification time)."""
+    """An input file no longer matches what the run planned (size, modification time or sampled content)."""
 
 
-def check_unchanged(split: dict, when: str) -> None:
-    """InputChanged when the split's file differs from ``split["expect"]`` (its path, size and mtime_ns at
-    planning; no ``expect``: nothing to check)."""
+def check_unchanged(split: dict, when: str, content: bool = True) -> None:
+    """InputChanged when the split's file differs from ``split["expect"]`` (its path, size, mtime_ns and, when
+    ``content`` and the plan has it, ``sample_sha256`` at planning; no ``expect``: nothing to check)."""
     expect = split.get("expect")
     if not expect:
         return
@@ -53,12 +56,16 @@ def check_unchanged(split: dict, when: str) -> None:
     try:
         st = os.stat(path)
         now = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if content and expect.get(SAMPLE) and now["size"] == expect.get("size"):
+            now[SAMPLE] = content_sample(path)
     except OSError as e:
         now = {"size": None, "mtime_ns": None, "error": e.strerror or str(e)}
-    if now["size"] == expect.get("size") and now["mtime_ns"] == expect.get("mtime_ns"):
+    if (now["size"] == expect.get("size") and now["mtime_ns"] == expect.get("mtime_ns")
+            and now.get(SAMPLE, expect.get(SAMPLE)) == expect.get(SAMPLE)):
         return
     how = now.get("error") or (f"size {expect.get('size')} -> {now['size']}" if now["size"] != expect.get("size")
-                               else "modified, same size")
+                               else "modified, same size" if now["mtime_ns"] != expect.get("mtime_ns")
+                               else "content rewritten, same size and modification time")
     raise InputChanged(f"input {path} changed {when} ({how}): its records cannot be read as planned; "
                        f"rerun once it no longer changes, with --allow-changed-inputs to read the new version")
 
@@ -90,7 +97,7 @@ def _consume(items, out: "_ReadOutput") -> None:
         elif kind == "count":
             out.count(item[1], int(item[2]))
         if n % 1024 == 0:  # one stat per 1024 items: a change stops the task early, not only at its end
-            check_unchanged(out.task.split, "while it was read")
+            check_unchanged(out.task.split, "while it was read", content=False)
 
 
 class _ReadOutput:

@@ -13,10 +13,16 @@ A length never swallows other records, and damage never ends the file:
   the bytes up to the next header line, set aside as one row;
 - ``truncated_record`` / ``truncated_gzip``, ``corrupt_gzip``: as for WARC;
 - ``too_large``: a LENGTH over ``max_doc_bytes`` (the body is skipped unread, unless a header line comes first).
-One split per file.
+
+Splits, as for WARC (:func:`plan`): a plain ARC is cut at a valid header line (at a line start) whose LENGTH ends
+cleanly (newlines, then a header line or the end of the file); a compressed one at a member whose first line is
+a valid header (``.arc.gz`` holds one gzip member per record; one stream is one split). A record belongs to the
+split its header starts in, so a split reads on past its end to finish its last record and the items of all
+splits are those of the whole file, ids included.
 """
 from __future__ import annotations
 
+import os
 import re
 
 from curate.readers import streams
@@ -50,16 +56,93 @@ def _is_url(token: bytes) -> bool:
     return b"://" in token or token.startswith((b"dns:", b"filedesc:"))
 
 
-def read(path: str, name: str, max_doc_bytes: int):
-    yield from _ArcFile(path, name, max_doc_bytes).records()
+def plan(path: str, target_bytes: int) -> list[dict]:
+    """Splits of about ``target_bytes`` (``{"path", "format": "warc", "start", "stop"}``), cut where a record
+    starts; planning reads a few KiB at each cut."""
+    size = os.path.getsize(path)
+    base = {"path": path, "format": "warc"}
+    cuts = []
+    if size > target_bytes:
+        kind = streams.sniff(path)
+        with open(path, "rb") as f:
+            pos = target_bytes
+            while pos < size:
+                c = (_next_plain_record(f, pos, size) if kind == "plain"
+                     else streams.next_member(f, pos, kind, accept=_starts_record))
+                if c is None:
+                    break
+                cuts.append(c)
+                pos = max(c + 1, pos + target_bytes)
+    bounds = [0] + cuts + [None]
+    return [{**base, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+
+
+def _starts_record(first: bytes) -> bool:
+    """A member's first bytes start with a valid header line (not the file's ``filedesc`` record)."""
+    line = first.split(b"\n", 1)[0]
+    parsed = header(line) if b"\n" in first else None
+    return parsed is not None and not parsed[0].startswith("filedesc:")
+
+
+def _next_plain_record(f, pos: int, size: int) -> int | None:
+    """The first line start at or after ``pos`` holding a valid header line whose LENGTH ends cleanly."""
+    while pos < size:
+        f.seek(pos - 1)
+        window = f.read(streams.CHUNK + 1)  # from the byte before pos: a line start is just after a newline
+        if len(window) < 2:
+            return None
+        for m in _LINE_START.finditer(window):
+            at = pos + m.start()
+            if _record_starts_at(f, at, size):
+                return at
+        if len(window) < streams.CHUNK + 1:
+            return None
+        pos += streams.CHUNK
+    return None
+
+
+def _record_starts_at(f, at: int, size: int) -> bool:
+    f.seek(at)
+    head = f.read(MAX_LINE + 2)
+    nl = head.find(b"\n")
+    parsed = header(head[:nl]) if nl != -1 else None
+    if parsed is None or parsed[0].startswith("filedesc:"):
+        return False
+    end = at + nl + 1 + parsed[2]
+    if end > size:
+        return False
+    f.seek(end)
+    after = f.read(MAX_LINE + 64)
+    if after[:1] not in (b"\n", b"\r") and end < size:
+        return False
+    rest = after.lstrip(b"\r\n")
+    if not rest:
+        return end + len(after) >= size  # only newlines up to the end of the file
+    line = rest.split(b"\n", 1)[0]
+    return looks_like_header(line)
+
+
+def read(split: dict | str, name: str, max_doc_bytes: int):
+    if isinstance(split, str):
+        split = {"path": split}
+    yield from _ArcFile(split, name, max_doc_bytes).records()
 
 
 class _ArcFile:
-    def __init__(self, path: str, name: str, max_doc_bytes: int):
+    def __init__(self, split: dict, name: str, max_doc_bytes: int):
+        path = split["path"]
         self.path, self.name, self.max_doc_bytes = path, name, max_doc_bytes
         self.kind = kind = streams.sniff(path)
-        self.s = _Stream(streams.events(path, kind, 0), kind == "plain")
+        self.start, self.stop = split.get("start") or 0, split.get("stop")
+        self.s = _Stream(streams.events(path, kind, self.start), kind == "plain", self.start if kind == "plain" else 0)
         self.max_body = max_doc_bytes + MAX_HEADER
+
+    def past_stop(self) -> bool:
+        """The record at the start of the buffer belongs to the next split."""
+        if self.stop is None:
+            return False
+        member, intra = self.s.where()
+        return (intra if self.kind == "plain" else member) >= self.stop
 
     def label(self, where) -> str:
         member, intra = where
@@ -74,6 +157,8 @@ class _ArcFile:
                 s.consume(blank)
             if not s.buf:
                 if s.damage is not None:
+                    if self.stop is not None and s.damage[1] >= self.stop:
+                        return  # a damaged member of the next split
                     yield from self._damaged(None)
                     continue
                 if s.truncated:
@@ -83,6 +168,8 @@ class _ArcFile:
             nl = s.find(b"\n", 0, MAX_LINE + 2)
             line = bytes(s.buf[: nl if nl != -1 else len(s.buf)])
             parsed = header(line) if (nl != -1 or s.at_end) else None
+            if self.past_stop():
+                return
             if parsed is None:
                 yield from self._junk()
                 continue

@@ -19,7 +19,8 @@ A body's size is checked before it is read: a record larger than ``max_doc_bytes
 
 Splits: record offsets. For .gz/.zst, cuts at member starts whose content begins with ``WARC/`` (planning
 seeks to each cut point and test-decodes a few KiB); for plain WARC, at ``WARC/1.`` headers whose
-Content-Length lands on the next header. A split owns the records whose header starts in its range.
+Content-Length lands on the next header. A split owns the records whose header starts in its range. ARC files
+split the same way (:func:`curate.readers.arc.plan`).
 """
 from __future__ import annotations
 
@@ -55,7 +56,11 @@ def is_arc(path: str) -> bool:
 def plan(path: str, target_bytes: int) -> list[dict]:
     size = os.path.getsize(path)
     base = {"path": path, "format": "warc"}
-    if size <= target_bytes or is_arc(path):
+    if is_arc(path):
+        from curate.readers import arc
+
+        return arc.plan(path, target_bytes)
+    if size <= target_bytes:
         return [{**base, "start": 0, "stop": None}]
     kind = streams.sniff(path)
     cuts = []
@@ -183,7 +188,7 @@ def read(split: dict, name: str, max_doc_bytes: int):
     if is_arc(path):
         from curate.readers import arc  # (arc reuses this module's parser pieces)
 
-        yield from arc.read(path, name, max_doc_bytes)
+        yield from arc.read(split, name, max_doc_bytes)
         return
     yield from _WarcSplit(split, name, max_doc_bytes).records()
 

@@ -60,6 +60,8 @@ class C4QualityParams:
         for n in ("min_num_sentences", "min_words_per_line", "max_word_length"):
             if getattr(self, n) < -1:
                 raise ValueError(f"{n} = {getattr(self, n)!r}: must be >= 0, or -1 for off")
+        if self.max_word_length == 0:
+            raise ValueError("max_word_length = 0: every line with a word would be removed; must be >= 1, or -1 for off")
         check_words(self)
 
 

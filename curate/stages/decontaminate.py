@@ -66,7 +66,7 @@ from curate import shuffle
 from curate.schema import TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
-from curate.stages.minhash.kernels import _example_ngrams, _match_kernel
+from curate.stages.minhash.kernels import MAX_NGRAM, _example_ngrams, _match_kernel
 from curate.stages.minhash.shingles import words
 from curate.stages.minhash.store import load_npy, save_npy
 
@@ -76,6 +76,9 @@ STATS_FILE = "decontam_stats.json"
 BATCH_DOCS = 2048
 SPLIT_ID = "split_id"
 SPLIT_OUTPUTS = ("documents", "joined")
+MAX_CHARS = 100_000_000  # window, min_fragment: ten times the largest default document (max_doc_bytes), far from int64
+MAX_PIECES = 1_000_000  # max_splits
+MAX_DOCS = 1 << 40  # max_matches (0 = no limit)
 MATCHES = pa.schema([("doc", pa.uint64()), ("ngram", pa.uint64()), ("start", pa.int64()), ("end", pa.int64())])
 PAIRS = pa.schema([("ngram", pa.uint64()), ("doc", pa.uint64())])
 RESULTS = pa.schema([("row", pa.int64()), ("outcome", pa.string()), ("matches", pa.int64()),
@@ -102,12 +105,17 @@ class Params:
     def __post_init__(self):
         if not self.eval_files:
             raise ValueError("eval_files is empty: name at least one evaluation file (JSONL or text)")
+        if not 1 <= self.ngram <= MAX_NGRAM:
+            raise ValueError(f"ngram = {self.ngram}: must be in [1, {MAX_NGRAM}] (words hashed as one n-gram; "
+                             f"GPT-3 and MT-NLG use 13)")
         if not 1 <= self.min_ngram <= self.ngram:
             raise ValueError(f"need 1 <= min_ngram <= ngram, got min_ngram={self.min_ngram}, ngram={self.ngram}")
-        if self.window < 0 or self.min_fragment < 0 or self.max_splits < 1:
-            raise ValueError("window and min_fragment must be >= 0 and max_splits >= 1")
-        if self.max_matches < 0:
-            raise ValueError(f"max_matches must be >= 0 (0 = no limit), got {self.max_matches}")
+        for name, low, high, unit in (("window", 0, MAX_CHARS, "characters"), ("min_fragment", 0, MAX_CHARS, "characters"),
+                                      ("max_splits", 1, MAX_PIECES, "pieces"), ("max_matches", 0, MAX_DOCS, "documents")):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} = {value}: must be in [{low}, {high:,}] ({unit})"
+                                 + ("; 0 = no limit" if name == "max_matches" else ""))
         if self.split_output not in SPLIT_OUTPUTS:
             raise ValueError(f"split_output = {self.split_output!r}; allowed: {', '.join(SPLIT_OUTPUTS)}")
 

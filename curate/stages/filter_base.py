@@ -72,6 +72,15 @@ def check_nonnegative(params, names: list[str]) -> None:
             raise ValueError(f"{n} = {v!r}: must be >= 0 (a number)")
 
 
+def check_shares(params, names: list[str]) -> None:
+    """Each a share (0 to 1): above 1 a maximum never fires and a minimum sets every document aside."""
+    for n in names:
+        v = getattr(params, n)
+        if not 0 <= v <= 1:
+            raise ValueError(f"{n} = {v!r}: a share, must be between 0 and 1 (to turn its check off, list its reason "
+                             f"in `skip`)")
+
+
 def check_range(params, low: str, high: str) -> None:
     """``low <= high``: a minimum above its maximum would set every document aside."""
     if getattr(params, low) > getattr(params, high):

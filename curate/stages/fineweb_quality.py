@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from curate.stages.filter_base import HeuristicStage, check_nonnegative, check_skip, check_words, find_duplicates
+from curate.stages.filter_base import HeuristicStage, check_nonnegative, check_shares, check_skip, check_words, find_duplicates
 from curate.text.punctuation import TERMINAL_PUNCTUATION
 
 FINEWEB_REASONS = {
@@ -43,6 +43,7 @@ class FineWebQualityParams:
             raise ValueError("stop_chars: empty strings are not allowed")
         check_nonnegative(self, ["line_punct_thr", "short_line_thr", "short_line_length",
                                   "char_duplicates_ratio", "new_line_ratio"])
+        check_shares(self, ["line_punct_thr", "short_line_thr", "char_duplicates_ratio"])
         check_words(self)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import filterfalse
 
-from curate.stages.filter_base import HeuristicStage, check_nonnegative, check_range, check_skip, check_words
+from curate.stages.filter_base import HeuristicStage, check_nonnegative, check_shares, check_range, check_skip, check_words
 from curate.text.punctuation import PUNCTUATION
 from curate.text.spacy_words import spacy_words
 from curate.text.token_stats import has_letter
@@ -57,6 +57,7 @@ class GopherQualityParams:
         check_skip(self.skip, GOPHER_QUALITY_REASONS, "gopher_quality")
         check_nonnegative(self, [f for f in self.__dataclass_fields__
                                   if f not in ("stop_words", "skip", "words", "language", "alpha_words_of")])
+        check_shares(self, ["max_bullet_lines_ratio", "max_ellipsis_lines_ratio", "min_alpha_words_ratio"])
         check_range(self, "min_doc_words", "max_doc_words")
         check_range(self, "min_avg_word_length", "max_avg_word_length")
         if self.alpha_words_of not in ALPHA_WORDS_OF:

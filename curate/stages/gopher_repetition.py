@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from curate.stages.filter_base import (HeuristicStage, check_nonnegative, check_skip, check_words, find_duplicates,
-                                       split_lines, split_paragraphs)
+from curate.stages.filter_base import (HeuristicStage, check_nonnegative, check_shares, check_skip, check_words,
+                                       find_duplicates, split_lines, split_paragraphs)
 from curate.text.ngrams import dup_ngrams_chars, top_ngrams_chars
 from curate.text.spacy_words import spacy_words
 
@@ -56,6 +56,7 @@ class GopherRepetitionParams:
     def __post_init__(self):
         check_skip(self.skip, GOPHER_REPETITION_REASONS, "gopher_repetition")
         check_nonnegative(self, [f for f in self.__dataclass_fields__ if f.endswith("_frac")])
+        check_shares(self, [f for f in self.__dataclass_fields__ if f.endswith("_frac")])
         check_words(self)
 
 

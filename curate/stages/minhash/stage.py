@@ -95,6 +95,8 @@ class Params:
             raise ValueError(f"verify_threshold must be in (0, 1], got {self.verify_threshold}")
         if not 1 <= self.ngram <= MAX_NGRAM:
             raise ValueError(f"ngram must be in [1, {MAX_NGRAM}], got {self.ngram}")
+        if not 0 <= self.seed < 2 ** 32:  # numpy's PCG64 refuses a negative seed, datasketch one of 2**32 or more
+            raise ValueError(f"seed = {self.seed}: must be in [0, 2**32 - 1]")
         if self.band_choice not in BAND_CHOICES:
             raise ValueError(f"band_choice = {self.band_choice!r}; allowed: {', '.join(BAND_CHOICES)}")
         if len(self.lsh_weights) != 2 or min(self.lsh_weights) < 0 or abs(sum(self.lsh_weights) - 1.0) > 1e-9:
