@@ -47,3 +47,19 @@ def test_gopher_quality_ranges(params, message):
 def test_nan_threshold_of_repetition_refused():
     with pytest.raises(ConfigError, match="dup_line_frac = nan"):
         parse_stage({"type": "gopher_repetition", "words": "regex", "dup_line_frac": float("nan")}, "t")
+
+
+def test_more_local_workers_than_a_machine_can_hold_refused_at_start():
+    import os
+
+    from curate.executors import make_executor
+
+    cpus = os.cpu_count() or 1
+    with pytest.raises(ConfigError, match=f"use at most {cpus} here"):
+        make_executor("local", workers=16 * cpus + 1)
+    make_executor("local", workers=16 * cpus).close()  # oversubscribed but possible: allowed
+
+
+def test_gopher_min_stop_words_above_the_stop_words_refused():
+    with pytest.raises(ConfigError, match="distinct stop_words: every document would be set aside"):
+        parse_stage({"type": "gopher_quality", "min_stop_words": 3, "stop_words": ["a", "b", "a"]}, "t")

@@ -95,7 +95,10 @@ def test_gopher_quality_thresholds_are_honoured():
     assert one(GopherQuality("gq", GopherQuality.Params(min_doc_words=len(words) + 1)), text) == "gopher_short_doc"
     assert one(GopherQuality("gq", GopherQuality.Params(min_doc_words=len(words))), text) is None
     assert one(GopherQuality("gq", GopherQuality.Params(max_doc_words=len(words) - 1)), text) == "gopher_long_doc"
-    assert one(GopherQuality("gq", GopherQuality.Params(min_stop_words=9)), text) == "gopher_stop_words"
+    fewer = GopherQuality.Params(stop_words=["the", "and", "zygote"], min_stop_words=3)  # "zygote" is not in it
+    assert one(GopherQuality("gq", fewer), text) == "gopher_stop_words"
+    with pytest.raises(ValueError, match="more than the 8 distinct stop_words"):
+        GopherQuality.Params(min_stop_words=9)
     # stop words are distinct and case-sensitive (as DataTrove): "The The the" holds one
     short = "The The the " + " ".join(["Cats run quickly across green fields"] * 10)
     assert one(GopherQuality("gq"), short) == "gopher_stop_words"

@@ -9,6 +9,8 @@ counts), the data moves through the output folder.
 """
 from __future__ import annotations
 
+import os
+
 
 class WorkerLost(RuntimeError):
     """A task's worker died (process killed, node lost) more often than ``max_retries`` allows."""
@@ -18,6 +20,13 @@ def make_executor(name: str = "local", workers: int = 1, address: str | None = N
                   max_in_flight: int = 0, max_retries: int = 3):
     if name == "local":
         from curate.executors.local import LocalExecutor
+
+        cpus = os.cpu_count() or 1
+        if workers > 16 * cpus:  # each worker is a process holding its stages' models: hundreds of MB
+            from curate.config import ConfigError
+
+            raise ConfigError(f"workers = {workers} is more than 16 per CPU of this machine ({cpus} CPUs): each "
+                              f"worker is a process of its own; use at most {cpus} here (or --executor ray for more)")
 
         return LocalExecutor(workers, max_in_flight=max_in_flight, max_retries=max_retries)
     if name == "ray":

@@ -58,6 +58,10 @@ class GopherQualityParams:
         check_nonnegative(self, [f for f in self.__dataclass_fields__
                                   if f not in ("stop_words", "skip", "words", "language", "alpha_words_of")])
         check_shares(self, ["max_bullet_lines_ratio", "max_ellipsis_lines_ratio", "min_alpha_words_ratio"])
+        if self.min_stop_words > len(set(self.stop_words)):
+            raise ValueError(f"min_stop_words = {self.min_stop_words} is more than the {len(set(self.stop_words))} "
+                             "distinct stop_words: every document would be set aside (lower min_stop_words, add "
+                             "stop_words, or list gopher_stop_words in `skip`)")
         check_range(self, "min_doc_words", "max_doc_words")
         check_range(self, "min_avg_word_length", "max_avg_word_length")
         if self.alpha_words_of not in ALPHA_WORDS_OF:

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             lock.release()
     except LockError as e:
-        print(f"pretrain ablate: {str(e).replace('another curate run', 'another pretrain ablate')}", file=sys.stderr)
+        print(f"pretrain ablate: {e}", file=sys.stderr)
         return 2
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"pretrain ablate: {e}", file=sys.stderr)
