@@ -212,13 +212,8 @@ def next_member(f, offset: int, kind: str, limit: int | None = None, accept=None
 def events(path: str, kind: str, start: int = 0):
     """Yield the events described in the module docstring, from compressed offset ``start``."""
     if kind == "plain":
-        with open(path, "rb") as f:
-            f.seek(start)
-            while True:
-                chunk = f.read(CHUNK)
-                if not chunk:
-                    return
-                yield ("data", 0, chunk)
+        yield from _plain_events(path, start)
+        return
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         f.seek(start)
@@ -233,32 +228,13 @@ def events(path: str, kind: str, start: int = 0):
             if kind == "zstd" and _is_skippable(pending):  # pzstd's index frames: no data, skipped
                 if len(pending) < 8:
                     pending += f.read(8)
-                skip = 8 + int.from_bytes(pending[4:8], "little")
-                off += skip
+                off += 8 + int.from_bytes(pending[4:8], "little")
                 f.seek(off)
                 pending = b""
                 continue
-            member, dec, held, held_len, streaming = off, _Decoder(kind), [], 0, False
+            member, dec = off, _Decoder(kind)
             try:
-                while not dec.eof:
-                    if not pending and dec.wants_input:
-                        pending = f.read(CHUNK)
-                        if not pending:
-                            break
-                    piece, tail = dec.piece(pending)
-                    out, left = dec.feed(piece)
-                    pending = left + tail
-                    off += len(piece) - len(left)
-                    if out:
-                        if streaming:
-                            yield ("data", member, out)
-                        else:
-                            held.append(out)
-                            held_len += len(out)
-                            if held_len > VERIFY_BYTES:
-                                streaming = True
-                                yield ("data", member, b"".join(held))
-                                held.clear()
+                off, pending = yield from _member_events(f, dec, member, pending)
             except dec.errors as e:
                 nxt = next_member(f, member + 1, kind)
                 yield ("damage", member, size if nxt is None else nxt, f"{type(e).__name__}: {e}")
@@ -267,26 +243,14 @@ def events(path: str, kind: str, start: int = 0):
                 f.seek(nxt)
                 off, pending = nxt, b""
                 continue
-            if held:
-                yield ("data", member, b"".join(held))
             if not dec.eof:
                 yield ("truncated", member, f"the file ends inside the {kind} member at byte {member}")
                 return
             # The member ended; ``pending`` holds what followed it. Resync if it is not a member header.
             if len(pending) < 10:
                 pending += f.read(CHUNK)
-            if kind == "xz" and pending[:4] == b"\x00\x00\x00\x00":  # stream padding (a multiple of 4 zeros)
-                body = pending.lstrip(b"\x00")
-                while not body and len(pending) < (64 << 20):
-                    more = f.read(CHUNK)
-                    if not more:
-                        break
-                    pending += more
-                    body = pending.lstrip(b"\x00")
-                off += len(pending) - len(body)
-                pending = body
-                if not pending:
-                    pending = f.read(CHUNK)
+            if kind == "xz" and pending[:4] == b"\x00\x00\x00\x00":
+                off, pending = _skip_xz_padding(f, off, pending)
             magic = MAGIC[kind]
             ok_next = pending.startswith(magic[: len(pending)]) or (kind == "zstd" and _is_skippable(pending))
             if pending and not ok_next and pending.strip(b"\x00"):
@@ -296,3 +260,54 @@ def events(path: str, kind: str, start: int = 0):
                     return
                 f.seek(nxt)
                 off, pending = nxt, b""
+
+
+def _plain_events(path: str, start: int):
+    with open(path, "rb") as f:
+        f.seek(start)
+        while chunk := f.read(CHUNK):
+            yield ("data", 0, chunk)
+
+
+def _member_events(f, dec: "_Decoder", member: int, pending: bytes):
+    """Decode the member starting at compressed offset ``member`` (its first bytes in ``pending``), yielding its
+    ``data`` events: held back until the member's end (its checksum) up to ``VERIFY_BYTES``, streamed after.
+    Returns ``(offset, pending)`` after the member (or where the file ended: ``dec.eof`` says which); a damaged
+    member raises one of ``dec.errors``."""
+    off, held, held_len, streaming = member, [], 0, False
+    while not dec.eof:
+        if not pending and dec.wants_input:
+            pending = f.read(CHUNK)
+            if not pending:
+                break
+        piece, tail = dec.piece(pending)
+        out, left = dec.feed(piece)
+        pending = left + tail
+        off += len(piece) - len(left)
+        if not out:
+            continue
+        if streaming:
+            yield ("data", member, out)
+            continue
+        held.append(out)
+        held_len += len(out)
+        if held_len > VERIFY_BYTES:
+            streaming = True
+            yield ("data", member, b"".join(held))
+            held.clear()
+    if held:
+        yield ("data", member, b"".join(held))
+    return off, pending
+
+
+def _skip_xz_padding(f, off: int, pending: bytes) -> tuple[int, bytes]:
+    """Past xz stream padding (a multiple of 4 zero bytes, read on up to 64 MiB): the offset and bytes after it."""
+    body = pending.lstrip(b"\x00")
+    while not body and len(pending) < (64 << 20):
+        more = f.read(CHUNK)
+        if not more:
+            break
+        pending += more
+        body = pending.lstrip(b"\x00")
+    off += len(pending) - len(body)
+    return off, body or f.read(CHUNK)
