@@ -251,8 +251,8 @@ class Supervisor:
                 latest = f" ({os.path.join(self.plan.checkpoint_dir, name)})"
             except OSError:
                 pass
-        line = f": {self.plan.command_line}" if self.plan.command_line else ""
-        return (f"The run resumes from its newest intact checkpoint{latest} when its `pretrain launch` line runs "
+        line = f" (this node's: {self.plan.command_line})" if self.plan.command_line else ""
+        return (f"The run resumes from its newest intact checkpoint{latest} when the `pretrain launch` lines run "
                 f"again on every node{line}")
 
     def _on_signal(self, signum, frame) -> None:
