@@ -142,14 +142,15 @@ def _alive(identity: tuple[int, str]) -> bool:
     return bool(fields) and fields[0] != "Z" and len(fields) > 19 and fields[19] == identity[1]
 
 
-def end_orphans(known: set[tuple[int, str]], wait_s: float = 10.0) -> list[int]:
+def end_orphans(known: set[tuple[int, str]], adopted: bool = False, wait_s: float = 10.0) -> list[int]:
     """End the workers a torchrun left behind when it was killed, and wait until they are gone; -> their pids.
 
     torchrun starts each worker in a session of its own, so ending torchrun's session leaves them running: they
     would go on training with the other nodes (whose launchers then wait on torchrun's exit barrier for minutes)
     and keep this node's restarted torchrun from meeting the others. ``known``: the workers seen while torchrun
-    ran; this supervisor is also a child subreaper, so any worker it missed was handed to it when torchrun died."""
-    mine = {i for i in map(_identity, _children(os.getpid()) or []) if i}
+    ran; ``adopted``: this process is a child subreaper whose only child was torchrun, so its children now are
+    workers torchrun left (any it missed was handed to it when torchrun died)."""
+    mine = {i for i in map(_identity, _children(os.getpid()) or []) if i} if adopted else set()
     left = {i for i in known | mine if _alive(i)}
     for pid, _ in left:
         for kill in (os.killpg, os.kill):  # the worker's session (it and what it started), then the worker
@@ -292,7 +293,7 @@ class Supervisor:
                 self.say(f"no worker running for {now - idle_since:.0f} s: {self.waiting_for()}; torchrun gives up "
                          f"after {plan.timeout_s:g} s")
         self._end_group(proc)
-        left = end_orphans(workers)
+        left = end_orphans(workers, adopted=True)
         if left and not self.stopping:
             self.say(f"torchrun ended with exit code {proc.returncode} and left {len(left)} workers running "
                      f"(pids {', '.join(map(str, left))}): ended them")
