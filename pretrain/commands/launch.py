@@ -1,6 +1,6 @@
-"""`pretrain launch [--nnodes N --rdzv-endpoint HOST:PORT] --nproc-per-node P [--max-restarts R] --config C.toml
-[--set table.key=value ...]`: run `pretrain train` under torchrun on this node and start it again when it fails
-(one such line per node; the work: pretrain/launch.py)."""
+"""`pretrain launch [--nnodes N --rdzv-endpoint HOST:PORT | --nnodes N --node-rank R --master-addr HOST]
+--nproc-per-node P [--max-restarts R] --config C.toml [--set table.key=value ...]`: run `pretrain train` under
+torchrun on this node and start it again when it fails (one such line per node; the work: pretrain/launch.py)."""
 from __future__ import annotations
 
 import re
@@ -10,15 +10,19 @@ HELP_EPILOG = """Every attempt is `python -m torch.distributed.run ... -m pretra
 c10d rendezvous (or --standalone on one node); the trainers resume from the newest intact checkpoint in
 checkpoint.dir, so a restarted job goes on with the losses of an uninterrupted one. A worker that dies: torchrun
 restarts the workers of every node (each round's workers get a fresh store). The torchrun launcher itself
-killed or failed: this command ends its leftover workers and starts it again, up to --max-restarts times. Not
-restarted: a job that stopped on purpose (a bad config, storage that is not shared, a non-finite loss) and an
-attempt whose launchers never met. Waits are bounded by --timeout (default parallel.timeout_s), and while no
-worker runs the command says every --notice seconds what it waits for.
+killed or failed: this command ends the workers it left and starts it again, up to --max-restarts times. The
+static form (--node-rank, --master-addr, --master-port instead of --rdzv-endpoint): torchrun runs without
+restarts of its own and every failure starts it again on every node. Not restarted: a job that stopped on
+purpose (a bad config, storage that is not shared, a non-finite loss), an attempt whose launchers never met, and
+a failure after which the other launchers did not rejoin within --timeout (a node lost for good: the message
+names the checkpoint a rerun resumes from and this node's line). Waits are bounded by --timeout (default
+parallel.timeout_s), and while no worker runs the command says every --notice seconds what it waits for.
 
 examples:
   pretrain launch --nproc-per-node 4 --config pretrain/configs/tiny.toml --set parallel.tp=2 --set data.kind=synthetic --set model.vocab_size=256
   pretrain launch --nnodes 2 --nproc-per-node 8 --rdzv-endpoint head-node:29500 --rdzv-id run1 --max-restarts 3 --config pretrain/configs/tiny.toml --set parallel.tp=4 --set parallel.pp=2
   pretrain launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29500 --dry-run --config pretrain/configs/tiny.toml
+  pretrain launch --nnodes 2 --node-rank 1 --master-addr head-node --master-port 29500 --nproc-per-node 8 --config pretrain/configs/tiny.toml --set parallel.tp=8
 """
 
 
