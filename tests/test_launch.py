@@ -37,6 +37,15 @@ def test_torchrun_line_of_an_attempt():
     assert "--standalone" in " ".join(torchrun_command(LaunchPlan(nproc_per_node=2)))
 
 
+def test_torchrun_line_of_the_static_form_leaves_restarts_to_the_supervisor():
+    plan = LaunchPlan(nnodes="2", nproc_per_node=4, node_rank=1, master_addr="head", master_port=29600,
+                      max_restarts=3, timeout_s=90)
+    joined = " ".join(torchrun_command(plan))
+    assert "--node-rank 1 --master-addr head --master-port 29600 --rdzv-conf timeout=90" in joined
+    assert "--max-restarts 0" in joined  # torchrun's restarts would reuse node 0's store
+    assert "--rdzv-endpoint" not in joined and "--standalone" not in joined and "join_timeout" not in joined
+
+
 def test_dry_run_prints_the_line_with_a_fresh_store_per_round():
     out = launch("--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", "127.0.0.1:29500", "--dry-run",
                  *SYNTHETIC, "--set", "parallel.timeout_s=42")
@@ -51,6 +60,9 @@ def test_dry_run_prints_the_line_with_a_fresh_store_per_round():
     (["--nnodes", "2", "--rdzv-endpoint", "head"], "expected HOST:PORT"),
     (["--nproc-per-node", "3", "--set", "parallel.tp=2"], "world size 3 is not divisible"),
     (["--set", "parallel.timeout_s=0"], "parallel.timeout_s = 0.0: must be > 0"),
+    (["--nnodes", "2", "--node-rank", "1"], "needs both --node-rank (0 .. nnodes-1) and --master-addr"),
+    (["--nnodes", "2", "--node-rank", "2", "--master-addr", "head"], "--node-rank 2: must be 0 .. 1"),
+    (["--nnodes", "2", "--node-rank", "0", "--master-addr", "h", "--rdzv-endpoint", "h:1"], "not both"),
 ])
 def test_bad_arguments_or_config_stop_before_anything_starts(args, message):
     out = launch(*args, *SYNTHETIC, "--dry-run")
@@ -81,8 +93,14 @@ class _Scripted(Supervisor):
         from pretrain.launch import Attempt
 
         self.attempts += 1
-        code, message, started = self.endings.pop(0)
-        return Attempt(code, message, started)
+        return Attempt(*self.endings.pop(0))
+
+
+def test_dry_run_of_the_static_form():
+    out = launch("--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+                 "--dry-run", *SYNTHETIC)
+    assert out.returncode == 0, out.stderr
+    assert "--node-rank 0 --master-addr 127.0.0.1 --master-port 29500" in out.stdout
 
 
 def test_which_endings_are_restarted():
@@ -96,6 +114,62 @@ def test_which_endings_are_restarted():
     assert s.run() == 3 and s.attempts == 1
     s = _Scripted([(1, "", False)], max_restarts=3)
     assert s.run() == 1 and s.attempts == 1  # the launchers never met: not restarted
+    s = _Scripted([(1, "", True, True)], max_restarts=3)
+    assert s.run() == 1 and s.attempts == 1  # a failure, then the others did not rejoin in time: a node is gone
+    s = _Scripted([(-9, "", True), (1, "", False)], max_restarts=3)
+    assert s.run() == 1 and s.attempts == 2  # started again, the others never came back
+
+
+def test_a_node_that_does_not_rejoin_is_named_with_how_to_resume(tmp_path, capsys):
+    (tmp_path / "latest").write_text("step_00000008\n")
+    s = _Scripted([(-9, "", True), (1, "", False)], max_restarts=3, checkpoint_dir=str(tmp_path),
+                  command_line="pretrain launch --nnodes 2 --config c.toml", timeout_s=45)
+    assert s.run() == 1
+    err = capsys.readouterr().err
+    assert "the other launchers did not rejoin within --timeout 45 s after the failure" in err
+    assert f"newest intact checkpoint ({tmp_path / 'step_00000008'})" in err
+    assert "(this node's: pretrain launch --nnodes 2 --config c.toml)" in err and "not restarting" in err
+    s = _Scripted([(1, "", True)] * 2, max_restarts=1, command_line="pretrain launch --nnodes 2")
+    assert s.run() == 1
+    err = capsys.readouterr().err
+    assert "giving up" in err and "(this node's: pretrain launch --nnodes 2)" in err
+
+
+def test_the_workers_a_killed_torchrun_leaves_are_ended():
+    """torchrun starts its workers in sessions of their own: a torchrun killed by SIGKILL leaves them running.
+    Here a stand-in launcher starts two such workers (each with a child of its own) and is killed; the workers
+    seen while it ran are ended, with their children."""
+    from pretrain.launch import _alive, _children, _identity, end_orphans
+
+    code = ("import subprocess, sys, time\n"
+            "child = 'import subprocess, time; subprocess.Popen([\"sleep\", \"300\"]); time.sleep(300)'\n"
+            "ws = [subprocess.Popen([sys.executable, '-c', child], start_new_session=True) for _ in range(2)]\n"
+            "print(' '.join(str(w.pid) for w in ws), flush=True); time.sleep(300)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in launcher.stdout.readline().split()]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(_children(w) for w in workers):
+        time.sleep(0.05)
+    grandchildren = [c for w in workers for c in _children(w)]
+    everyone = {_identity(p) for p in workers + grandchildren}
+    known = {_identity(w) for w in workers}
+    launcher.kill()
+    launcher.wait()
+    assert all(map(_alive, everyone))  # killing the launcher left its workers and theirs running
+    try:
+        assert sorted(end_orphans(known)) == sorted(workers)
+        assert not any(map(_alive, known))  # the workers are gone when it returns
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(_alive, everyone)):
+            time.sleep(0.05)
+        assert not any(map(_alive, everyone))  # and what they started (their sessions were ended)
+        assert end_orphans(known) == []  # nothing left; a pid reused since is not touched (start time differs)
+    finally:
+        for p in workers + grandchildren:
+            try:
+                os.kill(p, 9)
+            except ProcessLookupError:
+                pass
 
 
 def test_deliberate_stop_lines():

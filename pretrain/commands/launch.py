@@ -1,6 +1,6 @@
-"""`pretrain launch [--nnodes N --rdzv-endpoint HOST:PORT] --nproc-per-node P [--max-restarts R] --config C.toml
-[--set table.key=value ...]`: run `pretrain train` under torchrun on this node and start it again when it fails
-(one such line per node; the work: pretrain/launch.py)."""
+"""`pretrain launch [--nnodes N --rdzv-endpoint HOST:PORT | --nnodes N --node-rank R --master-addr HOST]
+--nproc-per-node P [--max-restarts R] --config C.toml [--set table.key=value ...]`: run `pretrain train` under
+torchrun on this node and start it again when it fails (one such line per node; the work: pretrain/launch.py)."""
 from __future__ import annotations
 
 import re
@@ -10,15 +10,19 @@ HELP_EPILOG = """Every attempt is `python -m torch.distributed.run ... -m pretra
 c10d rendezvous (or --standalone on one node); the trainers resume from the newest intact checkpoint in
 checkpoint.dir, so a restarted job goes on with the losses of an uninterrupted one. A worker that dies: torchrun
 restarts the workers of every node (each round's workers get a fresh store). The torchrun launcher itself
-killed or failed: this command ends its leftover workers and starts it again, up to --max-restarts times. Not
-restarted: a job that stopped on purpose (a bad config, storage that is not shared, a non-finite loss) and an
-attempt whose launchers never met. Waits are bounded by --timeout (default parallel.timeout_s), and while no
-worker runs the command says every --notice seconds what it waits for.
+killed or failed: this command ends the workers it left and starts it again, up to --max-restarts times. The
+static form (--node-rank, --master-addr, --master-port instead of --rdzv-endpoint): torchrun runs without
+restarts of its own and every failure starts it again on every node. Not restarted: a job that stopped on
+purpose (a bad config, storage that is not shared, a non-finite loss), an attempt whose launchers never met, and
+a failure after which the other launchers did not rejoin within --timeout (a node lost for good: the message
+names the checkpoint a rerun resumes from and this node's line). Waits are bounded by --timeout (default
+parallel.timeout_s), and while no worker runs the command says every --notice seconds what it waits for.
 
 examples:
   pretrain launch --nproc-per-node 4 --config pretrain/configs/tiny.toml --set parallel.tp=2 --set data.kind=synthetic --set model.vocab_size=256
   pretrain launch --nnodes 2 --nproc-per-node 8 --rdzv-endpoint head-node:29500 --rdzv-id run1 --max-restarts 3 --config pretrain/configs/tiny.toml --set parallel.tp=4 --set parallel.pp=2
   pretrain launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29500 --dry-run --config pretrain/configs/tiny.toml
+  pretrain launch --nnodes 2 --node-rank 1 --master-addr head-node --master-port 29500 --nproc-per-node 8 --config pretrain/configs/tiny.toml --set parallel.tp=8
 """
 
 
@@ -33,6 +37,11 @@ def add_arguments(parser) -> None:
                         "with --nnodes > 1; one node without it: torchrun --standalone)")
     parser.add_argument("--rdzv-id", default="quarry", help="the job's rendezvous id, the same on every node "
                         "(default quarry)")
+    parser.add_argument("--node-rank", type=int, help="the static form, instead of --rdzv-endpoint: this node's "
+                        "number, 0 .. nnodes-1 (node 0 hosts the store at --master-addr:--master-port)")
+    parser.add_argument("--master-addr", help="the static form: node 0's address, the same on every node")
+    parser.add_argument("--master-port", type=int, default=29500, help="the static form: the store's port on "
+                        "node 0 (default 29500)")
     parser.add_argument("--max-restarts", type=int, default=3, help="restarts of the workers (by torchrun) and "
                         "of torchrun itself (by this command) before giving up (default 3)")
     parser.add_argument("--timeout", type=float, help="seconds the launchers wait for each other (default: the "
@@ -54,9 +63,20 @@ def _check(args, plan) -> str | None:
         return f"--nnodes {args.nnodes!r}: give the number of nodes (launchers), e.g. 2"
     if args.nproc_per_node < 1 or args.max_restarts < 0:
         return "--nproc-per-node must be at least 1 and --max-restarts at least 0"
-    if plan.max_nodes > 1 and not args.rdzv_endpoint:
+    if args.node_rank is not None or args.master_addr:
+        if args.rdzv_endpoint:
+            return ("give either --rdzv-endpoint (a rendezvous) or --node-rank and --master-addr (the static "
+                    "form), not both")
+        if args.node_rank is None or not args.master_addr:
+            return "the static form needs both --node-rank (0 .. nnodes-1) and --master-addr (node 0's address)"
+        if not 0 <= args.node_rank < plan.max_nodes:
+            return f"--node-rank {args.node_rank}: must be 0 .. {plan.max_nodes - 1} with --nnodes {args.nnodes}"
+        if not 0 < args.master_port < 65536:
+            return f"--master-port {args.master_port}: must be 1 .. 65535"
+    elif plan.max_nodes > 1 and not args.rdzv_endpoint:
         return (f"--nnodes {args.nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node (HOST: the first "
-                f"node, e.g. $(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) under Slurm)")
+                f"node, e.g. $(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) under Slurm), or "
+                f"the static form: --node-rank and --master-addr")
     if args.rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d{1,5}", args.rdzv_endpoint):
         return f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT, e.g. head-node:29500"
     try:
@@ -66,9 +86,18 @@ def _check(args, plan) -> str | None:
     except ConfigError as e:
         return str(e)
     plan.timeout_s = args.timeout if args.timeout is not None else cfg.parallel.timeout_s
+    plan.checkpoint_dir = cfg.checkpoint.dir
     if plan.timeout_s <= 0:
         return f"--timeout {plan.timeout_s:g}: must be > 0 seconds"
     return None
+
+
+def _command_line() -> str:
+    """This node's `pretrain launch ...` line as it was typed (for the message that says how to resume)."""
+    import shlex
+
+    argv = sys.argv[1:]
+    return "pretrain " + shlex.join(argv) if argv[:1] == ["launch"] else ""
 
 
 def run(args) -> int:
@@ -78,8 +107,9 @@ def run(args) -> int:
 
     train_args = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
     plan = LaunchPlan(nnodes=args.nnodes, nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint,
-                      rdzv_id=args.rdzv_id, max_restarts=args.max_restarts, notice_s=args.notice,
-                      train_args=train_args)
+                      rdzv_id=args.rdzv_id, node_rank=args.node_rank, master_addr=args.master_addr,
+                      master_port=args.master_port, max_restarts=args.max_restarts, notice_s=args.notice,
+                      train_args=train_args, command_line=_command_line())
     problem = _check(args, plan)
     if problem:
         print(f"pretrain launch: {problem}", file=sys.stderr)
