@@ -1,14 +1,15 @@
-"""Train the ``extract`` stage's block classifier on pages with gold main text (WCXB's development split).
+"""Train the ``extract`` stage's block classifier on pages with gold main text (the shipped model: WCXB's
+development split and Mozilla Readability's test pages together).
 
     curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
-        --out curate/extract/models/extract_blocks.json
+        --warc readability.warc.gz --gold readability_gold.jsonl --out curate/extract/models/extract_blocks.json
 
 Steps: read the pages with the project's WARC reader (decoded as a curation run decodes them), cut each
 into blocks with features (``curate.extract.features``), label each block by how much of it the gold text
 covers (``labels``), then
 
-1. **k-fold cross-validation** by page (``--folds``, default 5, pages assigned to folds by a seeded
-   shuffle): a model trained on the other folds predicts each page; the word F1 of those predictions is
+1. **k-fold cross-validation** by site (``--folds``, default 5; the sites, ``page_group``, dealt to folds in a
+   seeded shuffled order, so no fold's model has seen a page of the same set and site): a model trained on the other folds predicts each page; the word F1 of those predictions is
    the honest figure (per page type and overall);
 2. the final model is trained on all pages; its in-sample F1 is printed next to the CV figure (the gap is
    how much the model fits the development pages);
@@ -25,11 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -44,6 +47,16 @@ class Page:
     page_type: str
     html: str
     gold: str
+    group: str = ""        # pages of one group share a cross-validation fold (``page_group``); "": the id
+
+
+def page_group(gold_name: str, d: dict) -> str:
+    """A page's cross-validation group: its set (the gold file's name) and site, so that no fold's model has
+    seen another page of the same site (WCXB: the host of ``source_url``; Readability's pages, which have
+    none: the id without a trailing ``-N``, as ``nytimes-1`` ... ``nytimes-5``)."""
+    host = urlsplit(d.get("source_url") or "").hostname or ""
+    site = host.removeprefix("www.") or re.sub(r"-\d+$", "", str(d["id"]))
+    return f"{gold_name}:{site}"
 
 
 @dataclass
@@ -73,9 +86,17 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     for item in read_file(str(warc), "warc"):
         if item[0] == "doc" and item[1]["url"] in golds:
             html[item[1]["url"]] = item[1]["text"] or ""
+    name = Path(gold).name.split(".")[0]
     pages = [Page(d["id"], d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
-                  d["main_content"]) for u, d in golds.items() if u in html]
+                  d["main_content"], page_group(name, d)) for u, d in golds.items() if u in html]
     return pages[:limit] if limit else pages
+
+
+def load_sets(warcs: list[str], golds: list[str], limit: int = 0) -> list[Page]:
+    """The pages of several sets (``warcs[i]`` with ``golds[i]``), one after the other (``limit``: per set)."""
+    if len(warcs) != len(golds):
+        raise ValueError(f"{len(warcs)} --warc but {len(golds)} --gold: give one gold file per WARC, in order")
+    return [p for w, g in zip(warcs, golds) for p in load_pages(w, g, limit)]
 
 
 def build(pages: list[Page], log=print) -> Dataset:
@@ -220,6 +241,7 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     """Output text per page index from block probabilities (the stage's own assembly, its fallback to the
     rules engine included)."""
     from curate.extract.blocks import extract_blocks, page_text
+    from curate.extract.features import link_columns
     from curate.extract.strip import strip_html
 
     by_page: dict[int, list[int]] = defaultdict(list)
@@ -228,7 +250,7 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     out = {}
     for p, idx in by_page.items():
         out[p] = page_text([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], ds.groups[idx], prob[idx],
-                           threshold, lambda: strip_html(ds.pages[p].html))
+                           threshold, lambda: strip_html(ds.pages[p].html), links=link_columns(ds.x[idx]))
     for p, page in enumerate(ds.pages):
         if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
             out[p] = extract_blocks(page.html)
@@ -245,17 +267,23 @@ def scores(ds: Dataset, texts: dict[int, str]) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in sorted(by_type.items())}
 
 
-def folds_of(n_pages: int, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n_pages)
-    fold = np.empty(n_pages, dtype=np.int64)
-    fold[order] = np.arange(n_pages) % k
-    return fold
+def folds_of(groups: list[str], k: int, seed: int) -> np.ndarray:
+    """Fold per page: the distinct groups (``Page.group``) dealt to ``k`` folds in a seeded shuffled order,
+    so that the pages of one group (one site) share a fold."""
+    names = sorted(set(groups))
+    order = np.random.default_rng(seed).permutation(len(names))
+    fold_of = {names[j]: i % k for i, j in enumerate(order.tolist())}
+    return np.array([fold_of[g] for g in groups], dtype=np.int64)
+
+
+def groups_of(pages: list[Page]) -> list[str]:
+    return [p.group or p.id for p in pages]
 
 
 def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.ndarray:
-    """Out-of-fold block probabilities: each page predicted by the model trained on the other folds."""
-    fold = folds_of(len(ds.pages), k, seed)
+    """Out-of-fold block probabilities: each page predicted by the model trained on the other folds (folds
+    by group: ``folds_of``)."""
+    fold = folds_of(groups_of(ds.pages), k, seed)
     prob = np.zeros(len(ds.y), dtype=np.float32)
     for f in range(k):
         tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
@@ -299,8 +327,8 @@ def run(a) -> int:
     """Train and write the model as the parsed flags ``a`` say (``curate extractor train``)."""
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.perf_counter()
-    pages = load_pages(a.warc, a.gold, a.limit)
-    print(f"{len(pages)} pages with gold text")
+    pages = load_sets(a.warc, a.gold, a.limit)
+    print(f"{len(pages)} pages with gold text ({len(set(groups_of(pages)))} sites)")
     ds = build(pages)
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
@@ -326,7 +354,8 @@ def run(a) -> int:
     print(format_scores("in-sample", ins))
     report["in_sample"] = ins
     report["threshold"] = threshold
-    model.meta = {"trained_on": f"{len(pages)} pages of {Path(a.gold).name}", "report": report}
+    model.meta = {"trained_on": f"{len(pages)} pages of " + " + ".join(Path(g).name for g in a.gold),
+                  "report": report}
     write_atomic(Path(a.out), model.to_json())
     if a.report:
         write_atomic(Path(a.report), json.dumps(report, indent=1))
