@@ -217,6 +217,23 @@ def quality(a, pages, rpages) -> None:
         texts[k] = v
     report_wcxb(pages, {k: v[:n] for k, v in texts.items()})
     report_readability(rpages, {k: v[n:] for k, v in texts.items()})
+    report_snippets()
+
+
+SNIPPETS = Path(__file__).resolve().parent.parent / "tests" / "data" / "extract"
+
+
+def report_snippets() -> None:
+    """A third set of real pages, in neither training set: trafilatura's regression pages (87 news, blog,
+    shop and wiki pages, mostly German and English) with must / must-not snippets
+    (``curate.extract.training.evaluate``; trafilatura's own tests, so trafilatura is scored on pages its
+    rules were tuned to pass)."""
+    from curate.extract.training.evaluate import load_pages, reference_engines, score
+
+    pages = load_pages(SNIPPETS / "web-pages-87.warc.gz", SNIPPETS / "expected_snippets.json")
+    print(f"\ntrafilatura's regression pages ({len(pages)}, must / must-not snippets; neither set holds them):")
+    for name, fn in reference_engines().items():
+        print("  " + score(name, fn, pages).row())
 
 
 def report_wcxb(pages, texts: dict[str, list[str]]) -> None:
