@@ -112,12 +112,13 @@ def cv_texts_of(ds, a, settings, threshold: float) -> list[str]:
 
     pages = ds.pages
     if a.cv_texts:
-        with open(a.cv_texts, encoding="utf-8") as f:
-            by_id = {d["id"]: d["text"] for d in map(json.loads, f)}
-        missing = [p.id for p in pages if p.id not in by_id]
+        with open(a.cv_texts, encoding="utf-8") as f:  # keyed by (set, id): two sets may share ids
+            by_id = {(d.get("set", ""), d["id"]): d["text"] for d in map(json.loads, f)}
+        keys = [(T.set_of(p) if any(k[0] for k in by_id) else "", p.id) for p in pages]
+        missing = [k for k in keys if k not in by_id]
         if missing:
             raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
-        return [by_id[p.id] for p in pages]
+        return [by_id[k] for k in keys]
     if a.cv_probs and Path(a.cv_probs).is_file():
         prob = np.load(a.cv_probs)
         if prob.shape != ds.y.shape:

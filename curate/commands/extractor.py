@@ -43,10 +43,10 @@ def add_train_arguments(ap) -> None:
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout on every layer's input while training")
     ap.add_argument("--threshold", type=float, default=0.0,
                     help="keep threshold; 0 (default): the best on the cross-validated predictions")
-    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages (quick runs)")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set (quick runs)")
     ap.add_argument("--report", default="", help="also write the figures as JSON here")
     ap.add_argument("--oof", default="", help="also write the cross-validated page texts as JSONL here "
-                    "(id, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
+                    "(id, set, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
 
 
 def run(args) -> int:

@@ -276,6 +276,11 @@ def folds_of(groups: list[str], k: int, seed: int) -> np.ndarray:
     return np.array([fold_of[g] for g in groups], dtype=np.int64)
 
 
+def set_of(page: Page) -> str:
+    """The set a page came from (the gold file's name, ``page_group``'s prefix; "" when it has no group)."""
+    return page.group.split(":", 1)[0] if page.group else ""
+
+
 def groups_of(pages: list[Page]) -> list[str]:
     return [p.group or p.id for p in pages]
 
@@ -325,6 +330,9 @@ def main(argv=None) -> int:
 
 def run(a) -> int:
     """Train and write the model as the parsed flags ``a`` say (``curate extractor train``)."""
+    if len(a.warc) != len(a.gold):
+        raise SystemExit(f"curate extractor train: {len(a.warc)} --warc but {len(a.gold)} --gold: give one --gold "
+                         f"per --warc, in the same order")
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.perf_counter()
     pages = load_sets(a.warc, a.gold, a.limit)
@@ -343,7 +351,7 @@ def run(a) -> int:
         cv = scores(ds, cv_texts)
         print(format_scores(f"cross-validated (t={threshold})", cv))
         if a.oof:
-            write_atomic(Path(a.oof), "".join(json.dumps({"id": p.id, "page_type": p.page_type,
+            write_atomic(Path(a.oof), "".join(json.dumps({"id": p.id, "set": set_of(p), "page_type": p.page_type,
                                                           "text": cv_texts.get(i, "")}) + "\n"
                                               for i, p in enumerate(pages)))
         report["cv"] = cv
