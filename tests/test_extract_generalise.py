@@ -136,3 +136,22 @@ def test_link_lists_of_a_prose_page_are_dropped_and_those_of_a_listing_kept():
     lk = np.array([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
     assert link_lists(listing, lk, np.array([0.9, 0.9, 0.9]), 0.3).tolist() == pytest.approx([0.9, 0.9, 0.9])
     assert link_lists(texts, links, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5  # nothing kept
+
+
+def test_sentence_marks_are_counted_in_every_script():
+    # a paragraph of each script ends its sentences its own way; a menu of short labels has no marks
+    th = "รัฐบาลประกาศมาตรการใหม่เพื่อช่วยเหลือเกษตรกร ผู้ได้รับผลกระทบจากน้ำท่วมในภาคเหนือ คาดว่าจะเริ่มในเดือนหน้า"
+    my = "မြန်မာနိုင်ငံတွင် မိုးရာသီ စတင်ပြီဖြစ်သည်။ လယ်သမားများ စိုက်ပျိုးရေး စတင်ကြသည်။"
+    km = "រដ្ឋាភិបាលបានប្រកាសវិធានការថ្មី។ កសិករនឹងទទួលបានជំនួយ។"
+    zh = "政府宣布了新措施。农民将获得帮助。"
+    hi = "सरकार ने नए उपायों की घोषणा की। किसानों को मदद मिलेगी।"
+    ar = "أعلنت الحكومة عن إجراءات جديدة. سيحصل المزارعون على المساعدة؟"
+    menu = "หน้าแรก"  # "home": one label
+    ts, _, _ = _text_stats([th, my, km, zh, hi, ar, menu], np.zeros(7, np.float32), np.zeros(7, bool))
+    marks = np.expm1(_col(ts, "log_sentence_marks"))
+    assert marks.round().tolist() == [2, 2, 2, 2, 2, 2, 0]
+    assert _col(ts, "ends_sentence").tolist() == [0, 1, 1, 1, 1, 1, 0]  # Thai: no mark at the end either
+    commas = np.expm1(_col(ts, "log_commas"))
+    assert commas.round().tolist() == [0] * 7
+    ts2, _, _ = _text_stats(["ပထမ၊ ဒုတိယ၊ တတိယ"], np.zeros(1, np.float32), np.zeros(1, bool))  # Myanmar commas
+    assert np.expm1(_col(ts2, "log_commas")).round().tolist() == [2]

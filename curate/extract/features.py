@@ -241,7 +241,8 @@ def _dense_script(cp):
 def _text_counts(cps, table, chars):
     """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
     separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
-    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits), CJK and south-east
+    point), digits, sentence marks (a space between two Thai or Lao code points counts as one: those scripts
+    end phrases with a space), separators, commas, spaces (``_char_class`` bits), CJK and south-east
     Asian code points (``_dense_script``); and whether its first code point is upper case, its last a
     sentence mark, its last a colon. ok = False when a code point's class is not in ``table`` yet (255)."""
     n = chars.size
@@ -273,6 +274,10 @@ def _text_counts(cps, table, chars):
                 counts[b, 4] += 1
             if cp == SPACE:
                 counts[b, 5] += 1
+                # Thai and Lao mark the end of a phrase or sentence with a space, not a character
+                if (j > start and j + 1 < stop and 0x0E00 <= cps[j - 1] <= 0x0EFF
+                        and 0x0E00 <= cps[j + 1] <= 0x0EFF):
+                    counts[b, 2] += 1
             elif w and cp >= 0x0E00:
                 d = _dense_script(cp)
                 if d:
