@@ -138,7 +138,8 @@ def cv_texts_of(ds, a, settings, threshold: float) -> list[str]:
 def train_settings(settings: dict) -> dict:
     """The shipped model's training settings (its file's report)."""
     return dict(hidden=tuple(settings.get("hidden", (64, 64, 32))), epochs=settings.get("epochs", 8),
-                weight_decay=settings.get("weight_decay", 0.05), dropout=settings.get("dropout", 0.0))
+                weight_decay=settings.get("weight_decay", 0.05), dropout=settings.get("dropout", 0.0),
+                balance_sets=settings.get("balance_sets", False))
 
 
 def across_sets(ds, train_on: np.ndarray, settings: dict, threshold: float) -> list[str]:

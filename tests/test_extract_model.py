@@ -99,6 +99,23 @@ def test_folds_keep_the_pages_of_one_site_together():
     assert not all((T.folds_of(groups, 3, 0) == T.folds_of(groups, 3, s)).all() for s in range(1, 5))
 
 
+def test_every_set_weighs_the_same_in_training(ds):
+    pages = [T.Page(p.id, p.page_type, "", p.gold, ("big:" if i < 18 else "small:") + p.id)
+             for i, p in enumerate(ds.pages)]
+    two = T.Dataset(**{**ds.__dict__, "pages": pages})
+    train = np.arange(len(pages))
+    f = T.set_factors(two, train)
+    assert f[:18].sum() == pytest.approx(f[18:].sum()) and f[0] == pytest.approx(f[17])
+    assert f[18] == pytest.approx(6 * f[0])  # 18 pages against 3
+    assert (T.set_factors(two, train[:10])[18:] == 0).all()  # a set with no training page: no weight
+    one = T.set_factors(ds, train)
+    assert (one == 1.0).all()  # one set: every page as before
+    # one set: the balanced threshold criterion is the mean over pages
+    texts = {i: p.gold for i, p in enumerate(ds.pages[:5])}
+    assert T.balanced_f1(ds, texts) == pytest.approx(T.scores(ds, texts)["all"])
+    assert T.balanced_f1(two, texts) == pytest.approx(np.mean([5 / 18, 0.0]))
+
+
 def test_training_sets_are_paired_warc_with_gold():
     with pytest.raises(ValueError, match="one gold file per WARC"):
         T.load_sets(["a.warc.gz", "b.warc.gz"], ["a.jsonl"])

@@ -41,6 +41,9 @@ def add_train_arguments(ap) -> None:
                     "first are context layers)")
     ap.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay (regularisation)")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout on every layer's input while training")
+    ap.add_argument("--weigh-pages-equally", action="store_true",
+                    help="every page weighs the same in the loss and in the threshold choice (default: every set "
+                         "given by --warc/--gold weighs the same in total, however many pages it has)")
     ap.add_argument("--threshold", type=float, default=0.0,
                     help="keep threshold; 0 (default): the best on the cross-validated predictions")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set (quick runs)")

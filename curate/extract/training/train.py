@@ -18,7 +18,10 @@ covers (``labels``), then
 The network (``curate.extract.model``: per-block layer, then context layers over neighbours and DOM containers)
 is trained with torch (CPU, seeded, one thread: the same command gives the same
 model); inference needs only numpy. Loss: binary cross-entropy on the soft block label, each block
-weighted by its share of its page's tokens, so every page counts about equally, as in the metric;
+weighted by its share of its page's tokens, so every page counts about equally, as in the metric, and each
+set's pages by one weight that gives every set the same total (``set_factors``: 130 Readability pages count
+as much as 1,497 WCXB pages; ``--weigh-pages-equally`` turns it off); the threshold is the one with the best
+mean over sets of the cross-validated F1 (``balanced_f1``);
 AdamW with weight decay 0.05 (``--weight-decay``).
 """
 from __future__ import annotations
@@ -29,7 +32,7 @@ import os
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -126,6 +129,15 @@ def sample_weights(ds: Dataset, idx: np.ndarray) -> np.ndarray:
     return (tok / np.maximum(total, 1.0)).astype(np.float32)
 
 
+def set_factors(ds: Dataset, pages: np.ndarray) -> np.ndarray:
+    """Per page of ``ds``: the weight that gives every set (``set_of``) among the training ``pages`` the same
+    total weight (1.0 for every page when they come from one set)."""
+    sets = [set_of(p) for p in ds.pages]
+    count = Counter(sets[int(p)] for p in pages)
+    per_set = len(pages) / max(len(count), 1)
+    return np.array([per_set / count[s] if s in count else 0.0 for s in sets], dtype=np.float32)
+
+
 def _page_slices(page: np.ndarray) -> dict[int, slice]:
     starts = np.flatnonzero(np.r_[True, page[1:] != page[:-1]])
     ends = np.r_[starts[1:], len(page)]
@@ -185,8 +197,9 @@ class _Net:
 
 def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int = 8,
               seed: int = 0, pages_per_batch: int = 16, lr: float = 2e-3, weight_decay: float = 0.05,
-              dropout: float = 0.0) -> BlockModel:
-    """Train on the blocks of the given page indices."""
+              dropout: float = 0.0, balance_sets: bool = True) -> BlockModel:
+    """Train on the blocks of the given page indices (``balance_sets``: every set weighs the same in the loss,
+    ``set_factors``; else every page does)."""
     import torch
 
     torch.set_num_threads(1)
@@ -200,6 +213,8 @@ def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int =
     xt = torch.from_numpy(((ds.x - mean) / scale).astype(np.float32))
     yt = torch.from_numpy(ds.y.astype(np.float32))
     w = sample_weights(ds, np.arange(len(ds.y)))
+    if balance_sets:
+        w = w * set_factors(ds, pages)[ds.page]
     wt = torch.from_numpy((w / w[rows].mean()).astype(np.float32))
     pt = torch.from_numpy(ds.page)
     # container ids made unique across pages
@@ -299,10 +314,20 @@ def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.
     return prob
 
 
-def best_threshold(ds: Dataset, prob: np.ndarray) -> tuple[float, float]:
+def balanced_f1(ds: Dataset, texts: dict[int, str]) -> float:
+    """The mean over sets (``set_of``) of each set's mean word F1: every set counts the same."""
+    by_set: dict[str, list[float]] = defaultdict(list)
+    for i, p in enumerate(ds.pages):
+        by_set[set_of(p)].append(word_f1(texts.get(i, ""), p.gold))
+    return float(np.mean([np.mean(v) for v in by_set.values()]))
+
+
+def best_threshold(ds: Dataset, prob: np.ndarray, balance_sets: bool = True) -> tuple[float, float]:
+    """The keep threshold (0.2 ... 0.7) with the best F1 of ``prob`` (``balanced_f1``, or over all pages)."""
     best = (0.5, -1.0)
     for t in np.arange(0.2, 0.71, 0.05):
-        f = scores(ds, page_texts(ds, prob, float(t)))["all"]
+        texts = page_texts(ds, prob, float(t))
+        f = balanced_f1(ds, texts) if balance_sets else scores(ds, texts)["all"]
         if f > best[1]:
             best = (round(float(t), 2), f)
     return best
@@ -340,13 +365,15 @@ def run(a) -> int:
     ds = build(pages)
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
-                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout}
-    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout)
+                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout,
+                    "balance_sets": not a.weigh_pages_equally}
+    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout,
+                    balance_sets=not a.weigh_pages_equally)
     threshold = a.threshold or 0.5
     if a.folds > 1:
         prob = cross_validate(ds, a.folds, a.seed, **train_kw)
         if not a.threshold:
-            threshold, _ = best_threshold(ds, prob)
+            threshold, _ = best_threshold(ds, prob, not a.weigh_pages_equally)
         cv_texts = page_texts(ds, prob, threshold)
         cv = scores(ds, cv_texts)
         print(format_scores(f"cross-validated (t={threshold})", cv))
