@@ -1,6 +1,6 @@
 """Extraction quality and speed on every set with gold text: Quarry's ``extract`` vs trafilatura vs resiliparse.
 
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 30-40 min on one core)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 15-40 min on one core)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
