@@ -1,6 +1,6 @@
 """Extraction quality and speed on every set with gold text: Quarry's ``extract`` vs trafilatura vs resiliparse.
 
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 30-40 min on one core)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 15-40 min on one core)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
@@ -12,16 +12,17 @@ over pages; ``curate/extract/training/labels.py``) on two sets, each side by sid
 - **resiliparse**: plain ``extract_plain_text(main_content=True)``;
 - **quarry rules**: Quarry's rules engine (``engine = "resiliparse"``: resiliparse plus line cleanup).
 
-1. **WCXB's development split** (1,497 pages, by page type): **quarry CV**, the default ``blocks`` engine
-   with every page predicted by a model trained (same settings as the shipped model) on the *other*
-   folds, the honest figure for pages the model has not seen; **quarry in-sample**, the shipped model
-   (trained on all of them).
-2. **Mozilla Readability's test pages** (130, by language group, ``labels.language_group``: ``en``,
-   ``other`` languages, ``lorem`` the synthetic Lorem-ipsum pages; ``not en`` = other + lorem): the
-   shipped model, which never saw them (**across sets: trained on WCXB, tested on Readability**); and the
-   pages an engine leaves empty where trafilatura finds text.
-3. **The reverse**: a model trained (same settings) on all Readability pages, tested on WCXB's pages
-   (``--no-reverse`` skips it).
+Two sets with gold text: **WCXB's development split** (1,497 pages, by page type) and **Mozilla Readability's
+test pages** (130, by language group, ``labels.language_group``: ``en``, ``other`` the real pages in other
+languages, ``lorem`` the synthetic Lorem-ipsum pages; ``not en`` = other + lorem). Quarry's rows:
+
+- **CV over both sets**: every page of both sets predicted by a model trained (the shipped model's settings)
+  on the other folds, folds by site (``train.page_group``: no model has seen a page of the same set and
+  site); the honest figure for pages the model has not seen, as ``curate extractor train`` computes it;
+- **trained on the other set only**: WCXB's pages predicted by a model trained on Readability's pages only,
+  Readability's by one trained on WCXB's only (``--no-across`` skips both);
+- **shipped model**: the model file as shipped (in-sample for the pages it was trained on); and the pages an
+  engine leaves empty where trafilatura finds text.
 
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
@@ -103,18 +104,21 @@ def reference_texts(pages) -> dict[str, list[str]]:
     return out
 
 
-def cv_texts_of(pages, ds, a, settings, threshold: float) -> list[str]:
-    """Cross-validated texts of the WCXB pages: read (``--cv-texts``), or from out-of-fold block probabilities
-    computed here (and kept in ``--cv-probs`` when given, reused when that file exists)."""
+def cv_texts_of(ds, a, settings, threshold: float) -> list[str]:
+    """Cross-validated texts of every page of ``ds`` (both sets): read (``--cv-texts``), or from out-of-fold
+    block probabilities computed here with the folds of ``curate extractor train`` (by site, over both sets)
+    and kept in ``--cv-probs`` when given (reused when that file exists)."""
     from curate.extract.training import train as T
 
+    pages = ds.pages
     if a.cv_texts:
-        with open(a.cv_texts, encoding="utf-8") as f:
-            by_id = {d["id"]: d["text"] for d in map(json.loads, f)}
-        missing = [p.id for p in pages if p.id not in by_id]
+        with open(a.cv_texts, encoding="utf-8") as f:  # keyed by (set, id): two sets may share ids
+            by_id = {(d.get("set", ""), d["id"]): d["text"] for d in map(json.loads, f)}
+        keys = [(T.set_of(p) if any(k[0] for k in by_id) else "", p.id) for p in pages]
+        missing = [k for k in keys if k not in by_id]
         if missing:
             raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
-        return [by_id[p.id] for p in pages]
+        return [by_id[k] for k in keys]
     if a.cv_probs and Path(a.cv_probs).is_file():
         prob = np.load(a.cv_probs)
         if prob.shape != ds.y.shape:
@@ -124,7 +128,7 @@ def cv_texts_of(pages, ds, a, settings, threshold: float) -> list[str]:
     else:
         t0 = time.perf_counter()
         prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, **train_settings(settings))
-        print(f"  {a.folds}-fold CV: {time.perf_counter() - t0:.0f} s")
+        print(f"  {a.folds}-fold CV over both sets: {time.perf_counter() - t0:.0f} s")
         if a.cv_probs:
             np.save(a.cv_probs, prob)
     by_page = T.page_texts(ds, prob, threshold)
@@ -134,14 +138,25 @@ def cv_texts_of(pages, ds, a, settings, threshold: float) -> list[str]:
 def train_settings(settings: dict) -> dict:
     """The shipped model's training settings (its file's report)."""
     return dict(hidden=tuple(settings.get("hidden", (64, 64, 32))), epochs=settings.get("epochs", 8),
-                weight_decay=settings.get("weight_decay", 0.05), dropout=settings.get("dropout", 0.0))
+                weight_decay=settings.get("weight_decay", 0.05), dropout=settings.get("dropout", 0.0),
+                balance_sets=settings.get("balance_sets", False))
+
+
+def across_sets(ds, train_on: np.ndarray, settings: dict, threshold: float) -> list[str]:
+    """Texts of every page of ``ds`` from a model trained (the shipped model's settings) on ``train_on`` only
+    (the caller reads the other set's pages)."""
+    from curate.extract.training import train as T
+
+    m = T.train_net(ds, train_on, seed=settings.get("seed", 0), **train_settings(settings))
+    by_page = T.page_texts(ds, T.predict_pages(m, ds, np.arange(len(ds.pages))), threshold)
+    return [by_page.get(i, "") for i in range(len(ds.pages))]
 
 
 def empty_where_trafilatura_is_not(texts, traf) -> int:
     return sum(not (t or "").strip() and bool((r or "").strip()) for t, r in zip(texts, traf))
 
 
-def main(argv=None) -> int:
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--warc", default=f"{DATA}/wcxb_dev.warc.gz")
@@ -152,82 +167,107 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: skip the CV figure)")
     ap.add_argument("--cv-texts", default="",
                     help="read the cross-validated page texts that `curate extractor train --oof FILE` "
-                         "wrote (same folds, same code) instead of training the folds again here")
+                         "wrote (same sets, folds and code) instead of training the folds again here")
     ap.add_argument("--cv-probs", default="", help="keep the out-of-fold block probabilities in this .npy file "
                     "(read it instead of training the folds again when it exists)")
-    ap.add_argument("--no-reverse", action="store_true", help="skip the model trained on Readability's pages")
+    ap.add_argument("--no-across", action="store_true",
+                    help="skip the two models trained on one set only (each tested on the other)")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    from curate.extract.blocks import extract_blocks
-    from curate.extract.model import cached
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
     from curate.extract.training import train as T
-    from curate.extract.training.labels import tokens
 
-    model = cached("")
-    settings = model.meta.get("report", {})
     pages = T.load_pages(a.warc, a.gold, a.limit)
-    n = len(pages)
-    print(f"WCXB development split: {n} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
+    print(f"WCXB development split: {len(pages)} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
     if a.speed_only:
         return speed(pages, a.speed_pages, a.rounds)
     rpages = T.load_pages(a.readability_warc, a.readability_gold)
     print(f"Mozilla Readability test pages: {len(rpages)} pages (Apache-2.0)")
-
-    # 1. WCXB
-    t0 = time.perf_counter()
-    ds = T.build(pages, log=lambda *_: None)
-    print(f"  block features of the WCXB pages: {time.perf_counter() - t0:.0f} s")
-    rows = {}
-    cv_texts = None
-    if a.cv_texts or a.folds > 1:
-        cv_texts = cv_texts_of(pages, ds, a, settings, model.threshold)
-        rows[f"quarry blocks, {settings.get('folds', a.folds) if a.cv_texts else a.folds}-fold CV"] = \
-            f1_table(pages, cv_texts)
-    quarry = [extract_blocks(p.html) for p in pages]
-    rows["quarry blocks, in-sample"] = f1_table(pages, quarry)
-    ref = reference_texts(pages)
-    for k, v in ref.items():
-        rows[k] = f1_table(pages, v)
-    traf = ref["trafilatura 2.3.1"]
-    reverse = None
-    if not a.no_reverse:  # 3. trained on Readability, tested on WCXB
-        rds = T.build(rpages, log=lambda *_: None)
-        m = T.train_net(rds, np.arange(len(rpages)), seed=settings.get("seed", 0), **train_settings(settings))
-        by_page = T.page_texts(ds, T.predict_pages(m, ds, np.arange(n)), model.threshold)
-        reverse = [by_page.get(i, "") for i in range(n)]
-        rows["quarry trained on Readability"] = f1_table(pages, reverse)
-    print_table("WCXB development split: word F1 (mean over pages)", pages, rows)
-    no_gold = sum(not tokens(p.gold) for p in pages)
-    cv_empty = f" (CV: {sum(not (t or '').strip() for t in cv_texts)})" if cv_texts is not None else ""
-    print(f"pages with no text: quarry {sum(not t.strip() for t in quarry)}{cv_empty}, trafilatura "
-          f"{sum(not (t or '').strip() for t in traf)} ({no_gold} pages have an empty gold text: there, no text "
-          f"scores 1)")
-    cv_key = next((k for k in rows if "CV" in k), "quarry blocks, in-sample")
-    tr = rows["trafilatura 2.3.1"]
-    below = [t for t in tr if rows[cv_key][t] < tr[t]]
-    print(f"{cv_key} below trafilatura on: {', '.join(sorted(below)) if below else 'no page type'}")
-
-    # 2. Readability, with the shipped model (trained on WCXB)
-    rrows = {"quarry blocks (trained on WCXB)": None}
-    rq = [extract_blocks(p.html) for p in rpages]
-    rrows["quarry blocks (trained on WCXB)"] = f1_table(rpages, rq)
-    rref = reference_texts(rpages)
-    for k, v in rref.items():
-        rrows[k] = f1_table(rpages, v)
-    print_table("Mozilla Readability test pages: word F1 (mean over pages)", rpages, rrows,
-                ["all", "en", "not en", "other", "lorem"])
-    rt = rref["trafilatura 2.3.1"]
-    print("pages left empty where trafilatura finds text: " + ", ".join(
-        f"{k} {empty_where_trafilatura_is_not(v, rt)}" for k, v in [("quarry blocks", rq)] + list(rref.items())
-        if k != "trafilatura 2.3.1"))
-    rk = rrows["quarry blocks (trained on WCXB)"]
-    below = [t for t in rk if rk[t] < rrows["trafilatura 2.3.1"][t]]
-    print(f"quarry blocks below trafilatura on: {', '.join(sorted(below)) if below else 'no language group'}")
+    quality(a, pages, rpages)
     return speed(pages, a.speed_pages, a.rounds)
+
+
+def quality(a, pages, rpages) -> None:
+    """The two tables: every engine's texts of both sets, then the figures."""
+    from curate.extract.blocks import extract_blocks
+    from curate.extract.model import cached
+    from curate.extract.training import train as T
+
+    model = cached("")
+    settings = model.meta.get("report", {})
+    t0 = time.perf_counter()
+    ds = T.build(pages + rpages, log=lambda *_: None)
+    print(f"  block features of both sets: {time.perf_counter() - t0:.0f} s")
+    n = len(pages)
+    texts: dict[str, list[str]] = {}
+    if a.cv_texts or a.folds > 1:
+        folds = settings.get("folds", a.folds) if a.cv_texts else a.folds
+        texts[f"quarry blocks, {folds}-fold CV over both sets"] = cv_texts_of(ds, a, settings, model.threshold)
+    if not a.no_across:
+        texts["quarry trained on the other set only"] = (
+            across_sets(ds, np.arange(n, len(ds.pages)), settings, model.threshold)[:n]
+            + across_sets(ds, np.arange(n), settings, model.threshold)[n:])
+    print(f"  the shipped model was trained on {model.meta.get('trained_on', '?')} (in-sample there)")
+    texts["quarry blocks, shipped model"] = [extract_blocks(p.html) for p in pages + rpages]
+    for k, v in reference_texts(pages + rpages).items():
+        texts[k] = v
+    report_wcxb(pages, {k: v[:n] for k, v in texts.items()})
+    report_readability(rpages, {k: v[n:] for k, v in texts.items()})
+    report_snippets()
+
+
+SNIPPETS = Path(__file__).resolve().parent.parent / "tests" / "data" / "extract"
+
+
+def report_snippets() -> None:
+    """A third set of real pages, in neither training set: trafilatura's regression pages (87 news, blog,
+    shop and wiki pages, mostly German and English) with must / must-not snippets
+    (``curate.extract.training.evaluate``; trafilatura's own tests, so trafilatura is scored on pages its
+    rules were tuned to pass)."""
+    from curate.extract.training.evaluate import load_pages, reference_engines, score
+
+    pages = load_pages(SNIPPETS / "web-pages-87.warc.gz", SNIPPETS / "expected_snippets.json")
+    print(f"\ntrafilatura's regression pages ({len(pages)}, must / must-not snippets; neither set holds them):")
+    for name, fn in reference_engines().items():
+        print("  " + score(name, fn, pages).row())
+
+
+def report_wcxb(pages, texts: dict[str, list[str]]) -> None:
+    from curate.extract.training.labels import tokens
+
+    rows = {k: f1_table(pages, v) for k, v in texts.items()}
+    print_table("WCXB development split: word F1 (mean over pages)", pages, rows)
+    traf = texts["trafilatura 2.3.1"]
+    no_gold = sum(not tokens(p.gold) for p in pages)
+    print("pages with no text: " + ", ".join(f"{k.split(',')[0] if 'CV' not in k else 'quarry CV'} "
+                                             f"{sum(not (t or '').strip() for t in v)}" for k, v in texts.items())
+          + f" ({no_gold} pages have an empty gold text: there, no text scores 1)")
+    below_trafilatura(rows)
+
+
+def report_readability(rpages, texts: dict[str, list[str]]) -> None:
+    rows = {k: f1_table(rpages, v) for k, v in texts.items()}
+    print_table("Mozilla Readability test pages: word F1 (mean over pages; other = real pages not in English)",
+                rpages, rows, ["all", "en", "not en", "other", "lorem"])
+    rt = texts["trafilatura 2.3.1"]
+    print("pages left empty where trafilatura finds text: " + ", ".join(
+        f"{k} {empty_where_trafilatura_is_not(v, rt)}" for k, v in texts.items() if k != "trafilatura 2.3.1"))
+    below_trafilatura(rows)
+
+
+def below_trafilatura(rows: dict[str, dict[str, float]]) -> None:
+    """Where each of Quarry's learned rows is below trafilatura."""
+    tr = rows["trafilatura 2.3.1"]
+    for k, r in rows.items():
+        if k.startswith("quarry blocks") or k.startswith("quarry trained"):
+            below = sorted(t for t in tr if r.get(t, 1.0) < tr[t])
+            print(f"  {k} below trafilatura on: {', '.join(below) if below else 'none'}")
 
 
 def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:

@@ -116,3 +116,42 @@ def test_main_container_lifts_unsure_paragraphs_in_it_and_drops_unsure_teasers_f
     assert out[4] == pytest.approx(0.35)  # short (a price, a label): left as it is
     assert out[0] == pytest.approx(0.9) and prob[1] == pytest.approx(0.12)  # the input is not changed
     assert main_container(texts, groups, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5
+
+
+def test_link_lists_of_a_prose_page_are_dropped_and_those_of_a_listing_kept():
+    from curate.extract.blocks import link_lists
+
+    para = "関連記事の前にある本文の段落です。" * 20  # prose, in a script without spaces
+    related = ["NEXCO3社、高速道路SAやPAの公衆無線LANアカウントを共通化", "トレンドマイクロ、セキュリティサービスを提供"]
+    texts = [para, para, *related, "Read the full report (PDF)"]
+    # (block's share of link text, its parent's): the related list is links in a list of links; the last
+    # block is a link alone in a paragraph of prose (a citation, a download): not a list
+    links = np.array([[0.0, 0.0], [0.05, 0.05], [1.0, 1.0], [1.0, 1.0], [1.0, 0.3]])
+    prob = np.array([0.9, 0.9, 0.8, 0.6, 0.7], np.float32)
+    out = link_lists(texts, links, prob, 0.3)
+    assert out.tolist() == pytest.approx([0.9, 0.9, 0.0, 0.0, 0.7])
+    assert prob[2] == pytest.approx(0.8)  # the input is not changed
+    # a listing: most kept text is links, so its lists are its content
+    listing = ["Item one of the catalogue, a link", "Item two of the catalogue, a link", "A short intro."]
+    lk = np.array([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    assert link_lists(listing, lk, np.array([0.9, 0.9, 0.9]), 0.3).tolist() == pytest.approx([0.9, 0.9, 0.9])
+    assert link_lists(texts, links, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5  # nothing kept
+
+
+def test_sentence_marks_are_counted_in_every_script():
+    # a paragraph of each script ends its sentences its own way; a menu of short labels has no marks
+    th = "รัฐบาลประกาศมาตรการใหม่เพื่อช่วยเหลือเกษตรกร ผู้ได้รับผลกระทบจากน้ำท่วมในภาคเหนือ คาดว่าจะเริ่มในเดือนหน้า"
+    my = "မြန်မာနိုင်ငံတွင် မိုးရာသီ စတင်ပြီဖြစ်သည်။ လယ်သမားများ စိုက်ပျိုးရေး စတင်ကြသည်။"
+    km = "រដ្ឋាភិបាលបានប្រកាសវិធានការថ្មី។ កសិករនឹងទទួលបានជំនួយ។"
+    zh = "政府宣布了新措施。农民将获得帮助。"
+    hi = "सरकार ने नए उपायों की घोषणा की। किसानों को मदद मिलेगी।"
+    ar = "أعلنت الحكومة عن إجراءات جديدة. سيحصل المزارعون على المساعدة؟"
+    menu = "หน้าแรก"  # "home": one label
+    ts, _, _ = _text_stats([th, my, km, zh, hi, ar, menu], np.zeros(7, np.float32), np.zeros(7, bool))
+    marks = np.expm1(_col(ts, "log_sentence_marks"))
+    assert marks.round().tolist() == [2, 2, 2, 2, 2, 2, 0]
+    assert _col(ts, "ends_sentence").tolist() == [0, 1, 1, 1, 1, 1, 0]  # Thai: no mark at the end either
+    commas = np.expm1(_col(ts, "log_commas"))
+    assert commas.round().tolist() == [0] * 7
+    ts2, _, _ = _text_stats(["ပထမ၊ ဒုတိယ၊ တတိယ"], np.zeros(1, np.float32), np.zeros(1, bool))  # Myanmar commas
+    assert np.expm1(_col(ts2, "log_commas")).round().tolist() == [2]

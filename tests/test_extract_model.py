@@ -65,9 +65,9 @@ def test_context_layer_from_its_parts_is_the_numpy_context_times_the_weights(ds)
 
 
 def test_cross_validation_is_reproducible_and_really_out_of_fold(ds):
-    fold = T.folds_of(len(ds.pages), 3, seed=0)
+    fold = T.folds_of(T.groups_of(ds.pages), 3, seed=0)
     assert sorted(np.bincount(fold).tolist()) == [7, 7, 7]
-    assert (T.folds_of(len(ds.pages), 3, seed=0) == fold).all()
+    assert (T.folds_of(T.groups_of(ds.pages), 3, seed=0) == fold).all()
     prob = T.cross_validate(ds, 3, seed=0, log=lambda *_: None, **TINY)
     again = T.cross_validate(ds, 3, seed=0, log=lambda *_: None, **TINY)
     assert (prob == again).all()  # same command, same figures
@@ -80,6 +80,45 @@ def test_cross_validation_is_reproducible_and_really_out_of_fold(ds):
     prob2 = T.cross_validate(scrambled, 3, seed=0, log=lambda *_: None, **TINY)
     assert (prob2[in0] == prob[in0]).all()
     assert not np.allclose(prob2[~in0], prob[~in0])
+
+
+def test_folds_keep_the_pages_of_one_site_together():
+    wcxb = [{"id": f"{i:04d}", "source_url": f"https://{'www.' if i % 2 else ''}site{i % 5}.example/p{i}"}
+            for i in range(20)]
+    readability = [{"id": name} for name in ("nytimes-1", "nytimes-2", "nytimes-10", "heise", "bbc-1", "ol")]
+    groups = [T.page_group("wcxb_dev_gold", d) for d in wcxb] + [T.page_group("readability_gold", d)
+                                                                 for d in readability]
+    assert groups[0] == "wcxb_dev_gold:site0.example" == groups[5]  # www. or not: one site
+    assert groups[20] == groups[21] == groups[22] == "readability_gold:nytimes" != groups[23]
+    assert T.page_group("wcxb_dev_gold", {"id": "0007", "source_url": None}) == "wcxb_dev_gold:0007"
+    for seed in range(5):
+        fold = T.folds_of(groups, 3, seed)
+        for g in set(groups):
+            assert len({int(f) for f, h in zip(fold, groups) if h == g}) == 1
+        assert set(fold.tolist()) == {0, 1, 2}
+    assert not all((T.folds_of(groups, 3, 0) == T.folds_of(groups, 3, s)).all() for s in range(1, 5))
+
+
+def test_every_set_weighs_the_same_in_training(ds):
+    pages = [T.Page(p.id, p.page_type, "", p.gold, ("big:" if i < 18 else "small:") + p.id)
+             for i, p in enumerate(ds.pages)]
+    two = T.Dataset(**{**ds.__dict__, "pages": pages})
+    train = np.arange(len(pages))
+    f = T.set_factors(two, train)
+    assert f[:18].sum() == pytest.approx(f[18:].sum()) and f[0] == pytest.approx(f[17])
+    assert f[18] == pytest.approx(6 * f[0])  # 18 pages against 3
+    assert (T.set_factors(two, train[:10])[18:] == 0).all()  # a set with no training page: no weight
+    one = T.set_factors(ds, train)
+    assert (one == 1.0).all()  # one set: every page as before
+    # one set: the balanced threshold criterion is the mean over pages
+    texts = {i: p.gold for i, p in enumerate(ds.pages[:5])}
+    assert T.balanced_f1(ds, texts) == pytest.approx(T.scores(ds, texts)["all"])
+    assert T.balanced_f1(two, texts) == pytest.approx(np.mean([5 / 18, 0.0]))
+
+
+def test_training_sets_are_paired_warc_with_gold():
+    with pytest.raises(ValueError, match="one gold file per WARC"):
+        T.load_sets(["a.warc.gz", "b.warc.gz"], ["a.jsonl"])
 
 
 def test_model_file_round_trip_and_refusals(ds, tmp_path):

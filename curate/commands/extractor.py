@@ -10,12 +10,14 @@ from pathlib import Path
 import curate.extract
 
 DEFAULT_MODEL = Path(curate.extract.__file__).resolve().parent / "models" / "extract_blocks.json"
-TRAIN_HELP = "train the block classifier on pages with gold main text (WCXB's development split)"
-TRAIN_EPILOG = """example:
-  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl --report report.json
+TRAIN_HELP = "train the block classifier on pages with gold main text (WCXB's development split, Readability's pages)"
+TRAIN_EPILOG = """example (the shipped model):
+  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
+      --warc readability.warc.gz --gold readability_gold.jsonl --report report.json
 
-Cross-validates by page (--folds), trains the final model on all pages, prints word F1 per page type
-(cross-validated and in-sample) and writes the model file atomically (default: the shipped one)."""
+Cross-validates by site (--folds: the pages of one set and site share a fold), trains the final model on all
+pages, prints word F1 per page type (cross-validated and in-sample) and writes the model file atomically
+(default: the shipped one)."""
 
 
 def add_arguments(p) -> None:
@@ -27,8 +29,10 @@ def add_arguments(p) -> None:
 
 def add_train_arguments(ap) -> None:
     """The flags of ``curate extractor train`` (and ``python -m curate.extract.training.train``)."""
-    ap.add_argument("--warc", required=True, help="WARC with the pages (WCXB: wcxb_dev.warc.gz)")
-    ap.add_argument("--gold", required=True, help="JSONL with url, page_type, main_content per page")
+    ap.add_argument("--warc", required=True, action="append", help="WARC with the pages (WCXB: wcxb_dev.warc.gz); "
+                    "repeat it, with one --gold each, to train on several sets")
+    ap.add_argument("--gold", required=True, action="append", help="JSONL with url, main_content and page_type "
+                    "(or lang) per page, for the --warc of the same place")
     ap.add_argument("--out", default=str(DEFAULT_MODEL), help="model file to write (default: the shipped one)")
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: no CV)")
     ap.add_argument("--seed", type=int, default=0)
@@ -37,12 +41,15 @@ def add_train_arguments(ap) -> None:
                     "first are context layers)")
     ap.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay (regularisation)")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout on every layer's input while training")
+    ap.add_argument("--weigh-pages-equally", action="store_true",
+                    help="every page weighs the same in the loss and in the threshold choice (default: every set "
+                         "given by --warc/--gold weighs the same in total, however many pages it has)")
     ap.add_argument("--threshold", type=float, default=0.0,
                     help="keep threshold; 0 (default): the best on the cross-validated predictions")
-    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages (quick runs)")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N pages of each set (quick runs)")
     ap.add_argument("--report", default="", help="also write the figures as JSON here")
     ap.add_argument("--oof", default="", help="also write the cross-validated page texts as JSONL here "
-                    "(id, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
+                    "(id, set, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
 
 
 def run(args) -> int:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-SENT_CHARS = ".!?。！？।۔؟"  # sentence marks: Latin, CJK, Devanagari, Urdu, Arabic
+# sentence marks: Latin, CJK (and half-width), Devanagari (danda, double danda), Urdu, Arabic, Myanmar, Khmer,
+# Tibetan, Ethiopic, Armenian; Thai and Lao have none (a space between two of their letters ends a phrase:
+# ``features._text_counts`` counts it as one)
+SENT_CHARS = ".!?。！？।۔؟｡॥။។៕།።։"
 SEP_CHARS = "|»›·•/>"      # separators of menus and breadcrumbs
-COMMA_CHARS = ",、،，"
+COMMA_CHARS = ",、،，､၊፣"  # commas: Latin, CJK (and half-width), Arabic, Myanmar, Ethiopic
 # the bits of a class
 IS_WORD, IS_DIGIT, IS_SENTENCE, IS_SEPARATOR, IS_COMMA, IS_UPPER, IS_SPACE = 1, 2, 4, 8, 16, 32, 64
 UNKNOWN = 255  # a code point not classified yet

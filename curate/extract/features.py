@@ -241,7 +241,8 @@ def _dense_script(cp):
 def _text_counts(cps, table, chars):
     """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
     separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
-    point), digits, sentence marks, separators, commas, spaces (``_char_class`` bits), CJK and south-east
+    point), digits, sentence marks (a space between two Thai or Lao code points counts as one: those scripts
+    end phrases with a space), separators, commas, spaces (``_char_class`` bits), CJK and south-east
     Asian code points (``_dense_script``); and whether its first code point is upper case, its last a
     sentence mark, its last a colon. ok = False when a code point's class is not in ``table`` yet (255)."""
     n = chars.size
@@ -273,6 +274,10 @@ def _text_counts(cps, table, chars):
                 counts[b, 4] += 1
             if cp == SPACE:
                 counts[b, 5] += 1
+                # Thai and Lao mark the end of a phrase or sentence with a space, not a character
+                if (j > start and j + 1 < stop and 0x0E00 <= cps[j - 1] <= 0x0EFF
+                        and 0x0E00 <= cps[j + 1] <= 0x0EFF):
+                    counts[b, 2] += 1
             elif w and cp >= 0x0E00:
                 d = _dense_script(cp)
                 if d:
@@ -292,22 +297,25 @@ N_TEXT = 14
 GROUP_LEVELS = (1, 2, 4, 8)
 
 
+def _og_type(html: str | None, data: bytes | None) -> str:
+    """The page's Open Graph type (lower case), looked for in its first 20,000 characters; "" when none."""
+    if html is None:
+        # the first 20,000 characters lie in the first 80,000 bytes (a character an "ignore" drops at that cut
+        # lies beyond them); only ASCII matches "og:type" under re.I, so without those bytes (in any case)
+        # there is none
+        head = data[:80000]
+        html = head.decode("utf-8", "ignore") if b"og:type" in head.lower() else ""
+    m = _OG_TYPE_RE.search(html, 0, 20000)
+    return m.group(1).lower() if m else ""
+
+
 def features(html: str | None, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
     """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
     stripped page's ``utf8`` bytes, when the caller has them (then ``html`` may be None)."""
-    if html is None:
-        # the Open Graph type is looked for in the first 20,000 characters, which lie in the first 80,000
-        # bytes (a character an "ignore" drops at that cut lies beyond them); only ASCII matches "og:type"
-        # under re.I, so without those bytes (in any case) there is none
-        head = data[:80000]
-        head = head.decode("utf-8", "ignore") if b"og:type" in head.lower() else ""
-    else:
-        if not stripped:
-            html = strip_html(html)
-            data = None
-        head = html
-    m = _OG_TYPE_RE.search(head, 0, 20000)
-    og = m.group(1).lower() if m else ""
+    if html is not None and not stripped:
+        html = strip_html(html)
+        data = None
+    og = _og_type(html, data)
     tree = parse(html, data)
     if tree is None:
         return None
@@ -325,22 +333,11 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     anc_b = _bits(w.anc[:, None], len(ANCESTOR_TAGS))
     near_b = _bits(w.near, len(CLASS_WORDS))
     any_b = _bits(w.any, len(CLASS_WORDS))
-    depth = w.depth.astype(np.float32)
-
     chars = np.exp(ts[:, 0]) - 1  # Latin-equivalent characters (``_text_stats``)
-    total = float(chars.sum())
-    el_chars = w.el_chars.astype(np.float32)
-    raw_chars = el_chars
     dense = float(eq.sum()) / max(float(raw.sum()), 1.0)
-    if dense != 1.0:  # containers' characters scaled as the page's blocks are (per script counts not kept)
-        el_chars = el_chars * np.float32(dense)
-    el_link = w.el_link.astype(np.float32)
-    groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
-    c = el_chars[groups]
-    cont = np.empty((n, 2 * len(GROUP_LEVELS)), dtype=np.float32)
-    cont[:, 0::2] = np.log1p(c)
-    cont[:, 1::2] = el_link[groups] / np.maximum(raw_chars[groups], 1)
-
+    groups, cont = _containers(w, dense)
+    depth = w.depth.astype(np.float32)
+    total = float(chars.sum())
     cum = (np.cumsum(chars) - chars) / max(total, 1.0)
     pos = np.stack([np.arange(n, dtype=np.float32) / max(n - 1, 1), cum, depth / 30.0,
                     depth / max(float(depth.max()), 1.0)], axis=1)
@@ -348,8 +345,34 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     counts = Counter(texts)
     rep = np.fromiter(map(counts.__getitem__, texts), dtype=np.float32, count=n)
     rep = np.stack([np.log(rep), (rep > 1).astype(np.float32)], axis=1)
+    link_total = float(link.sum()) / max(float(raw.sum()) if dense != 1.0 else total, 1.0)
+    page = _page_row(w.anc, chars, own_1h, rep, link_total, og)
+    # the block's size relative to the page's largest block
+    rel = (ts[:, 0] - ts[:, 0].max())[:, None]
+    feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, _neighbours(ts),
+                            np.broadcast_to(page, (n, page.size)), rel, _title_overlap(texts, title)], axis=1)
+    return Blocks(texts, feats.astype(np.float32), tags, groups)
 
-    # neighbours' text features: chars, link density, sentence punctuation
+
+def _containers(w, dense: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the element ``GROUP_LEVELS`` levels above each block's owner [n, 4]; their log characters and link
+    density [n, 8]). ``dense``: Latin-equivalent over raw characters of the page's blocks (containers'
+    characters are scaled by it: per script counts are not kept per element)."""
+    el_chars = w.el_chars.astype(np.float32)
+    raw_chars = el_chars
+    if dense != 1.0:
+        el_chars = el_chars * np.float32(dense)
+    el_link = w.el_link.astype(np.float32)
+    groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
+    cont = np.empty((len(groups), 2 * len(GROUP_LEVELS)), dtype=np.float32)
+    cont[:, 0::2] = np.log1p(el_chars[groups])
+    cont[:, 1::2] = el_link[groups] / np.maximum(raw_chars[groups], 1)
+    return groups, cont
+
+
+def _neighbours(ts: np.ndarray) -> np.ndarray:
+    """The two blocks before and after each block: log characters, link density, log sentence marks
+    (zeros past the page's ends)."""
     core = ts[:, [0, 3, 4]]
     neigh = []
     for s in (-2, -1, 1, 2):
@@ -359,23 +382,18 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
         else:
             sh[:-s] = core[s:]
         neigh.append(sh)
-    neigh = np.concatenate(neigh, axis=1)
+    return np.concatenate(neigh, axis=1)
 
-    # the page
-    li_bit = ANC_BIT["li"]
-    tab_bit = ANC_BIT["table"]
-    in_li = ((w.anc & li_bit) != 0)
-    in_tab = ((w.anc & tab_bit) != 0)
-    page = np.array([np.log1p(total), float(link.sum()) / max(float(raw.sum()) if dense != 1.0 else total, 1.0), np.log1p(n),
+
+def _page_row(anc, chars, own_1h, rep, link_total: float, og: str) -> np.ndarray:
+    """The page's features (``PAGE_NAMES``, then the Open Graph types), one row."""
+    total = float(chars.sum())
+    in_li = (anc & ANC_BIT["li"]) != 0
+    in_tab = (anc & ANC_BIT["table"]) != 0
+    return np.array([np.log1p(total), link_total, np.log1p(len(chars)),
                      float(chars[in_li].sum()) / max(total, 1.0), float(chars[in_tab].sum()) / max(total, 1.0),
                      float((own_1h[:, OWN_INDEX["h1"]] + own_1h[:, OWN_INDEX["h2"]]).sum()) / 10.0,
                      float(rep[:, 1].mean())] + [float(og.endswith(t)) for t in _OG_TYPES], dtype=np.float32)
-    page = np.broadcast_to(page, (n, page.size))
-    # the block's size relative to the page's largest block
-    rel = (ts[:, 0] - ts[:, 0].max())[:, None]
-    feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, neigh, page, rel,
-                            _title_overlap(texts, title)], axis=1)
-    return Blocks(texts, feats.astype(np.float32), tags, groups)
 
 
 TEXT_NAMES = ["log_chars", "log_words", "log_tokens", "link_density", "log_sentence_marks", "sentence_marks_per_word",
@@ -400,6 +418,18 @@ def feature_names() -> list[str]:
     names += PAGE_NAMES + ["og_" + t for t in _OG_TYPES] + ["rel_log_chars", "title_share_of_block",
                                                              "block_share_of_title"]
     return names
+
+
+_LINK_COLUMNS: list[int] = []
+
+
+def link_columns(feats: np.ndarray) -> np.ndarray:
+    """The block's and its parent element's share of characters inside links, ``[n, 2]`` (columns of a
+    feature matrix)."""
+    if not _LINK_COLUMNS:
+        names = feature_names()
+        _LINK_COLUMNS.extend([names.index("link_density"), names.index("up1_link_density")])
+    return feats[:, _LINK_COLUMNS]
 
 
 def n_features() -> int:

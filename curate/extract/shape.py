@@ -101,6 +101,8 @@ def _tag_end(buf, j):
     return -1, attrs
 
 
+# a compiled kernel kept whole: one state machine over the bytes, its stack and counters in locals (split into
+# helpers it would pass that state back and forth per tag)
 @nb.njit(cache=True)
 def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes

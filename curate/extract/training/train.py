@@ -1,14 +1,15 @@
-"""Train the ``extract`` stage's block classifier on pages with gold main text (WCXB's development split).
+"""Train the ``extract`` stage's block classifier on pages with gold main text (the shipped model: WCXB's
+development split and Mozilla Readability's test pages together).
 
     curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
-        --out curate/extract/models/extract_blocks.json
+        --warc readability.warc.gz --gold readability_gold.jsonl --out curate/extract/models/extract_blocks.json
 
 Steps: read the pages with the project's WARC reader (decoded as a curation run decodes them), cut each
 into blocks with features (``curate.extract.features``), label each block by how much of it the gold text
 covers (``labels``), then
 
-1. **k-fold cross-validation** by page (``--folds``, default 5, pages assigned to folds by a seeded
-   shuffle): a model trained on the other folds predicts each page; the word F1 of those predictions is
+1. **k-fold cross-validation** by site (``--folds``, default 5; the sites, ``page_group``, dealt to folds in a
+   seeded shuffled order, so no fold's model has seen a page of the same set and site): a model trained on the other folds predicts each page; the word F1 of those predictions is
    the honest figure (per page type and overall);
 2. the final model is trained on all pages; its in-sample F1 is printed next to the CV figure (the gap is
    how much the model fits the development pages);
@@ -17,7 +18,10 @@ covers (``labels``), then
 The network (``curate.extract.model``: per-block layer, then context layers over neighbours and DOM containers)
 is trained with torch (CPU, seeded, one thread: the same command gives the same
 model); inference needs only numpy. Loss: binary cross-entropy on the soft block label, each block
-weighted by its share of its page's tokens, so every page counts about equally, as in the metric;
+weighted by its share of its page's tokens, so every page counts about equally, as in the metric, and each
+set's pages by one weight that gives every set the same total (``set_factors``: 130 Readability pages count
+as much as 1,497 WCXB pages; ``--weigh-pages-equally`` turns it off); the threshold is the one with the best
+mean over sets of the cross-validated F1 (``balanced_f1``);
 AdamW with weight decay 0.05 (``--weight-decay``).
 """
 from __future__ import annotations
@@ -25,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -44,6 +50,16 @@ class Page:
     page_type: str
     html: str
     gold: str
+    group: str = ""        # pages of one group share a cross-validation fold (``page_group``); "": the id
+
+
+def page_group(gold_name: str, d: dict) -> str:
+    """A page's cross-validation group: its set (the gold file's name) and site, so that no fold's model has
+    seen another page of the same site (WCXB: the host of ``source_url``; Readability's pages, which have
+    none: the id without a trailing ``-N``, as ``nytimes-1`` ... ``nytimes-5``)."""
+    host = urlsplit(d.get("source_url") or "").hostname or ""
+    site = host.removeprefix("www.") or re.sub(r"-\d+$", "", str(d["id"]))
+    return f"{gold_name}:{site}"
 
 
 @dataclass
@@ -73,9 +89,17 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     for item in read_file(str(warc), "warc"):
         if item[0] == "doc" and item[1]["url"] in golds:
             html[item[1]["url"]] = item[1]["text"] or ""
+    name = Path(gold).name.split(".")[0]
     pages = [Page(d["id"], d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
-                  d["main_content"]) for u, d in golds.items() if u in html]
+                  d["main_content"], page_group(name, d)) for u, d in golds.items() if u in html]
     return pages[:limit] if limit else pages
+
+
+def load_sets(warcs: list[str], golds: list[str], limit: int = 0) -> list[Page]:
+    """The pages of several sets (``warcs[i]`` with ``golds[i]``), one after the other (``limit``: per set)."""
+    if len(warcs) != len(golds):
+        raise ValueError(f"{len(warcs)} --warc but {len(golds)} --gold: give one gold file per WARC, in order")
+    return [p for w, g in zip(warcs, golds) for p in load_pages(w, g, limit)]
 
 
 def build(pages: list[Page], log=print) -> Dataset:
@@ -103,6 +127,15 @@ def sample_weights(ds: Dataset, idx: np.ndarray) -> np.ndarray:
     tok = ds.tokens[idx]
     total = np.bincount(ds.page[idx], weights=tok, minlength=len(ds.pages))[ds.page[idx]]
     return (tok / np.maximum(total, 1.0)).astype(np.float32)
+
+
+def set_factors(ds: Dataset, pages: np.ndarray) -> np.ndarray:
+    """Per page of ``ds``: the weight that gives every set (``set_of``) among the training ``pages`` the same
+    total weight (1.0 for every page when they come from one set)."""
+    sets = [set_of(p) for p in ds.pages]
+    count = Counter(sets[int(p)] for p in pages)
+    per_set = len(pages) / max(len(count), 1)
+    return np.array([per_set / count[s] if s in count else 0.0 for s in sets], dtype=np.float32)
 
 
 def _page_slices(page: np.ndarray) -> dict[int, slice]:
@@ -164,8 +197,9 @@ class _Net:
 
 def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int = 8,
               seed: int = 0, pages_per_batch: int = 16, lr: float = 2e-3, weight_decay: float = 0.05,
-              dropout: float = 0.0) -> BlockModel:
-    """Train on the blocks of the given page indices."""
+              dropout: float = 0.0, balance_sets: bool = True) -> BlockModel:
+    """Train on the blocks of the given page indices (``balance_sets``: every set weighs the same in the loss,
+    ``set_factors``; else every page does)."""
     import torch
 
     torch.set_num_threads(1)
@@ -179,6 +213,8 @@ def train_net(ds: Dataset, pages: np.ndarray, hidden=(64, 64, 32), epochs: int =
     xt = torch.from_numpy(((ds.x - mean) / scale).astype(np.float32))
     yt = torch.from_numpy(ds.y.astype(np.float32))
     w = sample_weights(ds, np.arange(len(ds.y)))
+    if balance_sets:
+        w = w * set_factors(ds, pages)[ds.page]
     wt = torch.from_numpy((w / w[rows].mean()).astype(np.float32))
     pt = torch.from_numpy(ds.page)
     # container ids made unique across pages
@@ -220,6 +256,7 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     """Output text per page index from block probabilities (the stage's own assembly, its fallback to the
     rules engine included)."""
     from curate.extract.blocks import extract_blocks, page_text
+    from curate.extract.features import link_columns
     from curate.extract.strip import strip_html
 
     by_page: dict[int, list[int]] = defaultdict(list)
@@ -228,7 +265,7 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     out = {}
     for p, idx in by_page.items():
         out[p] = page_text([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], ds.groups[idx], prob[idx],
-                           threshold, lambda: strip_html(ds.pages[p].html))
+                           threshold, lambda: strip_html(ds.pages[p].html), links=link_columns(ds.x[idx]))
     for p, page in enumerate(ds.pages):
         if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
             out[p] = extract_blocks(page.html)
@@ -245,17 +282,28 @@ def scores(ds: Dataset, texts: dict[int, str]) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in sorted(by_type.items())}
 
 
-def folds_of(n_pages: int, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n_pages)
-    fold = np.empty(n_pages, dtype=np.int64)
-    fold[order] = np.arange(n_pages) % k
-    return fold
+def folds_of(groups: list[str], k: int, seed: int) -> np.ndarray:
+    """Fold per page: the distinct groups (``Page.group``) dealt to ``k`` folds in a seeded shuffled order,
+    so that the pages of one group (one site) share a fold."""
+    names = sorted(set(groups))
+    order = np.random.default_rng(seed).permutation(len(names))
+    fold_of = {names[j]: i % k for i, j in enumerate(order.tolist())}
+    return np.array([fold_of[g] for g in groups], dtype=np.int64)
+
+
+def set_of(page: Page) -> str:
+    """The set a page came from (the gold file's name, ``page_group``'s prefix; "" when it has no group)."""
+    return page.group.split(":", 1)[0] if page.group else ""
+
+
+def groups_of(pages: list[Page]) -> list[str]:
+    return [p.group or p.id for p in pages]
 
 
 def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.ndarray:
-    """Out-of-fold block probabilities: each page predicted by the model trained on the other folds."""
-    fold = folds_of(len(ds.pages), k, seed)
+    """Out-of-fold block probabilities: each page predicted by the model trained on the other folds (folds
+    by group: ``folds_of``)."""
+    fold = folds_of(groups_of(ds.pages), k, seed)
     prob = np.zeros(len(ds.y), dtype=np.float32)
     for f in range(k):
         tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
@@ -266,10 +314,20 @@ def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.
     return prob
 
 
-def best_threshold(ds: Dataset, prob: np.ndarray) -> tuple[float, float]:
+def balanced_f1(ds: Dataset, texts: dict[int, str]) -> float:
+    """The mean over sets (``set_of``) of each set's mean word F1: every set counts the same."""
+    by_set: dict[str, list[float]] = defaultdict(list)
+    for i, p in enumerate(ds.pages):
+        by_set[set_of(p)].append(word_f1(texts.get(i, ""), p.gold))
+    return float(np.mean([np.mean(v) for v in by_set.values()]))
+
+
+def best_threshold(ds: Dataset, prob: np.ndarray, balance_sets: bool = True) -> tuple[float, float]:
+    """The keep threshold (0.2 ... 0.7) with the best F1 of ``prob`` (``balanced_f1``, or over all pages)."""
     best = (0.5, -1.0)
     for t in np.arange(0.2, 0.71, 0.05):
-        f = scores(ds, page_texts(ds, prob, float(t)))["all"]
+        texts = page_texts(ds, prob, float(t))
+        f = balanced_f1(ds, texts) if balance_sets else scores(ds, texts)["all"]
         if f > best[1]:
             best = (round(float(t), 2), f)
     return best
@@ -297,25 +355,30 @@ def main(argv=None) -> int:
 
 def run(a) -> int:
     """Train and write the model as the parsed flags ``a`` say (``curate extractor train``)."""
+    if len(a.warc) != len(a.gold):
+        raise SystemExit(f"curate extractor train: {len(a.warc)} --warc but {len(a.gold)} --gold: give one --gold "
+                         f"per --warc, in the same order")
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.perf_counter()
-    pages = load_pages(a.warc, a.gold, a.limit)
-    print(f"{len(pages)} pages with gold text")
+    pages = load_sets(a.warc, a.gold, a.limit)
+    print(f"{len(pages)} pages with gold text ({len(set(groups_of(pages)))} sites)")
     ds = build(pages)
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
-                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout}
-    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout)
+                    "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout,
+                    "balance_sets": not a.weigh_pages_equally}
+    train_kw = dict(hidden=hidden, epochs=a.epochs, weight_decay=a.weight_decay, dropout=a.dropout,
+                    balance_sets=not a.weigh_pages_equally)
     threshold = a.threshold or 0.5
     if a.folds > 1:
         prob = cross_validate(ds, a.folds, a.seed, **train_kw)
         if not a.threshold:
-            threshold, _ = best_threshold(ds, prob)
+            threshold, _ = best_threshold(ds, prob, not a.weigh_pages_equally)
         cv_texts = page_texts(ds, prob, threshold)
         cv = scores(ds, cv_texts)
         print(format_scores(f"cross-validated (t={threshold})", cv))
         if a.oof:
-            write_atomic(Path(a.oof), "".join(json.dumps({"id": p.id, "page_type": p.page_type,
+            write_atomic(Path(a.oof), "".join(json.dumps({"id": p.id, "set": set_of(p), "page_type": p.page_type,
                                                           "text": cv_texts.get(i, "")}) + "\n"
                                               for i, p in enumerate(pages)))
         report["cv"] = cv
@@ -326,7 +389,8 @@ def run(a) -> int:
     print(format_scores("in-sample", ins))
     report["in_sample"] = ins
     report["threshold"] = threshold
-    model.meta = {"trained_on": f"{len(pages)} pages of {Path(a.gold).name}", "report": report}
+    model.meta = {"trained_on": f"{len(pages)} pages of " + " + ".join(Path(g).name for g in a.gold),
+                  "report": report}
     write_atomic(Path(a.out), model.to_json())
     if a.report:
         write_atomic(Path(a.report), json.dumps(report, indent=1))
