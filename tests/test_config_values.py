@@ -63,3 +63,10 @@ def test_more_local_workers_than_a_machine_can_hold_refused_at_start():
 def test_gopher_min_stop_words_above_the_stop_words_refused():
     with pytest.raises(ConfigError, match="distinct stop_words: every document would be set aside"):
         parse_stage({"type": "gopher_quality", "min_stop_words": 3, "stop_words": ["a", "b", "a"]}, "t")
+
+
+@pytest.mark.parametrize("value, message", [(-1, "between 0"), (1e300, "and 86400"),
+                                            (float("nan"), "finite number")])
+def test_extract_timeout_out_of_range_refused(value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_stage({"type": "extract", "timeout_s": value}, "t")

@@ -69,8 +69,9 @@ class Params:
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise ValueError(f"engine = {self.engine!r}; allowed: {', '.join(ENGINES)}")
-        if self.timeout_s < 0:
-            raise ValueError(f"timeout_s = {self.timeout_s}; must be >= 0")
+        if not 0 <= self.timeout_s <= 86400:  # nan fails too; the CPU timer cannot take much more than a day's
+            raise ValueError(f"timeout_s = {self.timeout_s}; CPU seconds per document, between 0 (no timer) and "
+                             "86400")
         if self.max_html_bytes <= 0:
             raise ValueError(f"max_html_bytes = {self.max_html_bytes}; must be > 0")
         if self.min_chars < 0:
