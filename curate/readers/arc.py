@@ -22,7 +22,6 @@ splits are those of the whole file, ids included.
 """
 from __future__ import annotations
 
-import os
 import re
 
 from curate.readers import streams
@@ -59,22 +58,7 @@ def _is_url(token: bytes) -> bool:
 def plan(path: str, target_bytes: int) -> list[dict]:
     """Splits of about ``target_bytes`` (``{"path", "format": "warc", "start", "stop"}``), cut where a record
     starts; planning reads a few KiB at each cut."""
-    size = os.path.getsize(path)
-    base = {"path": path, "format": "warc"}
-    cuts = []
-    if size > target_bytes:
-        kind = streams.sniff(path)
-        with open(path, "rb") as f:
-            pos = target_bytes
-            while pos < size:
-                c = (_next_plain_record(f, pos, size) if kind == "plain"
-                     else streams.next_member(f, pos, kind, accept=_starts_record))
-                if c is None:
-                    break
-                cuts.append(c)
-                pos = max(c + 1, pos + target_bytes)
-    bounds = [0] + cuts + [None]
-    return [{**base, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+    return streams.split_plan(path, "warc", target_bytes, _next_plain_record, _starts_record)
 
 
 def _starts_record(first: bytes) -> bool:

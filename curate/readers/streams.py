@@ -209,6 +209,27 @@ def next_member(f, offset: int, kind: str, limit: int | None = None, accept=None
     return None
 
 
+def split_plan(path: str, fmt: str, target_bytes: int, next_plain, starts_record) -> list[dict]:
+    """Splits of about ``target_bytes`` of a record file (``{"path", "format", "start", "stop"}``), cut where a
+    record starts: in a plain file at ``next_plain(f, pos, size)`` (an offset or None), in a compressed one at
+    the next member whose first bytes ``starts_record``; planning reads a few KiB at each cut."""
+    size = os.path.getsize(path)
+    cuts = []
+    if size > target_bytes:
+        kind = sniff(path)
+        with open(path, "rb") as f:
+            pos = target_bytes
+            while pos < size:
+                c = (next_plain(f, pos, size) if kind == "plain"
+                     else next_member(f, pos, kind, accept=starts_record))
+                if c is None:
+                    break
+                cuts.append(c)
+                pos = max(c + 1, pos + target_bytes)
+    bounds = [0] + cuts + [None]
+    return [{"path": path, "format": fmt, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+
+
 def events(path: str, kind: str, start: int = 0):
     """Yield the events described in the module docstring, from compressed offset ``start``."""
     if kind == "plain":

@@ -24,7 +24,6 @@ split the same way (:func:`curate.readers.arc.plan`).
 """
 from __future__ import annotations
 
-import os
 import re
 import zlib
 from collections import deque
@@ -54,29 +53,11 @@ def is_arc(path: str) -> bool:
 # --- planning -----------------------------------------------------------------------------------
 
 def plan(path: str, target_bytes: int) -> list[dict]:
-    size = os.path.getsize(path)
-    base = {"path": path, "format": "warc"}
     if is_arc(path):
         from curate.readers import arc
 
         return arc.plan(path, target_bytes)
-    if size <= target_bytes:
-        return [{**base, "start": 0, "stop": None}]
-    kind = streams.sniff(path)
-    cuts = []
-    with open(path, "rb") as f:
-        pos = target_bytes
-        while pos < size:
-            if kind == "plain":
-                c = _next_plain_record(f, pos, size)
-            else:
-                c = streams.next_member(f, pos, kind, accept=lambda b: b.startswith(b"WARC/"))
-            if c is None:
-                break
-            cuts.append(c)
-            pos = max(c + 1, pos + target_bytes)
-    bounds = [0] + cuts + [None]
-    return [{**base, "start": a, "stop": b} for a, b in zip(bounds, bounds[1:])]
+    return streams.split_plan(path, "warc", target_bytes, _next_plain_record, lambda b: b.startswith(b"WARC/"))
 
 
 def _next_plain_record(f, pos: int, size: int) -> int | None:
