@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curate.extract.blocks import assemble, extract_blocks, page_text
+from curate.extract.blocks import MIN_WORDS, assemble, extract_blocks, page_text, words
 from curate.extract.features import TEXT_NAMES, _text_stats, features
 from curate.extract.training.labels import language_group, word_f1
 
@@ -82,14 +82,27 @@ def test_assemble_keeps_repeats_under_one_parent_and_drops_them_across_parents()
     assert assemble(texts, tags, prob, 0.5).split("\n") == texts[1:3]  # no parents: every repeat once
 
 
-def test_page_text_falls_back_to_the_rules_engine_only_when_nothing_is_kept():
+def test_page_text_falls_back_to_the_rules_engine_only_when_under_min_words_are_kept():
     html = "<html><body><p>Alpha beta gamma delta.</p></body></html>"
     groups = np.zeros((1, 4), np.int64)
+    # nothing kept: the rules engine's text
     assert page_text(["Alpha beta gamma delta."], ["p"], groups, np.array([0.0]), 0.5, html) == \
         "Alpha beta gamma delta."
+    # a label kept (under MIN_WORDS words): the rules engine's text where it holds more words ...
+    assert page_text(["Kept text"], ["p"], groups, np.array([0.9]), 0.5, html) == "Alpha beta gamma delta."
+    # ... and the kept text where it does not (never less text than the classifier kept)
+    assert page_text(["Kept text"], ["p"], groups, np.array([0.9]), 0.5, "<html><body></body></html>") == \
+        "Kept text"
     called = []
-    kept = page_text(["Kept text"], ["p"], groups, np.array([0.9]), 0.5, lambda: called.append(1) or html)
-    assert kept == "Kept text" and not called
+    long_text = " ".join(["word"] * MIN_WORDS)
+    kept = page_text([long_text], ["p"], groups, np.array([0.9]), 0.5, lambda: called.append(1) or html)
+    assert kept == long_text and not called
+    # scripts without spaces count by characters: twenty Han characters are about twelve words
+    han = "这是一个测试句子这是一个测试句子这是一个"
+    assert words(han) >= MIN_WORDS
+    kept = page_text([han], ["p"], groups, np.array([0.9]), 0.5, lambda: called.append(1) or html)
+    assert kept == han and not called
+    assert words("Kept text") == 2 and words("") == 0
 
 
 def test_language_group():

@@ -2,9 +2,9 @@
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
 page order, after two readability-style rules on the classifier's output (``main_container``: unsure blocks
 near the page's article; ``link_lists``: link lists on a prose page). Pages nested too deep for lexbor, with
-no visible block, or of which the classifier keeps nothing go to the rules engine (``rules``): on a page
-unlike those it learned (a short page, a synthetic one) keeping nothing is the classifier's least reliable
-answer."""
+no visible block, or of which the classifier keeps fewer than ``MIN_WORDS`` words go to the rules engine
+(``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page, a synthetic one) keeping nothing, or a label
+and a date, is the classifier's least reliable answer."""
 from __future__ import annotations
 
 import re
@@ -13,13 +13,31 @@ import numpy as np
 
 from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
-from curate.extract.features import features, link_columns
+from curate.extract.features import CJK_WORD_CHARS, SEA_WORD_CHARS, features, link_columns
 from curate.extract.model import cached
 from curate.extract.rules import extract_resiliparse
 from curate.extract.strip import strip_html, strip_utf8, utf8
 
 _WORDS = re.compile(r"\w+")
-_FALLBACK_MIN = 0.1
+# scripts written without spaces between words (``features._dense_script``): Han and kana; Thai, Lao, Myanmar, Khmer
+_CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+                  "\U00020000-\U0003ffff]")
+_SEA = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
+# kept text with fewer words than this goes to the rules engine. Chosen on the cross-validated predictions of
+# both sets, three training seeds (docs/benchmarks.md): word F1 +0.004 on WCXB (+0.002 of it from pages
+# where no block reached the threshold, which kept the blocks scoring half the best one before), Readability
+# unchanged; 20 words and more began to cost Readability's pages in other languages.
+MIN_WORDS = 10
+
+
+def words(text: str) -> float:
+    """Words of ``text`` in any script: runs of word characters (``\\w+``), and a character of a script written
+    without spaces as the share of a word it stands for (``features.CJK_WORD_CHARS`` / ``SEA_WORD_CHARS``).
+    Counted up to ``MIN_WORDS`` Latin words' worth of text; longer texts count as ``MIN_WORDS``."""
+    if len(text) > 60 * MIN_WORDS:
+        return float(MIN_WORDS)
+    return (len(_WORDS.findall(text)) + len(_CJK.findall(text)) / CJK_WORD_CHARS
+            + len(_SEA.findall(text)) / SEA_WORD_CHARS)
 
 
 def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:
@@ -28,16 +46,8 @@ def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=
     table cell) whose text was already written: pages often hold their content twice (mobile and desktop
     layouts, a post quoted in a reply, a teaser above the full text). ``parents`` (the element above each
     block's owner, ``Blocks.groups[:, 0]``): a repeat under the same parent as its earlier copy is the
-    text saying the same thing twice (a refrain, a repeated line of a poem or a list), and is kept.
-
-    When no block reaches the threshold but the best one scores at least ``_FALLBACK_MIN``, the blocks
-    scoring at least half the best are kept (pages whose best block scores lower are left empty: on
-    WCXB they are mostly pages without main text)."""
+    text saying the same thing twice (a refrain, a repeated line of a poem or a list), and is kept."""
     prob = np.asarray(prob, dtype=np.float32)
-    if prob.size:
-        best = float(prob.max())
-        if _FALLBACK_MIN <= best < threshold:
-            threshold = best / 2
     parents = range(len(texts)) if parents is None else np.asarray(parents).tolist()
     out: list[str] = []
     seen: dict[str, set] = {}  # text written -> the parents it was written under
@@ -126,18 +136,21 @@ def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
               links=None) -> str:
     """The engine's text of one page from its blocks and their probabilities (``main_container``, then
-    ``link_lists`` when ``links`` is given, then ``assemble``), or, when that keeps nothing, the rules
-    engine's text of the page (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then)."""
+    ``link_lists`` when ``links`` is given, then ``assemble``), or, when that keeps fewer than ``MIN_WORDS``
+    words, the rules engine's text of the page where it holds more (``html``: ``str``, UTF-8 bytes, or a
+    function giving them, called only then)."""
     if len(texts):
         prob = main_container(texts, groups, prob, threshold)
         if links is not None:
             prob = link_lists(texts, links, prob, threshold)
     text = assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None)
-    if text.strip():
+    kept = words(text)
+    if kept >= MIN_WORDS:
         return text
     if callable(html):
         html = html()
-    return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
+    rules = extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
+    return rules if not kept or words(rules) > kept else text
 
 
 def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = False) -> str:
