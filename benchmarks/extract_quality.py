@@ -3,6 +3,7 @@
     PYTHONPATH=$PWD python benchmarks/extract_quality.py            # everything (about 15-40 min on one core)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy --train-seeds 1,2  # + seeds
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
@@ -104,14 +105,18 @@ def reference_texts(pages) -> dict[str, list[str]]:
     return out
 
 
-def cv_texts_of(ds, a, settings, threshold: float) -> list[str]:
+def cv_texts_of(ds, a, settings, threshold: float, train_seed: int | None = None) -> list[str]:
     """Cross-validated texts of every page of ``ds`` (both sets): read (``--cv-texts``), or from out-of-fold
     block probabilities computed here with the folds of ``curate extractor train`` (by site, over both sets)
-    and kept in ``--cv-probs`` when given (reused when that file exists)."""
+    and kept in ``--cv-probs`` when given (reused when that file exists). ``train_seed``: the same folds, the
+    models trained with another seed (kept in ``--cv-probs`` with ``.seedN`` before its suffix)."""
     from curate.extract.training import train as T
 
     pages = ds.pages
-    if a.cv_texts:
+    cv_probs = a.cv_probs
+    if train_seed is not None:
+        cv_probs = str(Path(cv_probs).with_suffix(f".seed{train_seed}.npy")) if cv_probs else ""
+    elif a.cv_texts:
         with open(a.cv_texts, encoding="utf-8") as f:  # keyed by (set, id): two sets may share ids
             by_id = {(d.get("set", ""), d["id"]): d["text"] for d in map(json.loads, f)}
         keys = [(T.set_of(p) if any(k[0] for k in by_id) else "", p.id) for p in pages]
@@ -119,18 +124,20 @@ def cv_texts_of(ds, a, settings, threshold: float) -> list[str]:
         if missing:
             raise SystemExit(f"--cv-texts {a.cv_texts} lacks {len(missing)} pages (e.g. {missing[:3]})")
         return [by_id[k] for k in keys]
-    if a.cv_probs and Path(a.cv_probs).is_file():
-        prob = np.load(a.cv_probs)
+    if cv_probs and Path(cv_probs).is_file():
+        prob = np.load(cv_probs)
         if prob.shape != ds.y.shape:
-            raise SystemExit(f"--cv-probs {a.cv_probs} holds {prob.shape[0]} blocks, these pages {ds.y.size}: "
+            raise SystemExit(f"--cv-probs {cv_probs} holds {prob.shape[0]} blocks, these pages {ds.y.size}: "
                              f"delete it to compute it again")
-        print(f"  out-of-fold probabilities read from {a.cv_probs}")
+        print(f"  out-of-fold probabilities read from {cv_probs}")
     else:
         t0 = time.perf_counter()
-        prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, **train_settings(settings))
-        print(f"  {a.folds}-fold CV over both sets: {time.perf_counter() - t0:.0f} s")
-        if a.cv_probs:
-            np.save(a.cv_probs, prob)
+        prob = T.cross_validate(ds, a.folds, settings.get("seed", 0), log=lambda *_: None, train_seed=train_seed,
+                                **train_settings(settings))
+        print(f"  {a.folds}-fold CV over both sets" + (f", training seed {train_seed}" if train_seed is not None
+                                                       else "") + f": {time.perf_counter() - t0:.0f} s")
+        if cv_probs:
+            np.save(cv_probs, prob)
     by_page = T.page_texts(ds, prob, threshold)
     return [by_page.get(i, "") for i in range(len(pages))]
 
@@ -170,6 +177,9 @@ def parse_args(argv):
                          "wrote (same sets, folds and code) instead of training the folds again here")
     ap.add_argument("--cv-probs", default="", help="keep the out-of-fold block probabilities in this .npy file "
                     "(read it instead of training the folds again when it exists)")
+    ap.add_argument("--train-seeds", default="", type=lambda v: [int(x) for x in v.split(",") if x.strip()],
+                    help="also the CV rows of models trained with these seeds on the same folds, e.g. 1,2 (how "
+                         "much a figure moves with the training seed alone; about 4 min each)")
     ap.add_argument("--no-across", action="store_true",
                     help="skip the two models trained on one set only (each tested on the other)")
     ap.add_argument("--speed-pages", type=int, default=150, help="pages timed for docs/s")
@@ -209,6 +219,8 @@ def quality(a, pages, rpages) -> None:
     if a.cv_texts or a.folds > 1:
         folds = settings.get("folds", a.folds) if a.cv_texts else a.folds
         texts[f"quarry blocks, {folds}-fold CV over both sets"] = cv_texts_of(ds, a, settings, model.threshold)
+    for s in a.train_seeds:
+        texts[f"quarry blocks, CV, training seed {s}"] = cv_texts_of(ds, a, settings, model.threshold, s)
     if not a.no_across:
         texts["quarry trained on the other set only"] = (
             across_sets(ds, np.arange(n, len(ds.pages)), settings, model.threshold)[:n]
@@ -245,7 +257,7 @@ def report_wcxb(pages, texts: dict[str, list[str]]) -> None:
     print_table("WCXB development split: word F1 (mean over pages)", pages, rows)
     traf = texts["trafilatura 2.3.1"]
     no_gold = sum(not tokens(p.gold) for p in pages)
-    print("pages with no text: " + ", ".join(f"{k.split(',')[0] if 'CV' not in k else 'quarry CV'} "
+    print("pages with no text: " + ", ".join(f"{k.split(',')[0] if 'CV' not in k else 'quarry ' + k.split(', ', 1)[1]} "
                                              f"{sum(not (t or '').strip() for t in v)}" for k, v in texts.items())
           + f" ({no_gold} pages have an empty gold text: there, no text scores 1)")
     below_trafilatura(rows)

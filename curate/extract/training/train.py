@@ -300,15 +300,17 @@ def groups_of(pages: list[Page]) -> list[str]:
     return [p.group or p.id for p in pages]
 
 
-def cross_validate(ds: Dataset, k: int, seed: int, log=print, **train_kw) -> np.ndarray:
+def cross_validate(ds: Dataset, k: int, seed: int, log=print, train_seed: int | None = None,
+                   **train_kw) -> np.ndarray:
     """Out-of-fold block probabilities: each page predicted by the model trained on the other folds (folds
-    by group: ``folds_of``)."""
+    by group: ``folds_of``, dealt with ``seed``; the models trained with ``train_seed``, default ``seed``:
+    other training seeds on the same folds show how much the figures move with the seed alone)."""
     fold = folds_of(groups_of(ds.pages), k, seed)
     prob = np.zeros(len(ds.y), dtype=np.float32)
     for f in range(k):
         tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
         t0 = time.perf_counter()
-        m = train_net(ds, tr, seed=seed, **train_kw)
+        m = train_net(ds, tr, seed=seed if train_seed is None else train_seed, **train_kw)
         prob += predict_pages(m, ds, te)
         log(f"  fold {f + 1}/{k}: trained on {len(tr)} pages in {time.perf_counter() - t0:.0f} s")
     return prob
