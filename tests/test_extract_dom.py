@@ -72,14 +72,14 @@ RARE = ["xmp", "noembed", "noframes", "iframe", "script", "style", "textarea", "
 VOID = ["br", "hr", "img", "wbr", "input", "embed", "meta", "link", "area", "source", "col", "param", "keygen"]
 WORDS = ["content", "nav", "menu", "Sidebar", "post-entry", "sr-only", "price", "comment", "İtem", "\u212aard",
          "main", "s\u212aip-link", "x", "social-share", "byline", "&amp;", "a&b", "q\"uote", "it's", "\u00a0nav",
-         "DISPLAY", "none"]
+         "DISPLAY", "none", "tab-pane", "Tabs", "accordion-body"]
 TEXTS = ["Hello world.", "  spaced   out  ", "\n\nlines\n", "a &amp; b", "x &lt; y &gt; z", "non&nbsp;breaking",
          "&#160;", "&copy; 2026", "&quot;q&quot;", "\u00a0\u2003\u3000\u1680\u202f\u205f\u2028", "\x1c\x1d\x85",
          "中文字符。", "ภาษาไทย", "العربية؟", "emoji 😀", "\r\nwin\r\n", "tab\tsep", "\x00nul", "<", "& alone",
          "&", "a<b", "]]>", "-->", "\ufeffbom", "İstanbul", "\u212a", "."]
 STYLES = ["display:none", "DISPLAY:NONE", "display: none", "Display:None", "visibility:hidden", "color:red",
           "visibility : hidden", "x:none", "display:\u00a0none", "display:nonE"]
-ROLES = ["navigation", "banner", "main", "Navigation", "menu", "dialog", "x", ""]
+ROLES = ["navigation", "banner", "main", "Navigation", "menu", "dialog", "x", "", "tabpanel", "tablist"]
 
 
 def _attrs(rng: random.Random) -> str:
@@ -175,3 +175,24 @@ def test_threads_each_use_their_own_buffers():
         got = list(ex.map(X.compiled_walk, trees * 3))
     for i, g in enumerate(got):
         assert g is not None and _differs(want[i % len(trees)], g) is None
+
+
+def test_hidden_panels_of_tab_and_accordion_widgets_are_read_and_marked_other_hidden_elements_are_not():
+    """A tab or accordion widget shows one panel and hides the others, which are content as much as the one
+    shown (WCXB's gold keeps them); a hidden element elsewhere (a menu, a modal, ``<p hidden>``) is not on the
+    page. Both walks agree, and the hidden panels' blocks carry the ``in_hidden`` feature."""
+    from curate.extract.features import feature_names, features
+
+    html = ("<html><body><article><p>Shown paragraph of the article, long enough.</p>"
+            "<div class='tabs'><div class='tab-pane'>First tab panel text.</div>"
+            "<div class='tab-pane' style='display:none'>Second tab panel text.</div></div>"
+            "<div role='tabpanel' hidden><p>Panel by role text.</p></div>"
+            "<div class='accordion'><div class='item' hidden>Accordion answer text.</div></div>"
+            "<p hidden>Plain hidden paragraph.</p><nav style='display: none'><a href='/'>Hidden menu</a></nav>"
+            "</article></body></html>")
+    assert _check(html)  # the compiled scan read it, equal to the walk
+    b = features(html)
+    col = feature_names().index("in_hidden")
+    marked = {t: bool(v) for t, v in zip(b.texts, b.features[:, col])}
+    assert marked == {"Shown paragraph of the article, long enough.": False, "First tab panel text.": False,
+                      "Second tab panel text.": True, "Panel by role text.": True, "Accordion answer text.": True}

@@ -22,15 +22,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from curate.extract.dom_scan_kernel import (B_ANC, B_CE, B_CS, B_DEPTH, B_EL, B_LINK, B_OWN, B_TAG, E_CHARS, E_LINK,
-                                            E_PARENT, FLAG_PLAINTEXT, FLAG_RAW, FLAG_VOID, NEED_ROOM, OK, scan_body)
+                                            E_PARENT, FLAG_PLAINTEXT, FLAG_RAW, FLAG_VOID, HIDDEN_BIT, NEED_ROOM, OK,
+                                            scan_body)
 from curate.extract.dom_walk import MAX_DEPTH, walk
-from curate.extract.tags import CLASS_WORDS, INLINE, ROLE_BITS, SPAN_OTHER, TAG_INFO, tag_info
+from curate.extract import tags
+from curate.extract.tags import CLASS_WORDS, INLINE, ROLE_BITS, SPAN_OTHER, TAG_INFO, WIDGET_BITS, tag_info
 
 # tags: the lexbor serializer writes no end tag for these, and the text inside these as it is
 VOID_TAGS = ("area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "img", "input", "keygen",
              "link", "meta", "param", "source", "track", "wbr")
 RAW_TEXT_TAGS = ("xmp", "noembed", "noframes", "iframe", "script", "style")
 N_WORDS = (len(CLASS_WORDS) + 63) // 64  # uint64 words of a class-word bit set
+if HIDDEN_BIT != tags.HIDDEN_BIT:
+    raise ImportError(f"dom_scan_kernel.HIDDEN_BIT {HIDDEN_BIT} differs from tags.HIDDEN_BIT {tags.HIDDEN_BIT}: set "
+                      f"the kernel's to the ancestor bit of \"hidden\" in tags.ANCESTOR_TAGS")
 
 
 def _pack(name: bytes) -> tuple[int, int]:
@@ -85,7 +90,9 @@ def _tables():
         rbits[j] = _split_bits(ROLE_BITS[r])
     body = tag_names.index("body")
     pre = tag_names.index("pre")
-    return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body, pre), tag_names
+    widget = np.array(_split_bits(WIDGET_BITS), dtype=np.uint64)  # class words of tab and accordion widgets
+    return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body, pre,
+            widget), tag_names
 
 
 TABLES, TAG_NAMES = _tables()

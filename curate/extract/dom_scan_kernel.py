@@ -16,6 +16,10 @@ OK = 0
 GIVE_UP = 1
 NEED_ROOM = 2  # more blocks or elements than the buffers hold: the caller grows them and runs again
 
+# ``tags.HIDDEN_BIT``, the ancestor bit of hidden elements, written here: numba's cache would not see a change
+# made in tags.py (``dom_scan`` checks at import that the two agree)
+HIDDEN_BIT = 1 << 33
+
 # what the tag table says of a tag, besides its category
 FLAG_VOID = 1
 FLAG_RAW = 2
@@ -326,7 +330,8 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     ``tables`` (``dom_scan.TABLES``). Writes the blocks' texts into ``out``, the block table into ``blk`` /
     ``bbits`` and the elements into ``els``, and returns (OK, GIVE_UP or NEED_ROOM, bytes of text, blocks,
     elements)."""
-    k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body_tag, pre_tag = tables
+    (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body_tag, pre_tag,
+     widget) = tables
     n = buf.size
     NW = rbits.shape[1]
     nb_ = 0
@@ -533,6 +538,12 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
                 sp += 1
                 i = raw_end
             continue
+        if hidden:  # inside a tab or accordion widget: read like the rest, marked (as ``walk`` does)
+            for q in range(NW):
+                if (cm[q] | cls_any[q]) & widget[q]:
+                    hidden = False
+            if not hidden:
+                bit |= HIDDEN_BIT
         if cat >= 3 or hidden:
             if cat == 4 and not hidden:  # br: a line break in the block
                 has_parts = True

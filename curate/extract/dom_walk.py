@@ -2,8 +2,8 @@
 compiled scan (``dom_scan``) on the pages that one cannot read."""
 from __future__ import annotations
 
-from curate.extract.tags import (CLASS_MASK_CACHE, ROLE_BITS, OWN_INDEX, SPAN_OTHER, TEXT_ID, class_mask, id_info,
-                                 is_hidden, tag_info)
+from curate.extract.tags import (CLASS_MASK_CACHE, HIDDEN_BIT, OWN_INDEX, ROLE_BITS, SPAN_OTHER, TEXT_ID, WIDGET_BITS,
+                                 class_mask, id_info, is_hidden, tag_info)
 
 MAX_DEPTH = 200  # elements below this depth are read as plain text (real pages nest 10-40 deep)
 
@@ -104,9 +104,12 @@ def walk(tree):
             continue
         attrs = c.attributes
         cm = _class_bits(attrs, class_of) if attrs else 0
-        if cm is None:  # hidden: the element and its text are not on the page
-            c = c.next
-            continue
+        if cm < 0:  # hidden: inside a tab or accordion widget (its other panels) read and marked; else skipped
+            cm = ~cm
+            if not (cm | cls_any) & WIDGET_BITS:
+                c = c.next
+                continue
+            bit |= HIDDEN_BIT
         if cat == 1 and parts:  # a block starts: the text before it is a block of its own
             raw = "".join(parts)
             if not raw.isspace():  # blank: no block
@@ -155,8 +158,9 @@ def walk(tree):
     return blocks, el_parent, el_chars, el_link
 
 
-def _class_bits(attrs: dict, class_of) -> int | None:
-    """The class-word and role bits of an element's ``class``, ``id`` and ``role``; None: hidden."""
+def _class_bits(attrs: dict, class_of) -> int:
+    """The class-word and role bits of an element's ``class``, ``id`` and ``role``; ``~bits`` (negative) when
+    the element is hidden (``is_hidden``)."""
     cm = 0
     cls = attrs.get("class")
     if cls:
@@ -168,11 +172,11 @@ def _class_bits(attrs: dict, class_of) -> int | None:
         m = class_of(eid)
         cm |= class_mask(eid) if m is None else m
     if "style" in attrs or "hidden" in attrs or "role" in attrs:
-        if is_hidden(attrs):
-            return None
         role = attrs.get("role")
         if role in ROLE_BITS:
             cm |= ROLE_BITS[role]
+        if is_hidden(attrs):
+            return ~cm
     return cm
 
 

@@ -19,7 +19,8 @@ OWN_INDEX = {t: i for i, t in enumerate(OWN_TAGS)}
 # tags anywhere above a block (bit flags)
 ANCESTOR_TAGS = ["a", "li", "nav", "header", "footer", "aside", "article", "main", "form", "table", "h",
                  "blockquote", "pre", "code", "figure", "button", "label", "dl", "ul", "ol", "strong", "em",
-                 "time", "address", "section", "details", "menu", "sup", "small", "cite", "q", "span", "noscript"]
+                 "time", "address", "section", "details", "menu", "sup", "small", "cite", "q", "span", "noscript",
+                 "hidden"]  # "hidden": under an element that is not shown (``is_hidden``), not a tag
 ANC_BIT = {t: 1 << i for i, t in enumerate(ANCESTOR_TAGS)}
 for _h in ("h1", "h2", "h3", "h4", "h5", "h6"):
     ANC_BIT[_h] = ANC_BIT["h"]
@@ -28,6 +29,7 @@ ANC_BIT["i"] = ANC_BIT["em"]
 ANC_BIT["kbd"] = ANC_BIT["code"]
 ANC_BIT["samp"] = ANC_BIT["code"]
 ANC_BIT["tt"] = ANC_BIT["code"]
+HIDDEN_BIT = ANC_BIT.pop("hidden")  # set by the walks from the attributes; no tag gives it
 
 # words looked for (as substrings) in class and id attributes
 CLASS_WORDS = ["nav", "menu", "footer", "header", "sidebar", "side", "widget", "comment", "reply", "content",
@@ -49,9 +51,11 @@ _CLASS_WORD_BIT = {w: 1 << i for i, w in enumerate(CLASS_WORDS)}
 _CLASS_WORD_RE = re.compile("|".join(sorted(CLASS_WORDS, key=len, reverse=True)).replace("-", r"\-"))
 _ROLE_WORDS = {"navigation": "nav", "banner": "header", "contentinfo": "footer", "complementary": "sidebar",
                "main": "main", "article": "article", "search": "search", "menu": "menu", "menubar": "menu",
-               "dialog": "modal", "alert": "alert", "tablist": "tab", "toolbar": "toolbar"}
+               "dialog": "modal", "alert": "alert", "tablist": "tab", "tabpanel": "tab", "toolbar": "toolbar"}
 
 ROLE_BITS = {r: 1 << CLASS_WORDS.index(w) for r, w in _ROLE_WORDS.items()}
+# class words of widgets whose hidden panels hold content (tabs, accordions)
+WIDGET_BITS = (1 << CLASS_WORDS.index("tab")) | (1 << CLASS_WORDS.index("accordion"))
 
 CLASS_MASK_CACHE: dict[str, int] = {}  # class / id attribute value -> class_mask
 _token_cache: dict[str, int] = {}
