@@ -197,7 +197,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
 def bound_shape(data: bytes) -> tuple[bytes, int, int]:
     """(the page with its depth, open formatting elements and attributes per element bounded, start tags left
     out, tags whose attributes were cut). The page itself when it is within the bounds."""
-    if data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING) and len(data) < 4 * MAX_ATTRIBUTES:
+    if len(data) < 4 * MAX_ATTRIBUTES and data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING):
         return data, 0, 0  # too few tags to go past any bound
     buf = np.frombuffer(data, dtype=np.uint8)
     keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES)
