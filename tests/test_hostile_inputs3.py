@@ -11,6 +11,7 @@ import pytest
 
 from curate import fingerprint, steps, tasks
 from curate.cli import main as curate_main
+from tests.test_readers import _items as _comparable  # counts summed: splits report them per split
 
 
 def _jsonl(path: Path, n: int, word: str = "document") -> None:
@@ -361,16 +362,6 @@ def _make_corpus():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def _comparable(items) -> tuple[list, dict]:
-    out, counts = [], {}
-    for it in items:
-        if it[0] == "count":
-            counts[it[1]] = counts.get(it[1], 0) + it[2]
-        else:
-            out.append(it)
-    return out, counts
 
 
 def _arc_split_invariant(path: Path, targets, min_splits: int) -> list:

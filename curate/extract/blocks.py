@@ -15,16 +15,12 @@ import numpy as np
 
 from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
-from curate.extract.features import CJK_WORD_CHARS, SEA_WORD_CHARS, features, link_columns
+from curate.extract.features import dense_words, features, link_columns
 from curate.extract.model import cached
 from curate.extract.rules import extract_resiliparse
 from curate.extract.strip import strip_html, strip_utf8, utf8
 
 _WORDS = re.compile(r"\w+")
-# scripts written without spaces between words (``features._dense_script``): Han and kana; Thai, Lao, Myanmar, Khmer
-_CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-                  "\U00020000-\U0003ffff]")
-_SEA = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
 # kept text with fewer words than this goes to the rules engine. Chosen on the cross-validated predictions of
 # both sets, three training seeds (docs/benchmarks.md): word F1 +0.004 on WCXB (+0.002 of it from pages
 # where no block reached the threshold, which kept the blocks scoring half the best one before), Readability
@@ -34,12 +30,11 @@ MIN_WORDS = 10
 
 def words(text: str) -> float:
     """Words of ``text`` in any script: runs of word characters (``\\w+``), and a character of a script written
-    without spaces as the share of a word it stands for (``features.CJK_WORD_CHARS`` / ``SEA_WORD_CHARS``).
+    without spaces as the share of a word it stands for (``features.dense_words``).
     Counted up to ``MIN_WORDS`` Latin words' worth of text; longer texts count as ``MIN_WORDS``."""
     if len(text) > 60 * MIN_WORDS:
         return float(MIN_WORDS)
-    return (len(_WORDS.findall(text)) + len(_CJK.findall(text)) / CJK_WORD_CHARS
-            + len(_SEA.findall(text)) / SEA_WORD_CHARS)
+    return len(_WORDS.findall(text)) + dense_words(text)
 
 
 def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:

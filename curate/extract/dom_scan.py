@@ -25,7 +25,7 @@ from curate.extract.dom_scan_kernel import (B_ANC, B_CE, B_CS, B_DEPTH, B_EL, B_
                                             E_PARENT, FLAG_PLAINTEXT, FLAG_RAW, FLAG_VOID, HIDDEN_BIT, NEED_ROOM, OK,
                                             scan_body)
 from curate.extract.dom_walk import MAX_DEPTH, walk
-from curate.extract import tags
+from curate.extract.tags import HIDDEN_BIT as TAGS_HIDDEN_BIT
 from curate.extract.tags import CLASS_WORDS, INLINE, ROLE_BITS, SPAN_OTHER, TAG_INFO, WIDGET_BITS, tag_info
 
 # tags: the lexbor serializer writes no end tag for these, and the text inside these as it is
@@ -33,8 +33,8 @@ VOID_TAGS = ("area", "base", "basefont", "bgsound", "br", "col", "embed", "frame
              "link", "meta", "param", "source", "track", "wbr")
 RAW_TEXT_TAGS = ("xmp", "noembed", "noframes", "iframe", "script", "style")
 N_WORDS = (len(CLASS_WORDS) + 63) // 64  # uint64 words of a class-word bit set
-if HIDDEN_BIT != tags.HIDDEN_BIT:
-    raise ImportError(f"dom_scan_kernel.HIDDEN_BIT {HIDDEN_BIT} differs from tags.HIDDEN_BIT {tags.HIDDEN_BIT}: set "
+if HIDDEN_BIT != TAGS_HIDDEN_BIT:
+    raise ImportError(f"dom_scan_kernel.HIDDEN_BIT {HIDDEN_BIT} differs from tags.HIDDEN_BIT {TAGS_HIDDEN_BIT}: set "
                       f"the kernel's to the ancestor bit of \"hidden\" in tags.ANCESTOR_TAGS")
 
 

@@ -238,6 +238,27 @@ def _dense_script(cp):
 
 
 @nb.njit(cache=True)
+def _dense_counts(cps):
+    """(CJK code points, south-east Asian code points) of ``cps`` (``_dense_script``)."""
+    cjk = 0
+    sea = 0
+    for cp in cps:
+        d = _dense_script(cp)
+        if d == 1:
+            cjk += 1
+        elif d == 2:
+            sea += 1
+    return cjk, sea
+
+
+def dense_words(text: str) -> float:
+    """The words that the characters of ``text`` in scripts written without spaces stand for
+    (``CJK_WORD_CHARS`` / ``SEA_WORD_CHARS`` characters a word), as the block features count them."""
+    cjk, sea = _dense_counts(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32))
+    return cjk / CJK_WORD_CHARS + sea / SEA_WORD_CHARS
+
+
+@nb.njit(cache=True)
 def _text_counts(cps, table, chars):
     """One pass over the code points of the "\\x00"-joined blocks (``chars``: each block's length; the
     separator after a block belongs to it). Per block: counts of word starts (``\\w`` after a non-word code
