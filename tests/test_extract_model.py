@@ -55,12 +55,12 @@ def test_context_layer_from_its_parts_is_the_numpy_context_times_the_weights(ds)
             w = rng.standard_normal((d * em.CONTEXT_PARTS, d_out)).astype(np.float32)
             b = rng.standard_normal(d_out).astype(np.float32)
             want = em.context(h, em.segments(groups)).astype(np.float64) @ w + b
-            local, per_group, page = em._split_context(w)
+            local, per_group, page_mean, page_max = em._split_context(w)
             means = em._segment_means(h, seg, inv_size)
             group_w = np.zeros((len(per_group), n, d_out), dtype=np.float32)
             for k, wk in enumerate(per_group):
                 group_w[k, :n_segs[k]] = means[k, :n_segs[k]] @ wk
-            got = em._context_sum(h @ local, group_w, seg, h.mean(axis=0) @ page + b)
+            got = em._context_sum(h @ local, group_w, seg, h.mean(axis=0) @ page_mean + h.max(axis=0) @ page_max + b)
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * d)
 
 

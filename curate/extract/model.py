@@ -10,9 +10,10 @@ Architecture (a block sees its neighbours and its DOM containers, not only itsel
 
 1. ``h = relu(x W0 + b0)`` per block (``x`` standardised);
 2. each *context layer*: ``h = relu([h, h(-2), h(-1), h(+1), h(+2), mean_g1(h), mean_g2(h), mean_g4(h),
-   mean_g8(h), mean_page(h)] W + b)``, where ``h(k)`` is the block ``k`` places away on the page (zeros past the ends)
-   and ``mean_gk`` the mean of ``h`` over the blocks under the same element ``k`` levels above the block's
-   owner (``features.GROUP_LEVELS``);
+   mean_g8(h), mean_page(h), max_page(h)] W + b)``, where ``h(k)`` is the block ``k`` places away on the page
+   (zeros past the ends), ``mean_gk`` the mean of ``h`` over the blocks under the same element ``k`` levels
+   above the block's owner (``features.GROUP_LEVELS``), and ``max_page`` the largest value of each unit on the
+   page (what the page's most content-like block shows, against which a block is judged);
 3. ``p = sigmoid(h Wout + bout)``.
 
 Inference is numpy matrix products and numba-compiled loops (``_sparse_product``, ``_segment_means``,
@@ -38,7 +39,7 @@ import numpy as np
 from curate.extract.features import GROUP_LEVELS
 
 FORMAT = "quarry-extract-blocks"
-VERSION = 1
+VERSION = 2  # 2: context layers also read the page maximum (``max_page``)
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "extract_blocks.json"
 
 
@@ -73,7 +74,8 @@ class BlockModel:
         matrix: ``h`` times the weights of the block itself and of its four neighbours at once, then shifted
         and added (``_context_sum``); the container means times their weights once per container, not once
         per block; the page mean once. The same function as ``context(h, segments(groups)) @ w``, summed in
-        another order (float32 rounding aside)."""
+        another order (float32 rounding aside). The page mean and maximum are the same for every block: their
+        parts are added once, with the bias."""
         if len(x) == 0:
             return np.zeros(0, dtype=np.float32)
         if self._inv_scale is None:
@@ -92,13 +94,13 @@ class BlockModel:
             if i == 0:  # most features are 0/1 flags, mostly 0: the product over the non-zero ones only
                 h = _sparse_product(np.ascontiguousarray(x, dtype=np.float32), *self._first)
             elif 0 < i < last:
-                local, per_group, page = self._split[i]
+                local, per_group, page_mean, page_max = self._split[i]
                 hw = h @ local
                 means = _segment_means(h, seg, inv_size)
                 group_w = np.empty((len(per_group), len(x), b.size), dtype=np.float32)
                 for k, wk in enumerate(per_group):  # rows past a level's segment count are never read
                     np.matmul(means[k, :n_segs[k]], wk, out=group_w[k, :n_segs[k]])
-                h = _context_sum(hw, group_w, seg, h.mean(axis=0) @ page + b)
+                h = _context_sum(hw, group_w, seg, h.mean(axis=0) @ page_mean + h.max(axis=0) @ page_max + b)
             else:
                 h = h @ w
                 h += b
@@ -116,7 +118,8 @@ class BlockModel:
 
 
 SHIFTS = (-2, -1, 1, 2)
-CONTEXT_PARTS = 1 + len(SHIFTS) + len(GROUP_LEVELS) + 1  # the block, its neighbours, its containers, the page
+# the block, its neighbours, its containers, the page mean and the page maximum
+CONTEXT_PARTS = 1 + len(SHIFTS) + len(GROUP_LEVELS) + 2
 
 
 def segments(groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -139,7 +142,8 @@ def segments(groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def context(h: np.ndarray, segs) -> np.ndarray:
-    """[h, shifted copies, container means, page mean] for one page's blocks (``segs`` from ``segments``)."""
+    """[h, shifted copies, container means, page mean, page maximum] for one page's blocks (``segs`` from
+    ``segments``)."""
     n, d = h.shape
     out = np.empty((n, d * CONTEXT_PARTS), dtype=h.dtype)
     out[:, :d] = h
@@ -158,6 +162,7 @@ def context(h: np.ndarray, segs) -> np.ndarray:
         out[:, c:c + d] = means[seg]
         c += d
     out[:, c:c + d] = h.mean(axis=0)
+    out[:, c + d:] = h.max(axis=0)
     return out
 
 
@@ -211,12 +216,14 @@ def _segment_ids(groups):
 
 def _split_context(w: np.ndarray):
     """A context layer's weights [d * CONTEXT_PARTS, d_out] by part: (the block's own and its neighbours'
-    side by side [d, (1 + len(SHIFTS)) * d_out], one [d, d_out] per container level, the page mean's)."""
+    side by side [d, (1 + len(SHIFTS)) * d_out], one [d, d_out] per container level, the page mean's, the page
+    maximum's)."""
     d = w.shape[0] // CONTEXT_PARTS
     parts = [w[k * d:(k + 1) * d] for k in range(CONTEXT_PARTS)]
     n_local = 1 + len(SHIFTS)
     local = np.ascontiguousarray(np.concatenate(parts[:n_local], axis=1))
-    return local, [np.ascontiguousarray(p) for p in parts[n_local:-1]], np.ascontiguousarray(parts[-1])
+    return (local, [np.ascontiguousarray(p) for p in parts[n_local:-2]], np.ascontiguousarray(parts[-2]),
+            np.ascontiguousarray(parts[-1]))
 
 
 @nb.njit(cache=True)
@@ -261,7 +268,7 @@ def _segment_means(h, seg, inv_size):
 def _context_sum(hw, group_w, seg, const):
     """A context layer's output: the block's own part ``hw[i, :d]`` plus its neighbours' (block ``i + s``'s
     part ``hw[i + s, ...]`` for each shift in ``SHIFTS``, nothing past the page's ends), plus each
-    container level's ``group_w[k, seg[k, i]]``, plus ``const`` (page mean part and bias)."""
+    container level's ``group_w[k, seg[k, i]]``, plus ``const`` (page mean and maximum parts, and bias)."""
     n = hw.shape[0]
     d = const.size
     out = np.empty((n, d), dtype=np.float32)
@@ -297,7 +304,8 @@ def from_json(text: str, source: str = "model") -> BlockModel:
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ModelError(f"{source}: not a {FORMAT} model file")
     if d.get("version") != VERSION:
-        raise ModelError(f"{source}: model version {d.get('version')}, this code reads version {VERSION}")
+        raise ModelError(f"{source}: model version {d.get('version')}, this code reads version {VERSION}; "
+                         f"retrain with `curate extractor train`")
     want = feature_fingerprint()
     if d.get("features") != want:
         raise ModelError(f"{source}: trained on another feature layout ({d.get('features')}, this code: {want}); "

@@ -186,6 +186,9 @@ class _Net:
                 for iv, cnt in inv:
                     sums = torch.zeros((cnt.shape[0], h.shape[1])).index_add_(0, iv, h)
                     parts.append((sums / cnt)[iv])
+                page_max = torch.zeros((pcnt.shape[0], h.shape[1])).scatter_reduce(
+                    0, piv[:, None].expand(-1, h.shape[1]), h, "amax", include_self=False)
+                parts.append(page_max[piv])
                 h = torch.cat(parts, dim=1)
             if self.training and self.dropout > 0:
                 h = torch.nn.functional.dropout(h, self.dropout, training=True)
