@@ -16,6 +16,9 @@ time (``/proc/<pid>/stat``; wall time where there is no ``/proc``):
   step); ``curate.chain`` then sets that document aside as ``stage_timeout`` and runs the others again in a
   fresh child (by halving the batch where no document was named, as for ``stage_error``).
 
+The child runs numpy's BLAS and OpenMP pools on one thread (``curate.native_threads``): threads spinning beside
+the document's work would count in its CPU time.
+
 A document that crashes the child (SIGSEGV in a C library) is found the same way and set aside as
 ``stage_error`` naming the signal. The child dies with the task process (``PR_SET_PDEATHSIG``) and ends when its
 pipe closes or its ``Sandbox`` is collected (a kept one: ``close_kept``, at the end of a run, or when the
@@ -39,6 +42,7 @@ import weakref
 
 import pyarrow as pa
 
+from curate.native_threads import limit_native_threads
 from curate.stages.base import BatchContext, StageResult
 
 POLL_S = 0.05
@@ -139,6 +143,7 @@ def _child(requests: int, replies: int, shared: mmap.mmap, build) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the task process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the task process's handlers
     faulthandler.disable()  # a crash here is reported by the task process (the document's `error`)
+    limit_native_threads(1)  # one document at a time, under a limit on this process's CPU time
     batch, context = None, None
     while True:
         try:

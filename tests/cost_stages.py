@@ -50,3 +50,21 @@ class Crash(MapStage):
             if "CRASH" in t:
                 ctypes.string_at(0)
         return split(table, self.name, [None] * len(texts))
+
+
+def blas_threads() -> int:
+    """The most threads any BLAS / OpenMP pool of this process would start (threadpoolctl's view)."""
+    from threadpoolctl import threadpool_info
+
+    import numpy  # noqa: F401 - its BLAS is what the extract classifier's matrix products use
+
+    return max(pool["num_threads"] for pool in threadpool_info())
+
+
+class BlasThreads(MapStage):
+    """Keeps every document and reports, as a counter, how many BLAS threads the process it runs in has."""
+
+    def apply(self, table: pa.Table, context=None):
+        result = split(table, self.name, [None] * table.num_rows)
+        result.counters["blas_threads"] = blas_threads()
+        return result

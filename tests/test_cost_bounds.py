@@ -189,3 +189,18 @@ def test_the_child_ends_with_its_sandbox():
     del box
     gc.collect()
     assert not os.path.exists(f"/proc/{pid}")  # killed and reaped
+
+
+@needs_fork
+def test_the_watched_child_runs_one_blas_thread():
+    """A map stage works one document at a time and its limit is the child's CPU time: BLAS threads spinning
+    beside it would count there, so the child runs numpy's BLAS on one thread whatever the machine has."""
+    from tests.cost_stages import BlasThreads
+
+    box = Sandbox(lambda t, name, params: BlasThreads(name))
+    try:
+        result = box.apply(("blas", "blas", "{}"), _table(["a", "b"]), 30)
+    finally:
+        box.close()
+    assert result.kept.num_rows == 2
+    assert result.counters["blas_threads"] == 1

@@ -60,3 +60,24 @@ def test_a_task_that_always_kills_its_worker_stops_with_a_message():
             ex.map(always_die, range(4))
     finally:
         ex.close()
+
+
+def test_workers_share_the_cpus_between_their_blas_threads():
+    """Each worker's BLAS pool gets its share of the CPUs, not one thread per CPU each."""
+    from tests.cost_stages import blas_threads
+
+    from curate.native_threads import cpus
+
+    ex = LocalExecutor(2)
+    try:
+        seen = set(ex.map(_worker_blas_threads, range(4)))
+    finally:
+        ex.close()
+    assert seen == {max(1, cpus() // 2)}
+    assert blas_threads() >= 1  # the driver's own pools are left alone
+
+
+def _worker_blas_threads(_):
+    from tests.cost_stages import blas_threads
+
+    return blas_threads()

@@ -5,9 +5,11 @@ At most ``max_in_flight`` tasks are submitted at once (default 4 per worker); a 
 died (killed, out of memory) is retried on a fresh pool up to ``max_retries`` times, then the run stops
 with a message saying so.
 
-Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver acts on it (one line, not
-a traceback per worker). :meth:`LocalExecutor.abort` (the driver interrupted or sent SIGTERM) ends the workers
-at once instead of waiting for their tasks; the forkserver and the resource tracker then exit with the driver.
+Each worker's BLAS and OpenMP thread pools get its share of the CPUs (one thread each when there are as
+many workers as CPUs). Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver
+acts on it (one line, not a traceback per worker). :meth:`LocalExecutor.abort` (the driver interrupted or
+sent SIGTERM) ends the workers at once instead of waiting for their tasks; the forkserver and the resource
+tracker then exit with the driver.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect
+from curate.native_threads import cpus, limit_native_threads
 
 
 class LocalExecutor:
@@ -73,7 +76,7 @@ class LocalExecutor:
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"),
-                                             initializer=_ignore_sigint)
+                                             initializer=_init_worker, initargs=(self.workers,))
         return self._pool
 
     def _discard_pool(self) -> None:
@@ -105,5 +108,8 @@ class LocalExecutor:
                 p.join(timeout=5)
 
 
-def _ignore_sigint() -> None:
+def _init_worker(workers: int) -> None:
+    """Ctrl-C is the driver's to handle; numpy's BLAS and OpenMP pools get this worker's share of the CPUs
+    (``curate.native_threads``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_native_threads(cpus() // workers)
