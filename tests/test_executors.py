@@ -68,13 +68,14 @@ def test_workers_share_the_cpus_between_their_blas_threads():
 
     from curate.native_threads import cpus
 
+    before = blas_threads(), os.environ.get("OPENBLAS_NUM_THREADS")
     ex = LocalExecutor(2)
     try:
         seen = set(ex.map(_worker_blas_threads, range(4)))
     finally:
         ex.close()
     assert seen == {max(1, cpus() // 2)}
-    assert blas_threads() >= 1  # the driver's own pools are left alone
+    assert (blas_threads(), os.environ.get("OPENBLAS_NUM_THREADS")) == before  # the driver's own are left alone
 
 
 def _worker_blas_threads(_):
