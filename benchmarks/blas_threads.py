@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 WCXB = ROOT.parent / "shared" / "corpora" / "extraction"
 
+from curate.native_threads import cpus  # noqa: E402
+
 
 def run_share(pages, threads: int) -> None:
     """In a forked process: the extract stage over ``pages`` with BLAS pools of ``threads`` threads."""
@@ -67,21 +69,19 @@ def main(argv=None) -> int:
     ap.add_argument("--gold", default=str(WCXB / "wcxb_dev_gold.jsonl"))
     ap.add_argument("--pages", type=int, default=600, help="pages in all, shared between the processes")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--processes", type=int, default=len(os.sched_getaffinity(0)),
+    ap.add_argument("--processes", type=int, default=cpus(),
                     help="processes at once (default: this machine's CPUs)")
     a = ap.parse_args(argv)
     if not Path(a.warc).exists():
         raise SystemExit(f"{a.warc}: not found; give --warc and --gold (WCXB's development split, ../shared)")
     from curate.extract.training import train as T
-    from curate.extract.model import cached
 
-    cached()  # compiled kernels and the model loaded before the forks, as a worker has them after its first task
     pages = T.load_pages(a.warc, a.gold, None)
     pages = pages[:: max(1, len(pages) // a.pages)][: a.pages]
     shares = [pages[k:: a.processes] for k in range(a.processes)]
-    run_share(pages[:20], 1)  # warm-up: numba kernels compiled here, inherited by the forks
-    cpus = len(os.sched_getaffinity(0))
-    settings = {f"{cpus} BLAS threads per process (numpy's default)": cpus, "1 BLAS thread per process": 1}
+    run_share(pages[:20], 1)  # warm-up: compiled kernels and the model loaded here, inherited by the forks
+    n_cpus = cpus()
+    settings = {f"{n_cpus} BLAS threads per process (numpy's default)": n_cpus, "1 BLAS thread per process": 1}
     walls: dict[str, list[float]] = {k: [] for k in settings}
     cpu: dict[str, list[float]] = {k: [] for k in settings}
     for r in range(a.rounds):
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
             walls[k].append(w)
             cpu[k].append(c)
     print(f"extract stage, {len(pages)} WCXB pages in {a.processes} processes at once, {a.rounds} rounds "
-          f"({cpus} CPUs)")
+          f"({n_cpus} CPUs)")
     for k in settings:
         print(f"  {k:<44} wall {statistics.median(walls[k]):6.1f} s   CPU {statistics.median(cpu[k]):6.1f} s")
     many, one = (statistics.median(walls[k]) for k in settings)
