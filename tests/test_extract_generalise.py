@@ -168,3 +168,43 @@ def test_sentence_marks_are_counted_in_every_script():
     assert commas.round().tolist() == [0] * 7
     ts2, _, _ = _text_stats(["ပထမ၊ ဒုတိယ၊ တတိယ"], np.zeros(1, np.float32), np.zeros(1, bool))  # Myanmar commas
     assert np.expm1(_col(ts2, "log_commas")).round().tolist() == [2]
+
+
+_SIDEBAR_PAGE = """<html><head><title>Story</title></head><body>
+<div class="page"><main><article><div class="body"><h1>The story of the day</h1>
+{article}</div></article></main>
+<aside><section class="live"><h3>Another story, in a live feed</h3>{other}</section>
+<ul><li><a href="/a">{link}</a></li><li><a href="/b">{link}</a></li></ul></aside></div></body></html>"""
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_main_region_drops_prose_outside_the_article_unless_the_classifier_is_sure(compiled, monkeypatch):
+    from curate.extract import dom_scan
+    from curate.extract.features import link_columns
+    from curate.extract.region import SURE, main_region
+
+    if not compiled:  # the Python walk (the compiled scan's fallback) numbers elements the same way
+        monkeypatch.setattr(dom_scan, "compiled_walk", lambda tree: None)
+    para = "<p>" + "A paragraph of the article, plain prose with several words in it. " * 4 + "</p>"
+    other = "<p>" + "Another story's lead, expanded in the sidebar, prose as well. " * 3 + "</p>"
+    html = _SIDEBAR_PAGE.format(article=para * 12, other=other, link="A link to a story")  # the article: 9/10
+    b = features(html)
+    assert b.owner.shape == (len(b.texts),) and (b.parent[1:] < np.arange(1, b.parent.size)).all()
+    side = np.array(["sidebar" in t or t == "Another story, in a live feed" for t in b.texts])
+    links = link_columns(b.features)
+    prob = np.full(len(b.texts), 0.8, np.float32)
+    prob[[t == "A link to a story" for t in b.texts]] = 0.0  # the classifier drops the links
+    out = main_region(b.texts, b.owner, b.parent, links, prob, 0.5)
+    assert (out[side] == 0.0).all() and (out[~side] == prob[~side]).all()
+    assert prob[side].min() == pytest.approx(0.8)  # the input is not changed
+    text = page_text(b.texts, b.tags, b.groups, prob, 0.5, html, links=links, tree=(b.owner, b.parent))
+    assert "The story of the day" in text and "sidebar" not in text
+    sure = np.where(side, SURE, prob).astype(np.float32)  # the classifier sure of the sidebar: kept
+    assert (main_region(b.texts, b.owner, b.parent, links, sure, 0.5) == sure).all()
+    # a page whose kept text is mostly links (a listing, a link collection) is not prose: nothing dropped
+    many = np.where(side, 0.8, 0.0).astype(np.float32)
+    many[[i for i, t in enumerate(b.texts) if t == "A link to a story"]] = 0.8
+    heavy = links.copy()
+    heavy[many > 0, 0] = 1.0
+    assert (main_region(b.texts, b.owner, b.parent, heavy, many, 0.5) == many).all()
+    assert (main_region(b.texts, b.owner, b.parent, links, np.zeros_like(prob), 0.5) == 0).all()  # none kept

@@ -1,7 +1,8 @@
 """The ``blocks`` engine (the default): the page cut into blocks on lexbor's DOM (``features``), each block
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
-page order, after two readability-style rules on the classifier's output (``main_container``: unsure blocks
-near the page's article; ``link_lists``: link lists on a prose page). Pages nested too deep for lexbor, with
+page order, after three readability-style rules on the classifier's output (``main_container``: unsure blocks
+near the page's article; ``link_lists``: link lists on a prose page; ``region.main_region``: prose outside the
+page's main region). Pages nested too deep for lexbor, with
 no visible block, or of which the classifier keeps fewer than ``MIN_WORDS`` words go to the rules engine
 (``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page,
 a synthetic one) keeping nothing, or a label and a date, is the classifier's least reliable answer. Hidden
@@ -17,6 +18,7 @@ from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
 from curate.extract.features import dense_words, features, link_columns
 from curate.extract.model import cached
+from curate.extract.region import main_region
 from curate.extract.rules import extract_resiliparse
 from curate.extract.strip import strip_html, strip_utf8, utf8
 
@@ -131,15 +133,18 @@ def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
-              links=None) -> str:
+              links=None, tree=None) -> str:
     """The engine's text of one page from its blocks and their probabilities (``main_container``, then
-    ``link_lists`` when ``links`` is given, then ``assemble``), or, when that keeps fewer than ``MIN_WORDS``
-    words, the rules engine's text of the page where it holds more (``html``: ``str``, UTF-8 bytes, or a
-    function giving them, called only then)."""
+    ``link_lists`` when ``links`` is given, then ``region.main_region`` when ``tree`` is too, then
+    ``assemble``), or, when that keeps fewer than ``MIN_WORDS`` words, the rules engine's text of the page
+    where it holds more (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then).
+    ``tree``: (each block's owning element, each element's parent), ``Blocks.owner`` and ``Blocks.parent``."""
     if len(texts):
         prob = main_container(texts, groups, prob, threshold)
         if links is not None:
             prob = link_lists(texts, links, prob, threshold)
+            if tree is not None:
+                prob = main_region(texts, tree[0], tree[1], links, prob, threshold)
     text = assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None)
     kept = words(text)
     if kept >= MIN_WORDS:
@@ -181,7 +186,7 @@ def _assemble_blocks(b, html, url: str, model: str) -> str:
         return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
     m = cached(model)
     return page_text(b.texts, b.tags, b.groups, m.predict(b.features, b.groups), m.threshold, html, url,
-                     link_columns(b.features))
+                     link_columns(b.features), (b.owner, b.parent))
 
 
 _WARM: set[str] = set()
@@ -196,5 +201,8 @@ def warm_blocks(model: str = "") -> None:
     set the first page aside as ``extract_timeout``."""
     if model not in _WARM:
         extract_blocks_utf8(strip_utf8(_WARM_PAGE.encode()), model=model)
+        # the main region's kernel, whatever the classifier made of the page above
+        main_region(["Text"], np.zeros(1, np.int64), np.full(1, -1, np.int64), np.zeros((1, 2)),
+                    np.ones(1, np.float32), 0.5)
         _WARM.add(model)
 

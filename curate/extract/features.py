@@ -51,6 +51,8 @@ class Blocks:
     features: np.ndarray      # float32 [n_blocks, n_features]
     tags: list[str]           # owning tag per block (for output layout and headings)
     groups: np.ndarray        # int64 [n_blocks, 4]: the element 1, 2, 4 and 8 levels above each block's owner
+    owner: np.ndarray         # int64 [n_blocks]: each block's owning element (elements in document order)
+    parent: np.ndarray        # int64 [n_elements]: each element's parent (-1 at the root)
 
 
 @nb.njit(cache=True)
@@ -372,7 +374,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     rel = (ts[:, 0] - ts[:, 0].max())[:, None]
     feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, _neighbours(ts),
                             np.broadcast_to(page, (n, page.size)), rel, _title_overlap(texts, title)], axis=1)
-    return Blocks(texts, feats.astype(np.float32), tags, groups)
+    return Blocks(texts, feats.astype(np.float32), tags, groups, w.el, w.el_parent)
 
 
 def _containers(w, dense: float) -> tuple[np.ndarray, np.ndarray]:

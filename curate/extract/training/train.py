@@ -72,6 +72,8 @@ class Dataset:
     groups: np.ndarray     # [blocks, 3] container element ids within the page
     texts: list[str]       # block texts
     tags: list[str]
+    owner: np.ndarray      # owning element per block (``features.Blocks.owner``)
+    parents: dict[int, np.ndarray]  # page index -> its elements' parents (``features.Blocks.parent``)
 
 
 def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
@@ -103,7 +105,7 @@ def load_sets(warcs: list[str], golds: list[str], limit: int = 0) -> list[Page]:
 
 
 def build(pages: list[Page], log=print) -> Dataset:
-    xs, ys, cs, ps, gs, texts, tags = [], [], [], [], [], [], []
+    xs, ys, cs, ps, gs, texts, tags, owners, parents = [], [], [], [], [], [], [], [], {}
     t0 = time.perf_counter()
     for i, p in enumerate(pages):
         b = features(p.html)
@@ -117,10 +119,12 @@ def build(pages: list[Page], log=print) -> Dataset:
         gs.append(b.groups)
         texts += b.texts
         tags += b.tags
+        owners.append(b.owner)
+        parents[i] = b.parent
         if (i + 1) % 250 == 0:
             log(f"  features: {i + 1}/{len(pages)} pages, {time.perf_counter() - t0:.0f} s")
     return Dataset(pages, np.concatenate(xs), np.concatenate(ys), np.concatenate(cs), np.concatenate(ps),
-                   np.concatenate(gs), texts, tags)
+                   np.concatenate(gs), texts, tags, np.concatenate(owners), parents)
 
 
 def sample_weights(ds: Dataset, idx: np.ndarray) -> np.ndarray:
@@ -268,7 +272,8 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     out = {}
     for p, idx in by_page.items():
         out[p] = page_text([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], ds.groups[idx], prob[idx],
-                           threshold, lambda: strip_html(ds.pages[p].html), links=link_columns(ds.x[idx]))
+                           threshold, lambda: strip_html(ds.pages[p].html), links=link_columns(ds.x[idx]),
+                           tree=(ds.owner[idx], ds.parents[p]))
     for p, page in enumerate(ds.pages):
         if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
             out[p] = extract_blocks(page.html)
