@@ -18,7 +18,7 @@ from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
 from curate.extract.features import dense_words, features, link_columns
 from curate.extract.model import cached
-from curate.extract.region import main_region
+from curate.extract.region import PROSE_LINKS, main_region
 from curate.extract.rules import extract_resiliparse
 from curate.extract.strip import strip_html, strip_utf8, utf8
 
@@ -96,13 +96,13 @@ def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarr
     return prob
 
 
-_PROSE_LINKS = 0.2   # a page whose kept text has less than this share inside links reads as prose (an article)
-_LINK_ONLY = 0.8     # ... and on it, a kept block with at least this share of link text, in a list ...
+# on a prose page (``region.PROSE_LINKS``):
+_LINK_ONLY = 0.8     # a kept block with at least this share of link text, in a list ...
 _LINK_LIST = 0.8     # ... whose element (the block's parent) holds at least this share, is dropped
 
 
 def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
-    """``prob`` with the link lists of a prose page dropped: when less than ``_PROSE_LINKS`` of the kept
+    """``prob`` with the link lists of a prose page dropped: when less than ``PROSE_LINKS`` of the kept
     characters are link text (an article, a post: its content is prose), a kept block that is itself link
     text (``_LINK_ONLY``) in an element that is a list of links (``_LINK_LIST``: the parent's characters) is
     related-article, "read more" or navigation links, in whatever language, wherever it sits. Pages whose
@@ -116,7 +116,7 @@ def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
     size = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts))
     kept = float(size[keep].sum())
     links = np.asarray(links, dtype=np.float64)
-    if not kept or float((size * links[:, 0])[keep].sum()) >= _PROSE_LINKS * kept:
+    if not kept or float((size * links[:, 0])[keep].sum()) >= PROSE_LINKS * kept:
         return prob
     drop = keep & (links[:, 0] >= _LINK_ONLY) & (links[:, 1] >= _LINK_LIST)
     if not drop.any():

@@ -3,7 +3,7 @@
 Readability and trafilatura pick one element as the article and take text from inside it. The classifier
 reads each block on its own, so on a news or blog page it can also keep a second piece of prose: a live
 feed's expanded item in a sidebar, a teaser with its lead, a caption block under another story. On a prose
-page (less than ``PROSE_LINKS`` of the kept characters inside links, as ``blocks.link_lists`` reads it), the
+page (less than ``PROSE_LINKS`` of the kept characters inside links; ``blocks.link_lists`` reads it too), the
 **main region** is the smallest element around the largest kept block that holds ``SHARE`` of the kept
 characters; a kept block outside it is dropped unless the classifier is sure of it (``SURE``).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-PROSE_LINKS = 0.2   # the page reads as prose below this share of kept characters inside links
+PROSE_LINKS = 0.2   # a page whose kept text has less than this share inside links reads as prose (an article)
 SHARE = 0.9         # the main region holds at least this share of the kept characters
 SURE = 0.9          # a kept block outside it stays when the classifier gives it at least this
 
