@@ -133,12 +133,13 @@ def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
-              links=None, tree=None) -> str:
+              links=None, tree=None, comments: bool = True) -> str:
     """The engine's text of one page from its blocks and their probabilities (``main_container``, then
     ``link_lists`` when ``links`` is given, then ``region.main_region`` when ``tree`` is too, then
     ``assemble``), or, when that keeps fewer than ``MIN_WORDS`` words, the rules engine's text of the page
     where it holds more (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then).
-    ``tree``: (each block's owning element, each element's parent), ``Blocks.owner`` and ``Blocks.parent``."""
+    ``tree``: (each block's owning element, each element's parent), ``Blocks.owner`` and ``Blocks.parent``.
+    ``comments``: the rules engine's text keeps comment threads (its ``comments``)."""
     if len(texts):
         prob = main_container(texts, groups, prob, threshold)
         if links is not None:
@@ -151,42 +152,44 @@ def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float,
         return text
     if callable(html):
         html = html()
-    rules = extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
+    rules = extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url, comments=comments)
     return rules if not kept or words(rules) > kept else text
 
 
-def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = False) -> str:
+def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = False, comments: bool = True) -> str:
     """The learned engine on a page given as ``str``: blocks of the page (``features``), each kept when the
     block classifier (``model``) gives it at least the model's threshold. ``stripped``: ``html`` already went
-    through ``strip.strip_html``."""
+    through ``strip.strip_html``. ``comments``: where the page falls back to the rules engine, its text keeps
+    comment threads."""
     if not stripped:
         html = strip_html(html)
     data = utf8(html)
     if data is not None:
-        return extract_blocks_utf8(data, url, model)
+        return extract_blocks_utf8(data, url, model, comments)
     # lone surrogates (selectolax drops them when it encodes the text itself)
     if too_deep(html, MAX_DEPTH):
-        return extract_resiliparse(html, url)
-    return _assemble_blocks(features(html, stripped=True), html, url, model)
+        return extract_resiliparse(html, url, comments=comments)
+    return _assemble_blocks(features(html, stripped=True), html, url, model, comments)
 
 
-def extract_blocks_utf8(data: bytes, url: str = "", model: str = "") -> str:
+def extract_blocks_utf8(data: bytes, url: str = "", model: str = "", comments: bool = True) -> str:
     """``extract_blocks`` of a page given as the UTF-8 bytes of its stripped HTML (what the stage hands it:
     the bytes of the Arrow column, stripped by ``strip.strip_utf8``)."""
     if too_deep_utf8(data, MAX_DEPTH):
         # the parser would take O(elements x depth): the rules engine's linear whole-page path instead
-        return extract_resiliparse(data.decode("utf-8"), url)
-    return _assemble_blocks(features(None, stripped=True, data=data), data, url, model)
+        return extract_resiliparse(data.decode("utf-8"), url, comments=comments)
+    return _assemble_blocks(features(None, stripped=True, data=data), data, url, model, comments)
 
 
-def _assemble_blocks(b, html, url: str, model: str) -> str:
+def _assemble_blocks(b, html, url: str, model: str, comments: bool = True) -> str:
     if b is None:
         # no visible block (the whole page hidden, as in some script-rendered pages that stream their
         # content into a hidden element): the rules engine, which reads hidden elements too
-        return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url)
+        return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url,
+                                   comments=comments)
     m = cached(model)
     return page_text(b.texts, b.tags, b.groups, m.predict(b.features, b.groups), m.threshold, html, url,
-                     link_columns(b.features), (b.owner, b.parent))
+                     link_columns(b.features), (b.owner, b.parent), comments)
 
 
 _WARM: set[str] = set()

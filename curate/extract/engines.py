@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from curate.extract import blocks
+from curate.extract.comments import with_comments
 from curate.extract.rules import extract_resiliparse
 
 Engine = Callable[[bytes, str], str]
@@ -25,17 +26,23 @@ def extract_trafilatura(html: str, url: str = "", comments: bool = True) -> str:
 
 
 def _blocks(params) -> Engine:
-    # looked up on the module at each call (tests replace it there)
-    return lambda data, url: blocks.extract_blocks_utf8(data, url, model=params.model)
+    # looked up on the module at each call (tests replace it there). The model leaves an article's comments
+    # out; ``comments = true`` adds the page's comment threads (``comments.with_comments``), ``false`` keeps
+    # them out of the rules engine's text too where a page falls back to it.
+    rules_comments = params.comments is not False
+    if params.comments:
+        return lambda data, url: with_comments(
+            blocks.extract_blocks_utf8(data, url, model=params.model, comments=rules_comments), data)
+    return lambda data, url: blocks.extract_blocks_utf8(data, url, model=params.model, comments=rules_comments)
 
 
 def _resiliparse(params) -> Engine:
     return lambda data, url: extract_resiliparse(data.decode("utf-8"), url, cleanup=params.cleanup,
-                                                 comments=params.comments)
+                                                 comments=params.comments is not False)
 
 
 def _trafilatura(params) -> Engine:
-    return lambda data, url: extract_trafilatura(data.decode("utf-8"), url, comments=params.comments)
+    return lambda data, url: extract_trafilatura(data.decode("utf-8"), url, comments=params.comments is not False)
 
 
 ENGINES: dict[str, Callable[..., Engine]] = {"blocks": _blocks, "resiliparse": _resiliparse,

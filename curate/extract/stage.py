@@ -64,7 +64,9 @@ class Params:
     model: str = ""                    # blocks: model file; "" = the shipped curate/extract/models/extract_blocks.json
     min_chars: int = 50                # fewer characters of main text: no_main_text
     cleanup: bool = True               # resiliparse: line-level boilerplate removal after extraction
-    comments: bool = True              # keep user comment threads (trafilatura's default too)
+    # user comment threads under an article: true keeps them, false leaves them out; None (unset): each engine's
+    # own default (blocks: out, as its gold sets and FineWeb's extraction; resiliparse, trafilatura: kept)
+    comments: bool | None = None
 
     def __post_init__(self):
         if self.engine not in ENGINES:
