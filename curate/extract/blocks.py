@@ -11,6 +11,7 @@ panels are content (``dom_walk``)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 
@@ -37,6 +38,14 @@ def words(text: str) -> float:
     if len(text) > 60 * MIN_WORDS:
         return float(MIN_WORDS)
     return len(_WORDS.findall(text)) + dense_words(text)
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC), as the rules engine's cleanup and trafilatura give theirs: some
+    pages ship decomposed letters (``u`` + U+0308 for ``ü``), which match no word written the usual way."""
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return text
+    return unicodedata.normalize("NFC", text)
 
 
 def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:
@@ -146,7 +155,7 @@ def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float,
             prob = link_lists(texts, links, prob, threshold)
             if tree is not None:
                 prob = main_region(texts, tree[0], tree[1], links, prob, threshold)
-    text = assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None)
+    text = nfc(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
     kept = words(text)
     if kept >= MIN_WORDS:
         return text
