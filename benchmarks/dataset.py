@@ -4,7 +4,8 @@
    SentencePiece's own batch encode of the same texts already in memory (the limit), on one worker, and
    two workers against one;
 2. random reads of 2,049-token samples per second through the GPT dataset against bare numpy memmap
-   slices at random offsets of the same token file;
+   slices at random offsets of the same token file, over that one file and over the same tokens cut into
+   --read-parts parts (a dataset of parts, `pretrain tokenize --parts`: the samples are the same);
 3. seconds to build the GPT indices (document, sample, shuffle) for 1 billion tokens of synthetic
    document lengths, and the blend indices for them;
 4. seconds to build, then to load from the cache, the indices of a blend over 10, 1,000 and 10,000 datasets
@@ -144,12 +145,15 @@ def bench_reads(args, work: Path) -> dict:
     write_index(f"{prefix}.idx", np.uint16, lengths, np.arange(len(lengths) + 1))
     ix = IndexedDataset(prefix)
     ds = build_gpt_dataset(ix, "1", "train", None, 2048, 1234, work / "reads_cache")
+    pds = build_gpt_dataset(write_read_parts(work / "reads_parts", ix, args.read_parts), "1", "train", None, 2048,
+                            1234, work / "reads_parts_cache")
     tokens = ix.tokens
     n = args.reads
     idx = rng.integers(0, len(ds), n)
     idx_list = idx.tolist()
     offsets = rng.integers(0, len(tokens) - 2049, n).tolist()
-    ds[0], ds.get_batch(idx[:4])  # compile / load the gather once
+    ds[0], ds.get_batch(idx[:4]), pds[0], pds.get_batch(idx[:4])  # compile / load the gathers once
+    assert np.array_equal(pds.get_batch(idx[:256]), ds.get_batch(idx[:256]))
     sf = np.asarray(ds.sample_index)
     j = np.asarray(ds.shuffle_index)[idx[:20000]].astype(np.int64)
     parts = float(np.mean(sf[j + 1, 0] - sf[j, 0] + 1))
@@ -171,8 +175,18 @@ def bench_reads(args, work: Path) -> dict:
         for s in range(chunk.start, chunk.stop, 32):
             ds.get_batch(idx[s:min(s + 32, chunk.stop)])
 
+    def parts_one(chunk):
+        for i in idx_list[chunk]:
+            pds[i]
+
+    def parts_batch(chunk):
+        for s in range(chunk.start, chunk.stop, 32):
+            pds.get_batch(idx[s:min(s + 32, chunk.stop)])
+
     fns = {"bare memmap slice + copy (uint16)": bare, "bare memmap slice -> int64": bare64,
-           "GPTDataset ds[i] (int64)": one, "GPTDataset get_batch(32 random) (int64)": batch}
+           "GPTDataset ds[i] (int64)": one, "GPTDataset get_batch(32 random) (int64)": batch,
+           f"{args.read_parts} parts: ds[i] (int64)": parts_one,
+           f"{args.read_parts} parts: get_batch(32 random) (int64)": parts_batch}
     best = {k: 0.0 for k in fns}
     for r in range(args.rounds):
         tot = {k: 0.0 for k in fns}
@@ -188,11 +202,34 @@ def bench_reads(args, work: Path) -> dict:
           f"(mean {len(tokens) / len(ix):.0f} tokens), {n:,} reads x {args.rounds} rounds (best); a sample "
           f"spans {parts:.2f} documents on average:")
     for k, v in best.items():
-        print(f"   {k:45s} {v:10,.0f} samples/s")
-    return {"read_vs_bare": best["GPTDataset ds[i] (int64)"] / best["bare memmap slice + copy (uint16)"],
+        print(f"   {k:45s} {v:10,.0f} samples/s  {1e9 / v:6,.0f} ns/sample")
+    return {"parts_read_vs_one": best[f"{args.read_parts} parts: ds[i] (int64)"] / best["GPTDataset ds[i] (int64)"],
+            "parts_batch_vs_one": best[f"{args.read_parts} parts: get_batch(32 random) (int64)"]
+            / best["GPTDataset get_batch(32 random) (int64)"],
+            "read_vs_bare": best["GPTDataset ds[i] (int64)"] / best["bare memmap slice + copy (uint16)"],
             "read_vs_bare64": best["GPTDataset ds[i] (int64)"] / best["bare memmap slice -> int64"],
             "batch_vs_bare": best["GPTDataset get_batch(32 random) (int64)"] / best["bare memmap slice + copy (uint16)"],
             "batch_vs_bare64": best["GPTDataset get_batch(32 random) (int64)"] / best["bare memmap slice -> int64"]}
+
+
+def write_read_parts(folder: Path, ix, n: int):
+    """The documents of ``ix`` cut into ``n`` parts of about equal documents, as `pretrain tokenize --parts` writes them."""
+    from pretrain.data.indexed import data_file_path, write_index
+    from pretrain.data.parts import PartsDataset, part_name, write_parts_index
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bounds = np.linspace(0, len(ix), n + 1).astype(np.int64)
+    starts = np.append(ix.sequence_pointers // ix.dtype.itemsize, len(ix.tokens))
+    parts = []
+    for k in range(n):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        prefix = folder / part_name(k)
+        ix.tokens[starts[a]:starts[b]].tofile(data_file_path(prefix))
+        write_index(f"{prefix}.idx", ix.dtype, ix.sequence_lengths[a:b], np.arange(b - a + 1), durable=False)
+        parts.append({"name": part_name(k), "documents": b - a, "tokens": int(starts[b] - starts[a]),
+                      "bin_bytes": os.path.getsize(data_file_path(prefix))})
+    write_parts_index(folder, ix.dtype, parts)
+    return PartsDataset(folder)
 
 
 def bench_index_build(args) -> dict:
@@ -278,6 +315,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="timed rounds, best kept (default 3)")
     p.add_argument("--read-tokens", type=count, default=count("100M"), help="tokens in the read benchmark file")
     p.add_argument("--reads", type=int, default=100_000, help="random reads per round (default 100,000)")
+    p.add_argument("--read-parts", type=int, default=8, help="parts of the read benchmark's dataset of parts "
+                   "(default 8)")
     p.add_argument("--index-tokens", type=count, default=count("1B"), help="tokens for the index build (default 1B)")
     p.add_argument("--workdir", help="keep files here (default: a temporary folder)")
     p.add_argument("--datasets", type=lambda t: [count(x) for x in t.split(",")], default=[10, 1000, 10000],
@@ -312,6 +351,8 @@ def main(argv=None) -> int:
     print(f"   GPTDataset ds[i] / bare memmap slice -> int64              {r['read_vs_bare64']:5.2f}x")
     print(f"   GPTDataset get_batch / bare memmap slice (uint16 copy)     {r['batch_vs_bare']:5.2f}x")
     print(f"   GPTDataset get_batch / bare memmap slice -> int64          {r['batch_vs_bare64']:5.2f}x")
+    print(f"   dataset of parts ds[i] / one-file ds[i]                    {r['parts_read_vs_one']:5.2f}x")
+    print(f"   dataset of parts get_batch / one-file get_batch            {r['parts_batch_vs_one']:5.2f}x")
     print(f"   index build for 1B tokens                                  {r['index_s']:5.2f} s")
     return 0
 

@@ -236,3 +236,67 @@ def test_other_token_dtypes_and_pickling(tmp_path, dtype):
         assert np.array_equal(ds[int(order[k])], stream[8 * k:8 * k + 9])
     clone = pickle.loads(pickle.dumps(ds))
     assert all(np.array_equal(clone[i], ds[i]) for i in range(len(ds)))
+
+
+def write_parts(folder, tokens, lengths, cuts, dtype):
+    """The sequences ``lengths`` of ``tokens`` as a dataset of parts cut before the sequences ``cuts``."""
+    from pretrain.data.indexed import data_file_path
+    from pretrain.data.parts import PartsDataset, part_name, write_parts_index
+
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    bounds = [0, *cuts, len(lengths)]
+    parts = []
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        prefix = folder / part_name(k)
+        with IndexedDatasetBuilder(prefix, dtype) as builder:
+            if b > a:
+                builder.add_documents(tokens[starts[a]:starts[b]], lengths[a:b])
+        parts.append({"name": part_name(k), "documents": b - a, "tokens": int(starts[b] - starts[a]),
+                      "bin_bytes": os.path.getsize(data_file_path(prefix))})
+    write_parts_index(folder, dtype, parts)
+    return PartsDataset(folder)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32, np.int64])
+def test_one_file_and_parts_give_the_same_samples_compiled_or_not(tmp_path, monkeypatch, dtype):
+    """One gather serves both (a file is a dataset of one part): every index dtype combination, ds[i] and
+    get_batch, compiled (uint16, int32 tokens) and in Python (int64 tokens, or as without numba), with empty
+    documents, an empty part, and padding after the last partial sample, against the token stream."""
+    from pretrain.data import parts_gather
+    from pretrain.data.gpt_dataset import GPTDataset
+
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 40, 60)
+    lengths[[0, 17, 59]] = 0
+    tokens = rng.integers(0, 30000, int(lengths.sum())).astype(dtype)
+    with IndexedDatasetBuilder(tmp_path / "one", dtype) as b:
+        b.add_documents(tokens, lengths)
+    one = IndexedDataset(tmp_path / "one")
+    parts = write_parts(tmp_path / "parts", tokens, lengths, [20, 20, 45], dtype)  # part 1 is empty
+    ix = build_gpt_indices(one.sequence_lengths, np.arange(len(one), dtype=np.int32), 70, 16, seed=3,
+                           drop_last_partial=False)
+    stream = np.concatenate([one[int(d)] for d in ix.document_index]).astype(np.int64)
+    want = np.full((len(ix.sample_index) - 1, 17), -1, dtype=np.int64)  # sample k of the stream, padded with -1
+    for k in range(len(want)):
+        piece = stream[16 * k:16 * k + 17]
+        want[k, :len(piece)] = piece
+    want = want[ix.shuffle_index.astype(np.int64)]
+    assert (want[:, -1] == -1).any()  # the last partial sample is padded
+    idx = np.arange(len(want))
+    for shuffle_dtype in (np.uint32, np.int64):
+        for sample_dtype in (np.int32, np.int64):
+            arrays = {"document_index": ix.document_index, "sample_index": ix.sample_index.astype(sample_dtype),
+                      "shuffle_index": ix.shuffle_index.astype(shuffle_dtype)}
+            for python in (False, True):
+                with monkeypatch.context() as m:
+                    if python:
+                        m.setattr(parts_gather, "compiled", False)
+                    for indexed in (one, parts):
+                        ds = GPTDataset(indexed, arrays, 16)
+                        compiled = np.dtype(dtype) in (np.uint16, np.int32) and not python and \
+                            parts_gather.compiled
+                        assert (ds._code is not None) == compiled
+                        what = (shuffle_dtype, sample_dtype, python, type(indexed).__name__)
+                        assert np.array_equal(ds.get_batch(idx), want), what
+                        assert np.array_equal(ds.get_batch(idx[::-3]), want[::-3]), what
+                        assert all(np.array_equal(ds[int(i)], want[i]) for i in idx), what

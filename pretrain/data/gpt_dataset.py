@@ -33,7 +33,8 @@ import numpy as np
 from pretrain.data.defaults import ORDERS
 from pretrain.data.index_cache import IndexCache, cache_key
 from pretrain.data.indexed import IndexedDataset
-from pretrain.data.parts_gather import parts_from_state
+from pretrain.data import parts_gather
+from pretrain.data.parts_gather import sample_from_state
 
 SPLIT_NAMES = ("train", "valid", "test")
 DEFAULT_SPLIT = "969,30,1"
@@ -222,105 +223,6 @@ def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int
 
 # --------------------------------------------------------------------------------------------- dataset
 
-def _touch(i, shuffle, sample_flat, document_index, starts, tokens):
-    """Load the first token of each document piece of sample ``i``. The loads are independent, so the CPU
-    overlaps their cache and TLB misses instead of taking them one after the other during the copy."""
-    j = np.int64(shuffle[i])
-    acc = 0
-    for d in range(np.int64(sample_flat[2 * j]), np.int64(sample_flat[2 * j + 2]) + 1):
-        acc += tokens[min(starts[np.int64(document_index[d])], tokens.shape[0] - 1)]
-    return acc
-
-
-def _gather_one(i, shuffle, sample_flat, document_index, starts, tokens, out, extra, pad):
-    """Tokens of sample ``i`` (through the shuffle index) into ``out``, padded with ``pad``."""
-    size = out.shape[0]
-    acc = _touch(i, shuffle, sample_flat, document_index, starts, tokens) if tokens.shape[0] else 0
-    j = np.int64(shuffle[i])
-    d0 = np.int64(sample_flat[2 * j])
-    o0 = np.int64(sample_flat[2 * j + 1])
-    d1 = np.int64(sample_flat[2 * j + 2])
-    o1 = np.int64(sample_flat[2 * j + 3])
-    pos = 0
-    for d in range(d0, d1 + 1):
-        e = np.int64(document_index[d])
-        a = starts[e] + (o0 if d == d0 else 0)
-        b = starts[e] + o1 + extra if d == d1 else starts[e + 1]
-        m = min(b - a, size - pos)
-        if m > 0:
-            src = tokens[a:a + m]
-            dst = out[pos:pos + m]
-            for k in range(m):  # over views: no negative-index checks, so the copy vectorizes
-                dst[k] = src[k]
-            pos += m
-    for k in range(pos, size):
-        out[k] = pad
-    return acc
-
-
-def _gather_many(idx, shuffle, sample_flat, document_index, starts, tokens, out, extra, pad):
-    acc = 0
-    if tokens.shape[0]:
-        for r in range(idx.shape[0]):  # touch the whole batch first: many misses in flight at once
-            acc += _touch(idx[r], shuffle, sample_flat, document_index, starts, tokens)
-    for r in range(idx.shape[0]):
-        acc += _gather_one(idx[r], shuffle, sample_flat, document_index, starts, tokens, out[r], extra, pad)
-    return acc
-
-
-# One compiled call per ``ds[i]`` costs mostly argument unboxing (~70 ns per array). The fast path passes
-# the five index/token arrays as one int64 "state" row of addresses and lengths, rebuilt as array views
-# inside (``_sample_from_state``); the dtypes are picked by codes in the state, so every combination
-# Megatron files can have (shuffle uint32/int64, sample int32/int64, tokens uint16/int32) is compiled once.
-_STATE_SIZE = 15  # 5 addresses, 5 lengths, shuffle/sample/token dtype codes, extra, pad
-_FAST_DTYPES = {"shuffle": (np.dtype(np.uint32), np.dtype(np.int64)),
-                "sample": (np.dtype(np.int32), np.dtype(np.int64)),
-                "tokens": (np.dtype("<u2"), np.dtype("<i4"))}
-_sample_from_state = None
-
-try:  # compiled gather: one call per sample (or per batch), no Python loop over documents or tokens
-    import numba
-    from numba import types as _nbtypes
-    from numba.core import cgutils as _cgutils
-    from numba.extending import intrinsic as _intrinsic
-
-    _touch = numba.njit(cache=True, nogil=True)(_touch)
-    _gather_one = numba.njit(cache=True, nogil=True)(_gather_one)
-    _gather_many = numba.njit(cache=True, nogil=True)(_gather_many)
-
-    @_intrinsic
-    def _voidptr(typingctx, address):
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], _cgutils.voidptr_t)
-        return _nbtypes.voidptr(_nbtypes.int64), codegen
-
-    @numba.njit(cache=True, nogil=True)
-    def _with_sample(i, st, out, extra, pad, shuffle, sample):
-        doc = numba.carray(_voidptr(st[2]), (st[7],), np.int32)
-        starts = numba.carray(_voidptr(st[3]), (st[8],), np.int64)
-        if st[12] == 0:
-            return _gather_one(i, shuffle, sample, doc, starts, numba.carray(_voidptr(st[4]), (st[9],), np.uint16),
-                               out, extra, pad)
-        return _gather_one(i, shuffle, sample, doc, starts, numba.carray(_voidptr(st[4]), (st[9],), np.int32),
-                           out, extra, pad)
-
-    @numba.njit(cache=True, nogil=True)
-    def _with_shuffle(i, st, out, extra, pad, shuffle):
-        if st[11] == 0:
-            return _with_sample(i, st, out, extra, pad, shuffle, numba.carray(_voidptr(st[1]), (st[6],), np.int32))
-        return _with_sample(i, st, out, extra, pad, shuffle, numba.carray(_voidptr(st[1]), (st[6],), np.int64))
-
-    @numba.njit(cache=True, nogil=True)
-    def _sample_from_state(i, st, out):
-        extra = st[13]
-        pad = st[14]
-        if st[10] == 0:
-            return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.uint32))
-        return _with_shuffle(i, st, out, extra, pad, numba.carray(_voidptr(st[0]), (st[5],), np.int64))
-except ImportError:  # pragma: no cover - numba is a dependency; the Python versions still work
-    pass
-
-
 class GPTDataset:
     """Samples of ``seq_len + 1`` tokens (int64) from one split of an indexed dataset.
 
@@ -344,25 +246,25 @@ class GPTDataset:
         self.split = split
         self._length = self.sample_index.shape[0] - 1
         self._size = self.seq_len + self.extra
-        # Plain (aligned, non-subclass) arrays for the compiled gather; starts has one extra entry (the
-        # token count) so document e spans tokens [starts[e], starts[e + 1]).
+        # Plain (aligned, non-subclass) arrays for the gather (pretrain.data.parts_gather); starts has one extra
+        # entry (the token count) so document e spans tokens [starts[e], starts[e + 1]). A one-file dataset is a
+        # dataset of one part.
         self._shuffle = np.asarray(self.shuffle_index)
         self._sample_flat = np.ascontiguousarray(self.sample_index).reshape(-1)
         self._document_index = np.asarray(self.document_index)
-        self._starts = np.empty(len(indexed) + 1, dtype=np.int64)
-        np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
-        self._parts = None  # a dataset of parts: (token offset of each part and the total, each part's tokens)
         if hasattr(indexed, "token_parts"):
             part_starts, part_tokens = indexed.token_parts()
-            self._parts = (np.ascontiguousarray(part_starts, dtype=np.int64), list(part_tokens))
-            self._starts[-1] = int(part_starts[-1])
-            self._tokens = np.zeros(0, dtype=indexed.dtype)
         else:
-            self._starts[-1] = len(indexed.tokens)
-            self._tokens = indexed.tokens
+            part_starts, part_tokens = [0, len(indexed.tokens)], [indexed.tokens]
+        self._part_starts = np.ascontiguousarray(part_starts, dtype=np.int64)
+        self._part_tokens = list(part_tokens)
+        self._starts = np.empty(len(indexed) + 1, dtype=np.int64)
+        np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
+        self._starts[-1] = int(self._part_starts[-1])
         self._num_tokens = int(self._starts[-1])
-        self._part_addresses = None
-        self._parts_state = None
+        self._code = parts_gather.compiled_code(self._shuffle, self._sample_flat, self._document_index, self._starts,
+                                                 indexed.dtype)  # None: the Python gather
+        self._addresses = None  # each part's token address, and the state row of ds[i]: built per process
         self._state = None
         self._check_indices()
 
@@ -399,72 +301,37 @@ class GPTDataset:
         if not 0 <= idx < n:
             raise IndexError(f"sample {idx} out of range for {n} samples")
         out = np.empty(self._size, dtype=np.int64)
-        if self._parts is not None:
-            state = self._parts_state if self._parts_state is not None else self._make_parts_state()
-            if state is False:
-                self._gather_parts(np.array([idx], dtype=np.int64), out[None, :])
-            else:
-                parts_from_state(idx, state, out)
-            return out
         state = self._state
         if state is None:
             state = self._make_state()
         if state is False:
-            _gather_one(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
-                        out, self.extra, self.pad_id)
+            self._gather(np.array([idx], dtype=np.int64), out[None, :])
         else:
-            _sample_from_state(idx, state, out)
+            sample_from_state(idx, state, out)
         return out
 
     def _make_state(self):
-        """Addresses, lengths and dtype codes of the arrays for the one-argument fast path (False: not
-        available for these dtypes or without numba). Built per process (not pickled)."""
-        arrays = (self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens)
-        kinds = ("shuffle", "sample", None, None, "tokens")
-        state: np.ndarray | bool = False
-        if _sample_from_state is not None and all(a.flags.c_contiguous for a in arrays) and \
-                self._document_index.dtype == np.int32 and all(
-                    k is None or a.dtype in _FAST_DTYPES[k] for a, k in zip(arrays, kinds)):
-            state = np.array([a.ctypes.data for a in arrays] + [len(a) for a in arrays] +
-                             [_FAST_DTYPES[k].index(a.dtype) for a, k in zip(arrays, kinds) if k] +
-                             [self.extra, self.pad_id], dtype=np.int64)
-            assert len(state) == _STATE_SIZE
-        self._state = state
-        return state
+        """The int64 row of ``parts_gather.sample_from_state``, False when the Python gather is used (addresses:
+        built per process, not pickled)."""
+        self._state = False if self._code is None else parts_gather.state_row(
+            self._shuffle, self._sample_flat, self._document_index, self._starts, self._part_starts,
+            self._part_addresses(), self._code, self.extra, self.pad_id)
+        return self._state
+
+    def _part_addresses(self) -> np.ndarray:
+        if self._addresses is None:  # the parts' memory maps live as long as self.indexed
+            self._addresses = parts_gather.part_addresses(self._part_tokens)
+        return self._addresses
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_state"] = None  # addresses are only valid in this process
-        d["_part_addresses"] = None
-        d["_parts_state"] = None
+        d["_state"] = d["_addresses"] = None  # addresses are only valid in this process
         return d
 
-    def _part_address_array(self) -> np.ndarray:
-        if self._part_addresses is None:  # the parts' memory maps live as long as self.indexed
-            self._part_addresses = np.array([t.ctypes.data if len(t) else 0 for t in self._parts[1]], dtype=np.int64)
-        return self._part_addresses
-
-    def _make_parts_state(self):
-        """The state row of ``parts_from_state`` (False: the general path). Built per process (not pickled)."""
-        from pretrain.data.parts_gather import parts_state
-
-        self._parts_state = parts_state(self._shuffle, self._sample_flat, self._document_index, self._starts,
-                                        self._parts[0], self._part_address_array(), self.indexed.dtype, self.extra,
-                                        self.pad_id)
-        return self._parts_state
-
-    def _gather_parts(self, idx: np.ndarray, out: np.ndarray) -> None:
-        """Samples ``idx`` of a dataset of parts into ``out``: each document piece is read from its part."""
-        from pretrain.data import parts_gather as pg
-
-        part_starts, part_tokens = self._parts
-        code = pg.PART_CODES.get(self.indexed.dtype.newbyteorder("<"))
-        if pg.gather_parts_many is None or code is None:
-            pg.gather_parts_py(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
-                               part_tokens, out, self.extra, self.pad_id)
-            return
-        pg.gather_parts_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, part_starts,
-                             self._part_address_array(), code, out, self.extra, self.pad_id)
+    def _gather(self, idx: np.ndarray, out: np.ndarray) -> None:
+        parts_gather.gather(idx, self._shuffle, self._sample_flat, self._document_index, self._starts,
+                             self._part_starts, self._part_tokens, out, self.extra, self.pad_id,
+                             None if self._code is None else self._part_addresses(), self._code)
 
     def get_batch(self, indices) -> np.ndarray:
         """Samples ``indices`` as one ``[len(indices), seq_len + 1]`` int64 array."""
@@ -475,11 +342,7 @@ class GPTDataset:
         if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
             raise IndexError(f"sample index out of range for {self._length} samples")
         out = np.empty((len(idx), self._size), dtype=np.int64)
-        if self._parts is not None:
-            self._gather_parts(idx, out)
-            return out
-        _gather_many(idx, self._shuffle, self._sample_flat, self._document_index, self._starts, self._tokens,
-                     out, self.extra, self.pad_id)
+        self._gather(idx, out)
         return out
 
     @property
