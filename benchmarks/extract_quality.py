@@ -211,6 +211,7 @@ def main(argv=None) -> int:
 def quality(a, pages, rpages) -> None:
     """The two tables: every engine's texts of both sets, then the figures."""
     from curate.extract.blocks import extract_blocks
+    from curate.extract.comments import with_comments
     from curate.extract.model import cached
     from curate.extract.training import train as T
 
@@ -223,7 +224,9 @@ def quality(a, pages, rpages) -> None:
     texts: dict[str, list[str]] = {}
     if a.cv_texts or a.folds > 1:
         folds = settings.get("folds", a.folds) if a.cv_texts else a.folds
-        texts[f"quarry blocks, {folds}-fold CV over both sets"] = cv_texts_of(ds, a, settings, model.threshold)
+        cv = texts[f"quarry blocks, {folds}-fold CV over both sets"] = cv_texts_of(ds, a, settings, model.threshold)
+        # what `comments = true` costs where the gold text leaves an article's comments out (both sets do)
+        texts["quarry blocks, CV, comments = true"] = [with_comments(t, p.html) for t, p in zip(cv, pages + rpages)]
     for s in a.train_seeds:
         texts[f"quarry blocks, CV, training seed {s}"] = cv_texts_of(ds, a, settings, model.threshold, s)
     if not a.no_across:
