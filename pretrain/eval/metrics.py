@@ -25,6 +25,15 @@ HIGHER_IS_BETTER = {"bits_per_byte": False, "byte_perplexity": False, "word_perp
                     "token_perplexity": False, "perplexity": False, "acc": True, "acc_norm": True}
 
 
+def _exp(x: float) -> float:
+    """``math.exp``, infinite where it overflows (past e^709: a perplexity per "word" of a long text without
+    spaces, such as Chinese or a base64 blob, where lm-eval's own ``math.exp`` raises ``OverflowError``)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def _argmax(values: list[float]) -> int:
     best = 0
     for i, v in enumerate(values):
@@ -44,12 +53,12 @@ def task_metrics(kind: str, items: list[dict], requests, scores: list[tuple[floa
         tokens = sum(q.n_cont for i in done for q, _ in per_item[i])
         n_bytes = sum(len(items[i]["text"].encode("utf-8")) for i in done)
         words = sum(len(re.split(r"\s+", items[i]["text"])) for i in done)
-        return len(done), {"bits_per_byte": -ll / n_bytes / math.log(2), "byte_perplexity": math.exp(-ll / n_bytes),
-                           "word_perplexity": math.exp(-ll / words), "token_perplexity": math.exp(-ll / tokens)}
+        return len(done), {"bits_per_byte": -ll / n_bytes / math.log(2), "byte_perplexity": _exp(-ll / n_bytes),
+                           "word_perplexity": _exp(-ll / words), "token_perplexity": _exp(-ll / tokens)}
     if kind == "cloze":
         lls = [per_item[i][0][1][0] for i in done]
         greedy = [per_item[i][0][1][1] for i in done]
-        return len(done), {"acc": sum(greedy) / len(done), "perplexity": math.exp(-sum(lls) / len(lls))}
+        return len(done), {"acc": sum(greedy) / len(done), "perplexity": _exp(-sum(lls) / len(lls))}
     acc = acc_norm = 0
     for i in done:
         pairs = sorted(per_item[i], key=lambda p: p[0].choice)
