@@ -31,6 +31,8 @@ def load_toml(path: str | Path, what: str = "config file", hint: str = "") -> di
         return tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    except RecursionError:  # arrays or inline tables nested thousands deep: tomllib recurses per level
+        raise ConfigError(f"{path}: not valid TOML: nested too deep to read") from None
 
 
 def check_keys(table: dict, allowed, where: str, what: str = "keys", qualify: str = "") -> None:

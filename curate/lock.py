@@ -85,7 +85,7 @@ def _read(fd: int) -> dict:
     try:
         raw = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
         return json.loads(raw) if raw else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 

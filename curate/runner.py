@@ -30,7 +30,9 @@ def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_in
     files = outside_output(resolve_inputs(pipeline), out)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
         try:
-            spec.build()
+            stage = spec.build()
+            if hasattr(stage, "check_at_start"):  # files a stage reads only after the read step (eval sets)
+                stage.check_at_start()
         except (ValueError, FileNotFoundError, OSError) as e:
             raise ConfigError(f"stage {spec.name!r} ({spec.type}): {e}") from e
     output.check_folder(out)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
+from curate import json_files
 from curate.contracts import ShardEntry
 
 FORMATS = {"arrow": ".arrow", "parquet": ".parquet"}
@@ -91,8 +92,8 @@ def write_json(obj, path: str | Path) -> Path:
 
 
 def read_json(path: str | Path):
-    with open(path) as f:
-        return json.load(f)
+    """A JSON file's value (``json_files.read_json``: bounded, bad or too deeply nested JSON a ``ValueError``)."""
+    return json_files.read_json(path)
 
 
 def read_record(path: str | Path) -> dict | None:

@@ -161,7 +161,7 @@ def parse_override(text: str) -> tuple[str, str, object]:
     table, key = lhs.strip().split(".", 1)
     try:
         value = tomllib.loads(f"v = {rhs.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # not TOML (or nested too deep): the text itself
         value = rhs.strip()
     return table, key, value
 

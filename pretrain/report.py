@@ -12,10 +12,11 @@ Reads each curation output's ``stats.json`` and the trainer's ``LOG_DIR/metrics.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
+
+from curate import json_files
 
 TRAIN_KEY, VAL_KEY = "loss", "val_loss"
 
@@ -29,7 +30,7 @@ def read_stats(curated_dir: str | Path) -> dict:
     if not path.is_file():
         raise ReportError(f"{path} not found: is {curated_dir} a finished `curate run` output?")
     try:
-        stats = json.loads(path.read_text(encoding="utf-8"))
+        stats = json_files.read_json(path)
     except ValueError as e:
         raise ReportError(f"{path} is not JSON ({e}): rerun `curate run` on {curated_dir} to rewrite it") from e
     if not isinstance(stats, dict) or not isinstance(stats.get("stages"), list) or not stats["stages"]:
@@ -53,11 +54,11 @@ def read_metrics(log_dir: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
+            row = json_files.loads(line, f"{path}:{n}")
+        except ValueError as e:
             if n == len(lines):  # a last line cut short by a killed run
                 break
-            raise ReportError(f"{path}:{n}: {e}") from e
+            raise ReportError(str(e)) from None
         step = row.get("step", 0) if isinstance(row, dict) else None
         if not isinstance(step, int) or isinstance(step, bool):
             raise ReportError(f"{path}:{n}: not a metrics entry (an object whose 'step' is an integer): {line[:80]!r}")

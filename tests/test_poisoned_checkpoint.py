@@ -204,3 +204,47 @@ def test_a_tampered_model_config_is_refused_before_a_model_is_built(change, mess
         err = capsys.readouterr().err
         assert message in err and "model_config.json" in err and "Traceback" not in err, err
     assert not (tmp_path / "hf").exists()
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it (not a ValueError)
+
+
+@pytest.mark.parametrize("name", ["meta.json", "model_config.json", "rng/rank_00000.json", "manifest.json"])
+def test_a_checkpoint_file_of_deeply_nested_json_is_refused_with_a_message(name, clean_checkpoint, tmp_path,
+                                                                           tmp_path_factory, capsys):
+    root = tmp_path / "ckpt"
+    shutil.copytree(clean_checkpoint, root)
+    d = ckpt.resolve(root)
+    assert (d / name).is_file()
+    (d / name).write_text(DEEP)
+    if name != "manifest.json":
+        _reseal(d)
+    capsys.readouterr()
+    assert _train(root, 3) == 2  # resume
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err, err
+    assert name.split("/")[-1] in err or "damaged" in err, err
+    if name != "rng/rank_00000.json":  # evaluation does not read the RNG state
+        task = tmp_path / "prose.jsonl"
+        task.write_text('{"text": "A sentence to score."}\n')
+        tok = quarry_tokenizer(tmp_path_factory)
+        assert main(["eval", "--checkpoint", str(root), "--task", f"bpb:{task}", "--tokenizer", str(tok)]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "RecursionError" not in err and name.split("/")[-1] in err, err
+
+
+@pytest.mark.parametrize("change", [{"step": "400"}, {"consumed_samples": -1}, {"config": {"data": "x"}},
+                                    {"scheduler": [1]}])
+def test_a_meta_json_of_wrong_types_is_refused_with_a_message(change, clean_checkpoint, tmp_path, capsys):
+    import json
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(clean_checkpoint, root)
+    d = ckpt.resolve(root)
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, **change}))
+    _reseal(d)
+    capsys.readouterr()
+    assert _train(root, 3) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "meta.json" in err and next(iter(change)) in err, err

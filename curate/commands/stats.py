@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+from curate import json_files
+
 
 def add_arguments(p) -> None:
     p.add_argument("output", help="a curation output folder (holding stats.json)")
@@ -17,7 +19,7 @@ def run(args) -> int:
         print(f"curate: error: {path} not found; is {args.output} a finished curate run?", file=sys.stderr)
         return 2
     try:
-        stats = json.loads(path.read_text(encoding="utf-8"))
+        stats = json_files.read_json(path)
         text = json.dumps(stats, indent=2) if args.json else format_funnel(stats)
     except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as e:  # damaged or not ours
         print(f"curate: error: {path} is not a curate run's stats ({type(e).__name__}: {e}); rerun `curate run` "

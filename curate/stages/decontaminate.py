@@ -55,13 +55,13 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from curate import json_files
 from curate import shuffle
 from curate.schema import TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
@@ -137,6 +137,18 @@ class Decontaminate(GlobalStage):
         if missing:
             raise FileNotFoundError(f"eval file not found: {missing[0]}")
 
+    def check_at_start(self) -> None:
+        """Each eval file read once before the run starts (``runner``): one that is not UTF-8, holds a line that
+        is not JSON, or holds no text would otherwise stop the run only after every input was read."""
+        for f in self.params.eval_files:
+            try:
+                texts = eval_examples(f, self.params.eval_fields)
+            except (ValueError, OSError, EOFError) as e:
+                raise ValueError(str(e) if str(e).startswith(str(f)) else f"eval file {f}: {e}") from None
+            if not texts:
+                raise ValueError(f"eval file {f}: no text in it" + (
+                    f" (eval_fields = {self.params.eval_fields})" if self.params.eval_fields else ""))
+
     def plan(self, inputs, plan_dir: Path, executor) -> dict:
         plan_dir = Path(plan_dir)
         inputs = [str(p) for p in inputs]
@@ -207,12 +219,10 @@ def eval_examples(path: str, fields: list[str]) -> list[str]:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not a JSON line: {e}") from e
+                rec = json_files.loads(line, f"{path}:{n}")
                 if fields:
-                    out.extend(_strings(rec.get(k)) for k in fields if k in rec)
+                    if isinstance(rec, dict):
+                        out.extend(_strings(rec.get(k)) for k in fields if k in rec)
                 elif isinstance(rec, dict) and isinstance(rec.get("text"), str):
                     out.append(rec["text"])
                 else:
@@ -227,13 +237,17 @@ def _strings(v) -> str:
 
 
 def _all_strings(v) -> list[str]:
-    if isinstance(v, str):
-        return [v]
-    if isinstance(v, dict):
-        return [s for x in v.values() for s in _all_strings(x)]
-    if isinstance(v, list):
-        return [s for x in v for s in _all_strings(x)]
-    return []
+    """Every string inside a JSON value, in document order (iteratively: a record may nest deep)."""
+    out, stack = [], [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            out.append(x)
+        elif isinstance(x, dict):
+            stack.extend(reversed(list(x.values())))
+        elif isinstance(x, list):
+            stack.extend(reversed(x))
+    return out
 
 
 def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str]):

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from curate import json_files
 from curate.schema import TEXT
 from curate.shards import manifest_shards, read_shard
 from curate.text.fasttext_model import LABEL_PREFIX
@@ -50,7 +51,7 @@ def iter_texts(path: str | Path) -> Iterator[str]:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                row = json.loads(line)
+                row = json_files.loads(line, f"{path}:{n}")
                 text = row.get(TEXT) if isinstance(row, dict) else None
                 if not isinstance(text, str):
                     raise ValueError(f"{path}:{n}: no string `text` field")

@@ -12,7 +12,6 @@ sees the same number of tokens; ``train.seed`` and ``model.init_seed`` are the s
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from curate import json_files
 from curate.config import ConfigError, load_toml
 from pretrain.ablate.toml_out import dumps
 
@@ -227,8 +227,8 @@ def eval_rows(log_dir: str | Path) -> list[dict]:
     with open(path) as f:
         for line in f:
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = json_files.loads(line)
+            except ValueError:
                 continue
             if isinstance(row, dict) and isinstance(row.get("step"), int) and any(k.startswith("eval/") for k in row):
                 by_step[row["step"]] = row

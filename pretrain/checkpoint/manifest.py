@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 
+from curate import json_files
+
 MANIFEST = "manifest.json"
 ALGORITHM = "sha256"
 
@@ -67,7 +69,7 @@ def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
     hashing; the manifest itself is read by every one)."""
     d = Path(d)
     try:
-        manifest = json.loads((d / MANIFEST).read_text())
+        manifest = json_files.read_json(d / MANIFEST)
         files = manifest["files"]
         if manifest.get("algorithm") != ALGORITHM or not isinstance(files, dict):
             return [f"{MANIFEST} has an unknown layout"]

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from curate import json_files
 from pretrain.checkpoint import config_change, manifest
 from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
 from pretrain.checkpoint.manifest import write_atomic as _write_atomic
@@ -266,7 +267,26 @@ def _finish(root, d: Path, group=None) -> None:
 
 
 def read_meta(d: Path) -> dict:
-    return json.loads((Path(d) / "meta.json").read_text())
+    """The checkpoint's ``meta.json`` (step, samples consumed, scheduler, the run's config), each field the
+    readers use checked for its type: a damaged or tampered file is a ``CheckpointError`` naming it."""
+    path = Path(d) / "meta.json"
+    try:
+        meta = json_files.read_json(path)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({e}); use another checkpoint") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: holds a {type(meta).__name__}, not an object; use another checkpoint")
+    for key, kind in (("step", int), ("consumed_samples", int), ("world_size", int), ("scheduler", dict),
+                      ("config", dict)):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)
+                                  or (kind is int and value < 0)):
+            raise CheckpointError(f"{path}: {key} = {str(value)[:80]!r} is not a {'count' if kind is int else 'table'};"
+                                  " use another checkpoint")
+    for key, value in (meta.get("config") or {}).items():
+        if not isinstance(value, dict):
+            raise CheckpointError(f"{path}: config.{key} is not a table; use another checkpoint")
+    return meta
 
 
 def read_model_config(d: Path) -> ModelConfig:
@@ -274,7 +294,7 @@ def read_model_config(d: Path) -> ModelConfig:
     least 1, heads dividing the width): a tampered file fails here, naming itself, before any model is built."""
     path = Path(d) / "model_config.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json_files.read_json(path)
         if not isinstance(raw, dict):
             raise ValueError(f"holds a {type(raw).__name__}, not an object")
         cfg = model_config_from_dict(raw)
@@ -347,7 +367,11 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
         rng = d / "rng" / f"rank_{_rank():05d}.json"
         legacy = rng.with_suffix(".pt")
         if rng.exists():
-            set_rng_state_json(json.loads(rng.read_text()))
+            try:
+                set_rng_state_json(json_files.read_json(rng))
+            except (OSError, ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
+                raise CheckpointError(f"{rng}: not a usable RNG state ({type(e).__name__}: {e}); "
+                                      "use another checkpoint") from None
         elif legacy.exists():
             set_rng_state_json(_legacy_rng_state(legacy))
     return meta

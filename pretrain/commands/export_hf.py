@@ -2,8 +2,9 @@
 (the work: pretrain/export_hf.py)."""
 from __future__ import annotations
 
-import json
 import sys
+
+from curate import json_files
 
 
 def add_arguments(parser) -> None:
@@ -24,6 +25,6 @@ def run(args) -> int:
     except (ExportError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    arch = json.loads((out / "quarry_export.json").read_text())["architecture"]
+    arch = json_files.read_json(out / "quarry_export.json")["architecture"]
     print(f"wrote {out}: {arch}" + (f" with the tokenizer {tok_path}" if tok_path else " (no tokenizer)"))
     return 0

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from curate import json_files
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"pretrain tokenizer {args.tokenizer_command}: error: {e}", file=sys.stderr)
         return 2
-    meta = json.loads(specials_path(tok.model_path).read_text())
+    meta = json_files.read_json(specials_path(tok.model_path))
     print(f"wrote {tok.model_path} ({meta['model_type']}, vocab {tok.vocab_size}; trained on "
           f"{meta['sampled_documents']:,} of {meta['documents']:,} documents, {meta['sampled_bytes']:,} bytes) "
           f"and {specials_path(tok.model_path)} (eod={tok.eod_id} bos={tok.bos_id} pad={tok.pad_id} unk={tok.unk_id})")

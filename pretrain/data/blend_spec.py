@@ -76,6 +76,8 @@ def parse_toml_spec(text: str, source: str = "<spec>") -> BlendSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise BlendSpecError(f"{source}: not valid TOML: {e}") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise BlendSpecError(f"{source}: not valid TOML: nested too deep to read") from None
     unknown = sorted(set(data) - TOP_KEYS)
     if unknown:
         raise BlendSpecError(f"{source}: unknown top-level key {unknown[0]!r} (allowed: {sorted(TOP_KEYS)})")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate import json_files
 from pretrain.data.indexed import atomic_file
 
 
@@ -49,10 +50,10 @@ class IndexCache:
     def _load_unlocked(self, key: str, names) -> tuple[dict, dict] | None:
         meta_path = self.dir / self.META
         try:
-            meta = json.loads(meta_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            meta = json_files.read_json(meta_path)
+        except (OSError, ValueError):
             return None
-        if meta.get("key") != key:
+        if not isinstance(meta, dict) or meta.get("key") != key:
             return None
         try:
             arrays = {n: _open_array(self.dir / f"{n}.npy", meta.get("arrays", {}).get(n)) for n in names}

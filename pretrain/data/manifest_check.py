@@ -10,10 +10,11 @@ worker: the hashing runs where the reading does, in parallel). Each refusal name
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from curate import json_files
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def manifest_entries(input_dir) -> list[ManifestShard]:
     if not manifest.is_file():
         raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
     paths = manifest_shards(input_dir)  # a damaged manifest, a path outside the folder: refused there
-    entries = json.loads(manifest.read_text())["shards"]
+    entries = json_files.read_json(manifest)["shards"]
     out, seen = [], {}
     for path, e in zip(paths, entries):
         name = e["path"]

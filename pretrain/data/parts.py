@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate import json_files
 from pretrain.data.indexed import (
     DTYPE_CODES, IndexedDataset, IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path,
 )
@@ -72,7 +73,7 @@ def _open_indexed(prefix: str):
 def _check_merge_is_current(prefix: str) -> None:
     """``PREFIX.bin/.idx`` beside ``PREFIX/parts.json``: read only if merged from these very parts (``PREFIX.json``)."""
     try:
-        record = json.loads(Path(prefix + ".json").read_text())
+        record = json_files.read_json(prefix + ".json")
     except (OSError, ValueError):
         return  # not written by --merge: a one-file run of the user's, read as asked
     want = record.get("parts_sha256") if isinstance(record, dict) else None
@@ -95,7 +96,7 @@ def read_parts_index(prefix) -> dict:
     """The parts index, checked: every name a plain part file inside PREFIX, counts that are numbers."""
     path = parts_index_path(prefix)
     try:
-        record = json.loads(path.read_text())
+        record = json_files.read_json(path)
         if record.get("format") != PARTS_FORMAT or record.get("version") != PARTS_VERSION:
             raise ValueError(f"format {record.get('format')!r} version {record.get('version')!r}")
         dtype = np.dtype(record["dtype"])

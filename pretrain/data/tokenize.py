@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate import json_files
 from pretrain.data.indexed import (
     IndexedDataset, IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype,
     write_index,
@@ -222,10 +223,10 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     done_path = Path(prefix + ".json")
     if done_path.is_file() and os.path.isfile(data_file_path(prefix)) and os.path.isfile(index_file_path(prefix)):
         try:
-            done = json.loads(done_path.read_text())
-        except json.JSONDecodeError:
+            done = json_files.read_json(done_path)
+        except ValueError:
             done = {}
-        if done.get("job_key") == job_key:
+        if isinstance(done, dict) and done.get("job_key") == job_key:
             log(f"{prefix}.bin/.idx are up to date")
             return done["stats"]
 
@@ -235,9 +236,9 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     for t in tasks:
         marker = parts / f"{t.index:06d}.json"
         if marker.is_file():
-            results[t.index] = json.loads(marker.read_text())
+            results[t.index] = json_files.read_json(marker)
     pending = [t for t in tasks if t.index not in results]
-    total_rows = sum(e.get("rows", 0) for e in json.loads(manifest.read_text())["shards"])
+    total_rows = sum(e.get("rows", 0) for e in json_files.read_json(manifest)["shards"])
     if results:
         log(f"resuming: {len(results)} of {len(tasks)} tasks already done")
     t0 = time.perf_counter()
@@ -278,8 +279,8 @@ def _parts_folder(prefix: str, job_key: str, job: dict) -> Path:
     job_file = parts / "job.json"
     if job_file.is_file():
         try:
-            old = json.loads(job_file.read_text()).get("job_key")
-        except json.JSONDecodeError:
+            old = json_files.read_json(job_file).get("job_key")
+        except (ValueError, AttributeError):  # damaged, or not an object
             old = None
         if old != job_key:  # leftovers of another input or tokenizer: start over
             shutil.rmtree(parts)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate import json_files
 from pretrain.data.indexed import IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype
 from pretrain.data.manifest_check import ManifestShard, manifest_entries, verify_shard
 from pretrain.data.parts import PARTS_INDEX, part_name, parts_index_path, read_parts_index, write_parts_index
@@ -134,7 +135,7 @@ def _read_marker(path: Path, key: str, folder: Path) -> dict | None:
     """A finished task's counts, or None when its marker is missing, damaged, of another key, or its files are not
     the ones it recorded (the task is then run again)."""
     try:
-        m = json.loads(path.read_text())
+        m = json_files.read_json(path)
     except (OSError, ValueError):
         return None
     if not isinstance(m, dict) or m.get("key") != key:
@@ -152,7 +153,7 @@ def _claim(folder: Path, job_key: str, job: dict, log) -> None:
     """``PREFIX/job.json`` for this job; parts and markers of another job (tokenizer, settings) are removed."""
     job_file = folder / "job.json"
     try:
-        old = json.loads(job_file.read_text()).get("job_key")
+        old = json_files.read_json(job_file).get("job_key")
     except (OSError, ValueError, AttributeError):
         old = None
     if old is not None and old != job_key:
@@ -263,7 +264,7 @@ def _remove_stale_merge(folder: Path, log) -> None:
     """``PREFIX.bin/.idx`` merged from parts that are about to be rewritten (a blend would read them first)."""
     record_path = Path(f"{folder}.json")
     try:
-        merged = "parts_sha256" in json.loads(record_path.read_text())
+        merged = "parts_sha256" in json_files.read_json(record_path)
     except (OSError, ValueError, TypeError):
         merged = False
     if merged:
@@ -280,10 +281,10 @@ def _merge(folder: Path, log) -> dict:
     record_path = Path(prefix + ".json")
     parts_sha = hashlib.sha256(parts_index_path(folder).read_bytes()).hexdigest()
     try:
-        record = json.loads(record_path.read_text())
+        record = json_files.read_json(record_path)
     except (OSError, ValueError):
         record = {}
-    if record.get("parts_sha256") == parts_sha and os.path.isfile(data_file_path(prefix)) \
+    if isinstance(record, dict) and record.get("parts_sha256") == parts_sha and os.path.isfile(data_file_path(prefix)) \
             and os.path.isfile(index_file_path(prefix)):
         log(f"{prefix}.bin/.idx are up to date")
         return record["stats"]

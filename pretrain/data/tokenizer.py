@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from curate import json_files
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
 MAX_LINE_BYTES = 4096  # SentencePiece skips training sentences longer than max_sentence_length (4192)
@@ -100,8 +100,12 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     side = specials_path(path)
     specials = None
     if side.is_file() and side != path:
-        meta = json.loads(side.read_text())
-        if all(k in meta for k in SPECIALS):
+        meta = json_files.read_json(side)
+        if isinstance(meta, dict) and all(k in meta for k in SPECIALS):
+            bad = [k for k in SPECIALS if isinstance(meta[k], bool) or not isinstance(meta[k], int)]
+            if bad:
+                raise ValueError(f"{side}: {bad[0]} = {meta[bad[0]]!r} is not a token id (an integer); "
+                                 f"delete {side.name} to read the ids from the model, or fix it")
             specials = {k: meta[k] for k in SPECIALS}
     return Tokenizer(path, specials)
 

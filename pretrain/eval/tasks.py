@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from curate import json_files
 from curate.config import ConfigError
 
 KINDS = ("bpb", "cloze", "choice")
@@ -183,9 +183,9 @@ def read_items(spec: TaskSpec, max_problems: int = 5) -> TaskItems:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                item, why = None, f"not JSON ({e.msg})"
+                obj = json_files.loads(line, "line")
+            except ValueError as e:
+                item, why = None, str(e).removeprefix("line: ")
             else:
                 item, why = check_item(spec.kind, obj)
             if item is None:

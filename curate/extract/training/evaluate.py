@@ -20,11 +20,12 @@ trafilatura is scored on pages its rules were tuned to pass.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
+
+from curate import json_files
 
 
 @dataclass
@@ -57,7 +58,7 @@ def load_pages(warc_path: str | Path, expected_path: str | Path) -> list[Page]:
     """The WARC's HTML documents that have expectations, in the expectation file's order."""
     from curate.readers import read_file
 
-    expected = json.loads(Path(expected_path).read_text(encoding="utf-8"))["pages"]
+    expected = json_files.read_json(expected_path)["pages"]
     by_url: dict[str, Page] = {}
     for item in read_file(str(warc_path), "warc"):
         if item[0] != "doc":

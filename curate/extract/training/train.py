@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from curate import json_files
 from curate.extract.features import features
 from curate.extract.model import CONTEXT_PARTS, SHIFTS, BlockModel
 from curate.extract.training.labels import block_labels, language_group, word_f1
@@ -85,7 +86,7 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     with open(gold, encoding="utf-8") as f:
         for line in f:
             if line.strip():
-                d = json.loads(line)
+                d = json_files.loads(line, str(gold))
                 golds[d["url"]] = d
     html = {}
     for item in read_file(str(warc), "warc"):
