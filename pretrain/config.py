@@ -378,6 +378,9 @@ def _check_values(cfg: Config, err) -> None:
             err(f"{name} = {value}: must be in [0, 1) (e.g. beta1 = 0.9, beta2 = 0.95)")
     if finite("train.eps", t.eps) and t.eps <= 0:
         err(f"train.eps = {t.eps}: must be > 0 (e.g. 1e-8)")
+    for name, value in (("train.seed", t.seed), ("model.init_seed", m.init_seed)):
+        if value is not None and not 0 <= value < 2 ** 32:  # numpy's and the blend's seeds are 32-bit
+            err(f"{name} = {value}: must be in [0, 2**32 - 1]")
     for name, value in (("train.warmup_steps", t.warmup_steps), ("train.eval_interval", t.eval_interval),
                         ("checkpoint.interval", c.interval)):
         if value < 0:

@@ -47,6 +47,8 @@ def generate_ids(model: torch.nn.Module, prompt_ids: list[int], max_tokens: int,
         raise ValueError(f"max-tokens must be >= 0, got {max_tokens}")
     if top_k < 0:
         raise ValueError(f"top-k must be >= 0, got {top_k}")
+    if not -2 ** 63 <= seed < 2 ** 64:  # what torch.Generator.manual_seed takes
+        raise ValueError(f"seed must be in [-2**63, 2**64 - 1], got {seed}")
     if not prompt_ids:
         if eod_id is None:
             raise ValueError("empty prompt and no end-of-document token to start from")

@@ -102,6 +102,7 @@ def small_data(tmp_path):
     ({"baseline": "nosuch"}, "baseline = 'nosuch' is not a variant"),
     ({"seeds": []}, "seeds is empty"),
     ({"seeds": [1, 1]}, "repeat a seed"),
+    ({"seeds": [2 ** 32]}, "seeds must be in"),  # train.seed and numpy take 32 bits
     ({"tokens": 0}, "tokens = 0"),
     ({"tasks": []}, "no [[tasks]]"),
     ({"config": "no/such.toml"}, "does not exist"),

@@ -143,6 +143,8 @@ def test_batch_size_rampup_mt_nlg_style():
     ("checkpoint.on_damage='ignore'", "checkpoint.on_damage = 'ignore': use fallback"),
     ("data.order='random'", "data.order = 'random': use stable"),
     ("log.interval=0", "log.interval = 0: must be at least 1"),
+    ("train.seed=-1", "train.seed = -1: must be in [0, 2**32 - 1]"),  # numpy raised deep inside the run
+    ("model.init_seed=4294967296", "model.init_seed = 4294967296: must be in [0, 2**32 - 1]"),
 ])
 def test_nonsense_values_are_refused_with_what_to_change(override, message):
     assert message in errors(cfg(override), 1)

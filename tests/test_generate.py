@@ -108,6 +108,8 @@ def test_next_token_distribution():
             generate_ids(tiny_model(), [1], 2, temperature=bad)
     with pytest.raises(ValueError, match="max-tokens must be >= 0"):
         generate_ids(tiny_model(), [1], -5)
+    with pytest.raises(ValueError, match="seed must be in"):  # torch said "Overflow when unpacking long long"
+        generate_ids(tiny_model(), [1], 2, seed=10 ** 23)
 
 
 def test_cli_prints_prompt_then_greedy_continuation(tmp_path_factory, capsys):

@@ -129,8 +129,8 @@ def _check_values(spec: Spec, where: str) -> None:
         raise ConfigError(f"{where}: seeds is empty: give one or more, e.g. seeds = [1, 2]")
     if len(set(spec.seeds)) != len(spec.seeds):
         raise ConfigError(f"{where}: seeds {spec.seeds} repeat a seed")
-    if any(s < 0 for s in spec.seeds):
-        raise ConfigError(f"{where}: seeds must be >= 0")
+    if any(not 0 <= s < 2 ** 32 for s in spec.seeds):  # each run's train.seed and model.init_seed
+        raise ConfigError(f"{where}: seeds must be in [0, 2**32 - 1]")
     if not spec.tasks:
         raise ConfigError(f"{where}: no [[tasks]]: the runs are compared on their evaluation tasks; add at least "
                           "one (kind = \"bpb\" on held-out text is the most sensitive at small scale)")
