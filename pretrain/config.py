@@ -191,9 +191,14 @@ def batch_size_at(cfg: Config, consumed_samples: int) -> int:
 
 
 def total_train_samples(cfg: Config) -> int:
+    """Samples the run consumes in ``train.steps`` steps: step by step through the batch-size ramp, then at once
+    (the batch stays ``train.global_batch`` once it reaches it)."""
     consumed = 0
-    for _ in range(cfg.train.steps):
-        consumed += batch_size_at(cfg, consumed)
+    for step in range(cfg.train.steps):
+        batch = batch_size_at(cfg, consumed)
+        if batch == cfg.train.global_batch:
+            return consumed + (cfg.train.steps - step) * batch
+        consumed += batch
     return consumed
 
 

@@ -44,10 +44,10 @@ def device_bytes(device: torch.device) -> int | None:
     """Memory one rank may use: the GPU's total, or the host's available memory shared by the ranks on it."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[1]
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
+    from pretrain.host_memory import available_bytes
+
+    avail = available_bytes()
+    if avail is None:
         return None
     return avail // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 

@@ -162,3 +162,10 @@ def test_nonsense_values_stop_the_cli_before_training_without_a_traceback(capsys
 def test_each_problem_is_named_once():
     text = errors(cfg("train.lr=nan", "train.min_lr=-1.0"), 1)
     assert text.count("train.lr = nan") == 1 and text.count("train.min_lr = -1.0") == 1
+
+
+def test_total_train_samples_of_a_huge_step_count_is_immediate():
+    c = cfg("train.steps=100000000000", "train.global_batch=16")
+    assert total_train_samples(c) == 16 * 10 ** 11  # was one loop iteration per step
+    c = cfg("train.steps=100000000000", "train.global_batch=128", "train.rampup_batch_size=[32, 32, 300]")
+    assert total_train_samples(c) == 32 * 4 + 64 * 2 + 96 * 1 + 128 * (10 ** 11 - 7)

@@ -300,3 +300,15 @@ def test_one_file_and_parts_give_the_same_samples_compiled_or_not(tmp_path, monk
                         assert np.array_equal(ds.get_batch(idx), want), what
                         assert np.array_equal(ds.get_batch(idx[::-3]), want[::-3]), what
                         assert all(np.array_equal(ds[int(i)], want[i]) for i in idx), what
+
+
+@pytest.mark.parametrize("order", ["stable", "megatron"])
+def test_indices_larger_than_the_memory_are_refused_before_any_is_built(order):
+    from pretrain.data.gpt_dataset import IndexTooLargeError, build_gpt_indices
+    from pretrain.data.stable_order import build_stable_indices
+
+    build = build_stable_indices if order == "stable" else build_gpt_indices
+    sizes = np.full(40, 100, dtype=np.int32)
+    assert build(sizes, np.arange(40), 1000, 64, 1).sample_index.shape[0] > 1000  # sensible: built
+    with pytest.raises(IndexTooLargeError, match="GiB, more than the .* GiB of memory available"):
+        build(sizes, np.arange(40), 10 ** 14, 64, 1)  # a count typed far too long: refused at once

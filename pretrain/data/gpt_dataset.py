@@ -42,6 +42,10 @@ LAST_EPOCH_THRESHOLD = 0.80
 CACHE_FORMAT = 1
 
 
+class IndexTooLargeError(ValueError):
+    """Sample indices that cannot fit in the host's memory (asked for before any is built)."""
+
+
 class EmptySplitError(ValueError):
     """A split that must produce samples has no documents or no tokens."""
 
@@ -195,6 +199,27 @@ def split_tokens(sizes: np.ndarray, documents: np.ndarray, seq_len: int, what: s
     return tokens_per_epoch
 
 
+def index_bytes(n_documents: int, epochs: int, tokens_per_epoch: int, seq_len: int) -> int:
+    """At most the bytes of the three indices: the document index (int32 per document and epoch), the sample
+    index (two int64 per sample) and the shuffle index (int64 per sample)."""
+    samples = epochs * tokens_per_epoch // seq_len
+    return epochs * n_documents * 4 + (samples + 1) * 16 + samples * 8
+
+
+def check_index_fits(n_documents: int, epochs: int, tokens_per_epoch: int, num_samples: int | None, seq_len: int,
+                     what: str = "the split") -> None:
+    """Refuse indices larger than the host's available memory before building them (a sample count or a
+    sequence length typed a few digits too long would otherwise run for hours and end out of memory)."""
+    from pretrain.host_memory import available_bytes
+
+    need, have = index_bytes(n_documents, epochs, tokens_per_epoch, seq_len), available_bytes()
+    if have is not None and need > have:
+        raise IndexTooLargeError(
+            f"{what}: {num_samples:,} samples of {seq_len:,} tokens take {epochs:,} epochs of its "
+            f"{tokens_per_epoch:,} tokens, whose indices need about {need / 2**30:,.1f} GiB, more than the "
+            f"{have / 2**30:,.1f} GiB of memory available: ask for fewer samples or a shorter sequence, or add data")
+
+
 def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int | None, seq_len: int,
                       seed: int, extra: int = 1, drop_last_partial: bool = True,
                       what: str = "the split") -> GPTIndices:
@@ -204,6 +229,7 @@ def build_gpt_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: int
     documents = np.asarray(documents)
     tokens_per_epoch = split_tokens(sizes, documents, seq_len, what)
     epochs = num_epochs_needed(tokens_per_epoch, num_samples, seq_len, extra)
+    check_index_fits(len(documents), epochs, tokens_per_epoch, num_samples, seq_len, what)
     separate = False
     sans_final = None
     if epochs > 1:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pretrain.data.gpt_dataset import GPTIndices, build_sample_index, num_epochs_needed, split_tokens
+from pretrain.data.gpt_dataset import (
+    GPTIndices, build_sample_index, check_index_fits, num_epochs_needed, split_tokens,
+)
 
 _DOCUMENTS, _SAMPLES = 0, 1  # random streams: (seed, stream, epoch or block)
 
@@ -59,6 +61,7 @@ def build_stable_indices(sizes: np.ndarray, documents: np.ndarray, num_samples: 
     block = max(1, (tokens_per_epoch - extra) // seq_len)  # samples in one epoch (at least one)
     blocks = 1 if num_samples is None else max(1, -(-int(num_samples) // block))
     epochs = num_epochs_needed(tokens_per_epoch, blocks * block, seq_len, extra)
+    check_index_fits(len(documents), epochs, tokens_per_epoch, num_samples, seq_len, what)
     document_index = np.concatenate([epoch_documents(documents, seed, e) for e in range(epochs)])
     sample_index = build_sample_index(sizes, document_index, seq_len, epochs, tokens_per_epoch,
                                       drop_last_partial, extra)
