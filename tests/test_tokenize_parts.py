@@ -345,3 +345,12 @@ def test_the_python_gather_over_parts_equals_the_compiled_one(setup, tmp_path, m
     want = merged.get_batch(idx)
     assert np.array_equal(python.get_batch(idx), want) and np.array_equal(compiled.get_batch(idx), want)
     assert all(np.array_equal(python[i], want[i]) and np.array_equal(compiled[i], want[i]) for i in idx)
+
+
+def test_negative_max_retries_is_refused_by_the_parser(tmp_path, capsys):
+    from pretrain.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["tokenize", "--input", str(tmp_path), "--tokenizer", "t.model", "--output-prefix", str(tmp_path / "x"),
+              "--parts", "--max-retries", "-1"])
+    assert e.value.code == 2 and "--max-retries: must be >= 0" in capsys.readouterr().err

@@ -22,6 +22,17 @@ def _bytes(text: str) -> int:
     return parse(text)
 
 
+def _retries(text: str) -> int:
+    """--max-retries: a whole number >= 0 (as curate's ``max_retries``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: a task whose worker died is not run again), got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -43,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Ray cluster address (HOST:PORT, ray://HOST:PORT or auto; default: start a local Ray)")
     parser.add_argument("--part-bytes", type=_bytes, default="1G",
                         help="curated shard bytes per part and task (default 1G; whole shards, in manifest order)")
-    parser.add_argument("--max-retries", type=int, default=3,
+    parser.add_argument("--max-retries", type=_retries, default=3,
                         help="runs of a task whose worker or node died before the run stops (default 3)")
     parser.add_argument("--merge", action="store_true",
                         help="also write PREFIX.bin/.idx from the parts (implies --parts): one Megatron file, the "
