@@ -215,7 +215,8 @@ def check_index_fits(n_documents: int, epochs: int, tokens_per_epoch: int, num_s
     need, have = index_bytes(n_documents, epochs, tokens_per_epoch, seq_len), available_bytes()
     if have is not None and need > have:
         raise IndexTooLargeError(
-            f"{what}: {num_samples:,} samples of {seq_len:,} tokens take {epochs:,} epochs of its "
+            f"{what}: {'one epoch of' if num_samples is None else f'{num_samples:,}'} samples of {seq_len:,} tokens "
+            f"take {epochs:,} epochs of its "
             f"{tokens_per_epoch:,} tokens, whose indices need about {need / 2**30:,.1f} GiB, more than the "
             f"{have / 2**30:,.1f} GiB of memory available: ask for fewer samples or a shorter sequence, or add data")
 
