@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         tok = train_tokenizer(cur, args.vocab, work / "tok.model", max_bytes=min(int(args.mb * 1e6), 20_000_000))
         part_bytes = 1  # one shard per part and task
         local = LocalExecutor(args.cpus)
-        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         rayex = RayExecutor(workers=args.cpus)
         run_parts(cur, tok, work / "warm", rayex, part_bytes)  # Ray's workers started and warm, as on a cluster
         run_parts(cur, tok, work / "warm", local, part_bytes)  # and the local pool's

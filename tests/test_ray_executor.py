@@ -29,8 +29,11 @@ def digests(out):
 
 
 @pytest.mark.slow
-def test_ray_executor_matches_local(tmp_path, sample_dir):
+def test_ray_executor_matches_local(tmp_path, sample_dir, monkeypatch):
     ray = pytest.importorskip("ray")
+    # a leftover cluster's address in the environment: the local Ray is still started here (Ray used to attach
+    # to it and raise "When connecting to an existing cluster, num_cpus and num_gpus must not be provided")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     from curate.executors.ray import RayExecutor
 
     p = tmp_path / "p.toml"

@@ -50,7 +50,9 @@ def connect_ray(address: str | None, cpus: int | None, missing: type[Exception] 
         check_address(address)
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        # "local": a new instance even where RAY_ADDRESS or /tmp/ray/ray_current_cluster names another one (an
+        # earlier run's leftover); without it Ray attaches there, and refuses the num_cpus given here
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     return ray, True
 
 
