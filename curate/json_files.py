@@ -14,7 +14,9 @@ import os
 import stat
 from pathlib import Path
 
-MAX_JSON_BYTES = 256 << 20  # metadata and record files are kilobytes; a manifest of a million shards ~200 MB
+MAX_JSON_BYTES = 2 << 30  # records are kilobytes, but a run of millions of inputs or shards writes a run.json /
+                          # manifest of hundreds of MB: the bound is for files no run writes (parsing 2 GiB of
+                          # JSON takes about 10x that in memory)
 
 
 class JSONFileError(ValueError):
