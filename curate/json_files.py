@@ -37,6 +37,8 @@ def read_bytes(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> bytes:
     """The bytes of a regular file of at most ``max_bytes`` (a ``JSONFileError`` otherwise: a device, a FIFO
     or a folder is never read). ``FileNotFoundError`` passes through for callers that expect it."""
     path = Path(path)
+    if not stat.S_ISREG(path.stat().st_mode):  # before open: opening a FIFO blocks until a writer comes
+        raise JSONFileError(f"{path}: not a regular file")
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,10 @@ def test_json_files_refuses_deep_nesting_devices_and_oversized_files(tmp_path):
     big.write_text(json.dumps({"x": "y" * 5000}))
     with pytest.raises(ValueError, match="more than the 1,000 read"):
         json_files.read_json(big, max_bytes=1000)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        json_files.read_json(fifo)  # opening it would wait for a writer forever
     with pytest.raises(FileNotFoundError):
         json_files.read_json(tmp_path / "missing.json")
     assert json_files.read_json(big)["x"] == "y" * 5000
