@@ -2,8 +2,14 @@
 multi-megabyte pages (mostly inline JavaScript and JSON) cheap, and what the stage's size limit is applied to.
 
 Both forms are used by the product: ``strip_utf8`` (one compiled scan over the UTF-8 bytes, what the stage
-runs) gives up where a non-ASCII character could change the regular expression's verdict, and
-``strip_html`` (the regular expression, its definition) takes over there and on ``str`` input.
+runs) gives up where a non-ASCII character could change the regular expression's verdict, and ``strip_html``
+(the same scan over a ``str``, with the regular expression's own Unicode rules) takes over there and on ``str``
+input. ``strip_regex`` is the definition both give the output of: ``_STRIP_RE.sub(" ", html)``.
+
+Cost: linear in the page. The regular expression alone is not: at every opening tag that is never closed
+(``<template>`` repeated, ``<!--`` without ``-->``) it reads on to the end of the page before it gives up,
+so a page of 20,000 such tags took minutes (0.2 MB of ``<template>``: 84 s). Both scans remember, per name,
+where they last looked for a closing tag and what they found, and the next opening tag starts from there.
 """
 from __future__ import annotations
 
@@ -21,9 +27,85 @@ _STRIP_RE = re.compile(r"<(script|style|svg|template)\b[^>]*>[^<]*(?:<(?!/\1\s*>
                        re.S | re.I)
 
 
-def strip_html(html: str) -> str:
-    """The HTML without scripts, styles, comments, SVG, templates and noscript fallbacks."""
+def strip_regex(html: str) -> str:
+    """The definition of ``strip_html``: the regular expression itself (quadratic on unclosed tags)."""
     return _STRIP_RE.sub(" ", html)
+
+
+_START_RE = re.compile(r"<(script|style|svg|template)\b|<!--", re.I)
+_SAME_NAME_RE = re.compile(r"([^\x00]*)\x00\1", re.I)  # the group's backreference rule, on its own
+_SPACES_GT_RE = re.compile(r"\s*>")
+
+
+def strip_html(html: str) -> str:
+    """The HTML without scripts, styles, comments, SVG and templates: ``strip_regex(html)``, in linear time.
+
+    At an opening tag ``<name`` (as the regular expression finds it, with its Unicode rules) the match runs
+    to the first ">" and then to the first ``</name\\s*>`` after it, the name compared as the expression's
+    backreference compares it; ``<!--`` runs to the first ``-->``. Where none follows, the tag stays and the
+    scan goes on after its "<". Each search starts where the previous one of its kind left off when that one
+    found nothing before this point, so no character is read more than a few times."""
+    out: list[str] = []
+    done = 0                 # characters before this are written (or cut)
+    pos = 0
+    n = len(html)
+    gt = (n + 1, -1)         # (searched from, first ">" found there or -1: none up to the end)
+    comment = (n + 1, -1)    # the same for "-->"
+    closes: dict[str, tuple[int, int, int]] = {}  # name as written (folded when ASCII) -> (from, at, end)
+    while True:
+        m = _START_RE.search(html, pos)
+        if m is None:
+            break
+        start = m.start()
+        end = -1
+        name = m.group(1)
+        if name is None:  # "<!--"
+            q = start + 4
+            if not comment[0] <= q <= (comment[1] if comment[1] >= 0 else n):
+                comment = (q, html.find("-->", q))
+            if comment[1] >= 0:
+                end = comment[1] + 3
+        else:
+            q = m.end()
+            if not gt[0] <= q <= (gt[1] if gt[1] >= 0 else n):
+                gt = (q, html.find(">", q))
+            if gt[1] >= 0:
+                end = _close_end(html, name, gt[1] + 1, closes)
+        if end < 0:
+            pos = start + 1
+            continue
+        out.append(html[done:start])
+        out.append(" ")
+        done = pos = end
+    if not out:
+        return html
+    out.append(html[done:])
+    return "".join(out)
+
+
+def _close_end(html: str, name: str, q: int, closes: dict) -> int:
+    """End of the first ``</name\\s*>`` at or after ``q`` (``name`` compared as ``_STRIP_RE``'s backreference
+    compares it), or -1; ``closes`` remembers the last search per name."""
+    key = name.lower() if name.isascii() else name
+    n = len(html)
+    last = closes.get(key)
+    if last is not None and last[0] <= q and (last[1] < 0 or last[1] >= q):
+        return last[2]
+    c = q
+    found = (-1, -1)
+    while c < n:
+        c = html.find("</", c)
+        if c < 0:
+            break
+        k = c + 2 + len(name)
+        if _SAME_NAME_RE.fullmatch(name + "\x00" + html[c + 2:k]):
+            m = _SPACES_GT_RE.match(html, k)
+            if m is not None:
+                found = (c, m.end())
+                break
+        c += 2
+    closes[key] = (q, found[0], found[1])
+    return found[1]
 
 
 def strip_utf8(data, valid: bool = False) -> bytes | None:
@@ -129,11 +211,19 @@ def _name_at(buf, q, names, w, m):
     return 1
 
 
+# slots of _match_at's memory (one array per scan): where the last search for ">" / "-->" started and what it
+# found (n: nothing up to the end); per name, where the last search for its closing tag started, where that
+# tag's "<" is (n: none) and where the match ends
+_GT_FROM, _GT_AT, _CMT_FROM, _CMT_AT, _CLOSE_FROM, _CLOSE_AT, _CLOSE_END = 0, 1, 2, 3, 4, 8, 12
+_MEMO_SLOTS = 16
+
+
 @nb.njit(cache=True)
-def _match_at(buf, lt, t, names, lens):
+def _match_at(buf, lt, t, names, lens, memo):
     """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
     "<"); ``_NO_MATCH``; or ``_UNSURE`` where a non-ASCII character could change the regular expression's
-    verdict."""
+    verdict. ``memo`` (``_MEMO_SLOTS``, filled with n + 1 at first): the last searches, reused while the
+    next one starts between where that one started and what it found (starts only move forward)."""
     n = buf.size
     i = lt[t]
     for w in range(names.shape[0]):
@@ -150,14 +240,22 @@ def _match_at(buf, lt, t, names, lens):
             if _ascii_word(buf[q]):
                 continue  # no \b after the name
         # the opening tag ends at the first ">"
-        while q < n and buf[q] != GT:
-            q += 1
+        if memo[_GT_FROM] <= q <= memo[_GT_AT]:
+            q = memo[_GT_AT]
+        else:
+            memo[_GT_FROM] = q
+            while q < n and buf[q] != GT:
+                q += 1
+            memo[_GT_AT] = q
         if q >= n:
             return _NO_MATCH  # the name's first letter rules out a comment too
         # the first "</name\s*>" after it (name compared case-insensitively)
-        u = t + 1
-        while u < lt.size and lt[u] <= q:
-            u += 1
+        if memo[_CLOSE_FROM + w] <= q < memo[_CLOSE_AT + w]:
+            return memo[_CLOSE_END + w]
+        memo[_CLOSE_FROM + w] = q
+        memo[_CLOSE_AT + w] = n
+        memo[_CLOSE_END + w] = _NO_MATCH
+        u = np.searchsorted(lt, q, side="right")
         while u < lt.size:
             p = lt[u]
             u += 1
@@ -173,15 +271,24 @@ def _match_at(buf, lt, t, names, lens):
                         if buf[r] >= 0x80:
                             return _UNSURE
                         if buf[r] == GT:
+                            memo[_CLOSE_AT + w] = p
+                            memo[_CLOSE_END + w] = r + 1
                             return r + 1
         return _NO_MATCH
     # "<!--" ... "-->"
     if i + 3 < n and buf[i + 1] == BANG and buf[i + 2] == DASH and buf[i + 3] == DASH:
         q = i + 4
-        while q + 2 < n:
-            if buf[q] == DASH and buf[q + 1] == DASH and buf[q + 2] == GT:
-                return q + 3
-            q += 1
+        if memo[_CMT_FROM] <= q <= memo[_CMT_AT]:
+            q = memo[_CMT_AT]
+        else:
+            memo[_CMT_FROM] = q
+            while q + 2 < n and not (buf[q] == DASH and buf[q + 1] == DASH and buf[q + 2] == GT):
+                q += 1
+            if q + 2 >= n:
+                q = n
+            memo[_CMT_AT] = q
+        if q < n:
+            return q + 3
     return _NO_MATCH
 
 
@@ -191,6 +298,7 @@ def _strip_scan(buf, lt):
     length), length -1 when unsure. The text between matches is copied in slices."""
     n = buf.size
     out = np.empty(n, dtype=np.uint8)
+    memo = np.full(_MEMO_SLOTS, n + 1, dtype=np.int64)
     o = 0
     i = 0  # bytes before i are done
     t = 0
@@ -199,7 +307,7 @@ def _strip_scan(buf, lt):
         if p < i:  # inside the last match
             t += 1
             continue
-        e = _match_at(buf, lt, t, _STRIP_NAMES, _STRIP_LENS)
+        e = _match_at(buf, lt, t, _STRIP_NAMES, _STRIP_LENS, memo)
         if e == _UNSURE:
             return out, -1
         if e >= 0:
