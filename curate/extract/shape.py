@@ -12,7 +12,9 @@ open elements the way a tree builder would (void elements; ``p``, ``li``, ``td``
 their kind above formatting elements and others of that group; an end tag popping to its element), and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
-all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size.
+all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size. A tag left out right after a
+"<" keeps its ">": without it the "<" would open a tag from the text that follows (``<<div>section>``
+would become ``<section>``, and the page would nest as deep as before).
 """
 from __future__ import annotations
 
@@ -121,12 +123,16 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
     left_out = 0
     cut = 0
     deepest = 0
+    last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
+    prev_end = -1   # where the last tag read ended
     i = 0
     while i < n:
         if buf[i] != 60:  # <
             i += 1
             continue
         start = i
+        if start - 1 > prev_end:
+            last_kept = start - 1  # text since the last tag
         closing = i + 1 < n and buf[i + 1] == 47
         j = i + 2 if closing else i + 1
         if j >= n or not _letter(buf[j]):
@@ -145,6 +151,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
         if end < 0:
             break  # a tag cut off by the end of the page: the tokenizer drops it
         i = end + 1
+        prev_end = end
         slot = h % np.uint64(_DROPPED_SLOTS)
         drop = False
         if closing:
@@ -186,9 +193,17 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
             if drop:
                 left_out += 1
                 keep[start:end + 1] = False
+                if last_kept >= 0 and buf[last_kept] == 60:
+                    # a "<" just before: with the tag gone it would open a tag from the text after it
+                    # ("<<div>section>" would become "<section>"); its ">" stays, and "<>" is text
+                    keep[end] = True
+                    last_kept = end
             else:  # only the name is kept: "<name" + ">"
                 cut += 1
                 keep[name_end:end] = False
+                last_kept = end
+        else:
+            last_kept = end
     if left_out == 0 and cut == 0:
         return keep[:0], left_out, cut, deepest
     return keep, left_out, cut, deepest

@@ -24,6 +24,18 @@ HTML = {
                                       + "</body></html>",
     "many_attributes": lambda: "<html><body><div " + " ".join(f"a{i}=v" for i in range(N)) + ">text</div>"
                                + "<p>" + "words " * 50 + "</p></body></html>",
+    # tags the bound leaves out, each after a "<": left out whole, the "<" and the text after them would make
+    # the deep nesting again ("<section>", "<dl><dd>")
+    "tags_rejoined_by_the_bound": lambda: "<html><body><p>words</p>" + "<<div>section>" * N + "</body></html>",
+    "formatting_rejoined_by_the_bound": lambda: ("<html><body><p>words</p>" + "<<b id=1>dl><dd>" * N
+                                                 + "</body></html>"),
+    # opening tags of the elements stripped before parsing, never closed (the stripping regular expression
+    # read to the end of the page at each); the "<ſ" sends the page to the str form of the scan
+    "unclosed_templates": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<template>" * N + "</body></html>",
+    "unclosed_styles_str_path": lambda: "<html><body><ſ><p>" + "words " * 50 + "</p>" + "<style>x<" * (N // 2)
+                                        + "</body></html>",
+    "unclosed_comments_str_path": lambda: "<html><body><ſ><p>" + "words " * 50 + "</p>" + "<!--" * N
+                                          + "</body></html>",
 }
 
 
