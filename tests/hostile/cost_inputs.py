@@ -50,4 +50,7 @@ TEXT = {
     "mixed_marks": lambda: _random_marks(200_000),
     "emoji_run": lambda: "😀" * 50_000,
     "marks_between_words": lambda: " ".join("word" + _random_marks(300, i) for i in range(300)),
+    # the regex sentence splitter's end marks: a run not followed by a space was read again from each mark
+    "end_marks_before_a_letter": lambda: "Words here. " * 20 + "." * 100_000 + "x",
+    "abbreviations": lambda: "Mr. " * 100_000,
 }
