@@ -222,3 +222,15 @@ def test_decomposed_letters_come_out_composed_as_a_word_is_usually_written():
     out = extract_blocks(page)
     assert "sollte geprüft werden" in out and "\u0308" not in out
     assert unicodedata.is_normalized("NFC", out)
+
+
+def test_format_characters_inside_words_come_out_as_the_rules_engine_gives_them():
+    # soft hyphens (hyphenation hints: "Wäh&shy;rend"), zero-width spaces and no-break spaces: the learned
+    # engine's text reads as the rules engine's and trafilatura's do, so "Während Sie" is found
+    para = ("Wäh\u00adrend Sie über den Markt schlen\u00addern, kön\u00adnen Sie Hand\u00adwer\u00adkern "
+            "bei der Ar\u200bbeit zu\u00a0se\u00adhen und alte Hand\u00adwerks\u00adkunst erleben. ")
+    page = ("<html><body><article><h1>Historischer Markt</h1>" + "".join(
+        f"<p>{para * 3} Absatz {i}.</p>" for i in range(6)) + "</article></body></html>")
+    out = extract_blocks(page)
+    assert "Während Sie über den Markt schlendern" in out and "Arbeit zu sehen" in out
+    assert not any(c in out for c in "\u00ad\u200b\u00a0")

@@ -11,10 +11,10 @@ panels are content (``dom_walk``)."""
 from __future__ import annotations
 
 import re
-import unicodedata
 
 import numpy as np
 
+from curate.extract.boilerplate import normalize_chars
 from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
 from curate.extract.features import dense_words, features, link_columns
@@ -40,12 +40,12 @@ def words(text: str) -> float:
     return len(_WORDS.findall(text)) + dense_words(text)
 
 
-def nfc(text: str) -> str:
-    """``text`` in Unicode's composed form (NFC), as the rules engine's cleanup and trafilatura give theirs: some
-    pages ship decomposed letters (``u`` + U+0308 for ``ü``), which match no word written the usual way."""
-    if text.isascii() or unicodedata.is_normalized("NFC", text):
-        return text
-    return unicodedata.normalize("NFC", text)
+def plain_chars(text: str) -> str:
+    """``text`` with the characters the rules engine's cleanup normalises (``boilerplate.normalize_chars``):
+    soft hyphens and zero-width spaces out (a soft hyphen inside "wol\xadlen" made two words of it, and no
+    search for "wollen" found it), fixed-width spaces as plain spaces, composed form (NFC: some pages ship
+    ``u`` + U+0308 for ``ü``). trafilatura drops such format characters too."""
+    return normalize_chars(text)
 
 
 def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:
@@ -155,7 +155,7 @@ def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float,
             prob = link_lists(texts, links, prob, threshold)
             if tree is not None:
                 prob = main_region(texts, tree[0], tree[1], links, prob, threshold)
-    text = nfc(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
+    text = plain_chars(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
     kept = words(text)
     if kept >= MIN_WORDS:
         return text
