@@ -312,3 +312,7 @@ def test_indices_larger_than_the_memory_are_refused_before_any_is_built(order):
     assert build(sizes, np.arange(40), 1000, 64, 1).sample_index.shape[0] > 1000  # sensible: built
     with pytest.raises(IndexTooLargeError, match="GiB, more than the .* GiB of memory available"):
         build(sizes, np.arange(40), 10 ** 14, 64, 1)  # a count typed far too long: refused at once
+    # a sequence length typed far too long with a count that fits: a million passes over the split per sample
+    with pytest.raises(IndexTooLargeError, match="longer than the split's 4,000 tokens"):
+        build(sizes, np.arange(40), 10, 4 * 10 ** 9, 1)
+    assert build(sizes, np.arange(40), 3, 5000, 1).num_epochs >= 4  # a tiny split under a long sequence still builds

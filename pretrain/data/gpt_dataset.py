@@ -42,6 +42,10 @@ LAST_EPOCH_THRESHOLD = 0.80
 CACHE_FORMAT = 1
 
 
+# document-index entries (epochs x documents) above which samples longer than the whole split are refused
+MAX_SPANNING_ENTRIES = 50_000_000
+
+
 class IndexTooLargeError(ValueError):
     """Sample indices that cannot fit in the host's memory (asked for before any is built)."""
 
@@ -212,6 +216,13 @@ def check_index_fits(n_documents: int, epochs: int, tokens_per_epoch: int, num_s
     sequence length typed a few digits too long would otherwise run for hours and end out of memory)."""
     from pretrain.host_memory import available_bytes
 
+    if seq_len > tokens_per_epoch and epochs * n_documents > MAX_SPANNING_ENTRIES:
+        # fits, but each sample is longer than the whole split: a sequence length typed a few digits too long
+        # (1e11 for 1e3), which would spend minutes tiling the documents over a million epochs
+        raise IndexTooLargeError(
+            f"{what}: a sample of {seq_len:,} tokens is longer than the split's {tokens_per_epoch:,} tokens (each "
+            f"would span {seq_len / tokens_per_epoch:,.0f} passes over it, {epochs:,} in all): ask for a "
+            f"shorter sequence, or add data")
     need, have = index_bytes(n_documents, epochs, tokens_per_epoch, seq_len), available_bytes()
     if have is not None and need > have:
         raise IndexTooLargeError(
