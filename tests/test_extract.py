@@ -299,7 +299,9 @@ def wcxb_pages():
 
 
 def _has(text: str, snippet: str) -> bool:
-    """The snippet's words, in order, in the text (punctuation and case aside)."""
+    """The snippet's words, in order, in the text (punctuation, case and invisible characters aside: a gold
+    text copied from the page keeps its soft hyphens, "avail\xadable", which the engines drop)."""
+    snippet, text = normalize_chars(snippet), normalize_chars(text)
     return " " + " ".join(tokens(snippet)) + " " in " " + " ".join(tokens(text)) + " "
 
 
@@ -352,7 +354,9 @@ def test_real_pages_of_every_type_extract_well(wcxb_pages):
     by_type = {}
     for p in wcxb_pages:
         out = extract_blocks(p["html"])
-        f = word_f1(out, p["gold"])
+        # the gold text's soft hyphens aside (one service page keeps 60, copied from the page: "avail\xadable"
+        # is two words to word F1, and the engines give "available")
+        f = word_f1(out, normalize_chars(p["gold"]))
         by_type.setdefault(p["page_type"], []).append(f)
         found = sum(_has(out, s) for s in p["must"])
         if f > 0:  # one forum page (4607) comes out empty: its posts sit in a layout the model does not read
