@@ -37,6 +37,14 @@ from curate.stages.gopher_repetition import GopherRepetition  # noqa: E402
 FILTERS = (GopherQuality, GopherRepetition, C4Quality, FineWebQuality)
 
 
+def _c4_regex(name: str) -> C4Quality:
+    """C4's rules with Quarry's regex sentence splitter (``words = "regex"``, sentences not lines)."""
+    return C4Quality(name, C4Quality.Params(words="regex", split_paragraph=False))
+
+
+FILTER_COLUMNS = [(cls.__name__, cls) for cls in FILTERS] + [("C4 regex sentences", _c4_regex)]
+
+
 def _cpu(fn, *args) -> float:
     start = time.process_time()
     fn(*args)
@@ -73,30 +81,35 @@ def pages(raw_limit: int) -> list[tuple[str, float]]:
     stage = Extract("extract", Extract.Params(timeout_s=60))
     stage.apply(_pages_table(["<html><body><p>warm up text for the engine</p></body></html>"]))
     rows = []
-    print(f"{'page shape':32} {'KB':>6} {'extract s':>10}  {'lexbor on the raw page (s)':>30}")
+    print(f"{'page shape':34} {'KB':>6} {'extract s':>10}  {'lexbor on the raw page (s)':>27}"
+          f"  {'stripping regex (s)':>20}")
     for name, make in sorted(cost_inputs.HTML.items()):
         page = make()
         cost = _cpu(stage.apply, _pages_table([page]))
         raw = _raw("from selectolax.lexbor import LexborHTMLParser\n"
                    f"page = cost_inputs.HTML[{name!r}]().encode()\n"
                    "def run(): LexborHTMLParser(page)", raw_limit, 4 << 30) if raw_limit else "-"
-        print(f"{name:32} {len(page) // 1024:6d} {cost:10.3f}  {raw:>30}", flush=True)
+        # the regular expression the stripping scans give the output of (strip.strip_regex), run on its own
+        regex = _raw("from curate.extract.strip import strip_regex\n"
+                     f"page = cost_inputs.HTML[{name!r}]()\n"
+                     "def run(): strip_regex(page)", raw_limit) if raw_limit else "-"
+        print(f"{name:34} {len(page) // 1024:6d} {cost:10.3f}  {raw:>27}  {regex:>20}", flush=True)
         rows.append(("page " + name, cost))
     return rows
 
 
 def texts(raw_limit: int) -> list[tuple[str, float]]:
     rows = []
-    print(f"\n{'text shape':32} {'chars':>8} " + " ".join(f"{c.__name__[:16]:>16}" for c in FILTERS)
+    print(f"\n{'text shape':32} {'chars':>8} " + " ".join(f"{n[:18]:>18}" for n, _ in FILTER_COLUMNS)
           + "  spaCy on the raw text (s)")
     for name, make in sorted(cost_inputs.TEXT.items()):
         text = make()
-        costs = [_cpu(cls("x").check, text, {}) for cls in FILTERS]
+        costs = [_cpu(make_filter("x").check, text, {}) for _, make_filter in FILTER_COLUMNS]
         raw = _raw("import spacy\nt = spacy.blank('en').tokenizer\n"
                    f"text = cost_inputs.TEXT[{name!r}]()\n"
                    "def run(): t(text)", raw_limit) if raw_limit else "-"
-        print(f"{name:32} {len(text):8d} " + " ".join(f"{c:16.3f}" for c in costs) + f"  {raw:>28}", flush=True)
-        rows += [(f"text {name} ({cls.__name__})", c) for cls, c in zip(FILTERS, costs)]
+        print(f"{name:32} {len(text):8d} " + " ".join(f"{c:18.3f}" for c in costs) + f"  {raw:>28}", flush=True)
+        rows += [(f"text {name} ({n})", c) for (n, _), c in zip(FILTER_COLUMNS, costs)]
     return rows
 
 
