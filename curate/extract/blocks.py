@@ -40,14 +40,6 @@ def words(text: str) -> float:
     return len(_WORDS.findall(text)) + dense_words(text)
 
 
-def plain_chars(text: str) -> str:
-    """``text`` with the characters the rules engine's cleanup normalises (``boilerplate.normalize_chars``):
-    soft hyphens and zero-width spaces out (a soft hyphen inside "wol\xadlen" made two words of it, and no
-    search for "wollen" found it), fixed-width spaces as plain spaces, composed form (NFC: some pages ship
-    ``u`` + U+0308 for ``ü``). trafilatura drops such format characters too."""
-    return normalize_chars(text)
-
-
 def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:
     """The page's text from its blocks: those with ``prob >= threshold``, one per line, in page order.
     A block repeated right after itself is written once, and so is a block of three words or more (not a
@@ -155,7 +147,9 @@ def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float,
             prob = link_lists(texts, links, prob, threshold)
             if tree is not None:
                 prob = main_region(texts, tree[0], tree[1], links, prob, threshold)
-    text = plain_chars(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
+    # the characters as the rules engine's cleanup and trafilatura give them: soft hyphens and zero-width spaces
+    # out (a soft hyphen made two words of one), fixed-width spaces plain, NFC (some pages ship u + U+0308)
+    text = normalize_chars(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
     kept = words(text)
     if kept >= MIN_WORDS:
         return text
