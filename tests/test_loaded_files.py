@@ -146,5 +146,5 @@ def test_extract_model_path_bounded(tmp_path, make):
         path = str(tmp_path / "huge.json")
         with open(path, "wb") as f:
             f.truncate(model_module.MAX_MODEL_BYTES + 1)  # sparse: no disk used
-    with pytest.raises(ConfigError, match="not a regular file|nested deeper|more than a model file"):
+    with pytest.raises(ConfigError, match="not a regular file|nested deeper|bytes, more than the"):
         parse_stage({"type": "extract", "model": path}, "t")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +36,7 @@ import numba as nb
 import numpy as np
 
 from curate.extract.features import GROUP_LEVELS
+from curate.json_files import JSONFileError, read_bytes
 
 FORMAT = "quarry-extract-blocks"
 VERSION = 2  # 2: context layers also read the page maximum (``max_page``)
@@ -359,26 +359,18 @@ def json_depth(text: str) -> int:
 
 def read_model_text(p: Path) -> str:
     """The model file's text, read only when it is a regular file of at most ``MAX_MODEL_BYTES`` (a path such
-    as ``/dev/zero`` or a FIFO would be read until memory runs out) nesting at most ``MAX_JSON_DEPTH``."""
+    as ``/dev/zero`` or a FIFO would be read until memory runs out); ``json_files.read_bytes`` reads it."""
     try:
-        st = p.stat()
+        raw = read_bytes(p, MAX_MODEL_BYTES)
     except FileNotFoundError:
         raise ModelError(f"model file {p} not found; build it with `curate extractor train`") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ModelError(f"model = {str(p)!r}: not a regular file; give the path of a model file "
-                         "(`curate extractor train` writes one)")
-    if st.st_size > MAX_MODEL_BYTES:
-        raise ModelError(f"{p}: {st.st_size} bytes, more than a model file holds (at most {MAX_MODEL_BYTES}); "
-                         "not a model file")
-    with open(p, "rb") as f:
-        raw = f.read(MAX_MODEL_BYTES + 1)
-    if len(raw) > MAX_MODEL_BYTES:
-        raise ModelError(f"{p}: grew past {MAX_MODEL_BYTES} bytes while read; not a model file")
+    except JSONFileError as e:
+        raise ModelError(f"model = {str(p)!r}: {e}; give the path of a model file (`curate extractor train` "
+                         "writes one)") from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ModelError(f"{p}: damaged model file (not UTF-8 text)") from None
-    return text
 
 
 def load(path: str | Path | None = None) -> BlockModel:
