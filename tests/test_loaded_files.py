@@ -126,10 +126,10 @@ def test_quality_label_checked_at_config_time(dense_model):
         parse_stage({"type": "quality_classifier", "model": str(dense_model), "label": "cc"}, "t")
 
 
-@pytest.mark.parametrize("make", ["device", "fifo", "nested", "huge"])
+@pytest.mark.parametrize("make", ["device", "fifo", "nested", "huge", "name_too_long"])
 def test_extract_model_path_bounded(tmp_path, make):
-    """``extract``'s ``model``: a device, a FIFO, a huge file or deeply nested JSON fails at config time with a
-    message, without reading it to the end (or recursing)."""
+    """``extract``'s ``model``: a device, a FIFO, a huge file, deeply nested JSON or a path the system refuses
+    (a name too long) fails at config time with a message, without reading it to the end (or recursing)."""
     import os
 
     from curate.extract import model as model_module
@@ -139,6 +139,8 @@ def test_extract_model_path_bounded(tmp_path, make):
     elif make == "fifo":
         path = str(tmp_path / "fifo")
         os.mkfifo(path)
+    elif make == "name_too_long":
+        path = str(tmp_path / ("x" * 5000))
     elif make == "nested":
         path = str(tmp_path / "nested.json")
         Path(path).write_text("[" * 200_000 + "]" * 200_000)
@@ -146,5 +148,23 @@ def test_extract_model_path_bounded(tmp_path, make):
         path = str(tmp_path / "huge.json")
         with open(path, "wb") as f:
             f.truncate(model_module.MAX_MODEL_BYTES + 1)  # sparse: no disk used
-    with pytest.raises(ConfigError, match="not a regular file|nested deeper|bytes, more than the"):
+    with pytest.raises(ConfigError, match="not a regular file|nested deeper|bytes, more than the|File name too long"):
         parse_stage({"type": "extract", "model": path}, "t")
+
+
+@pytest.mark.parametrize("make", ["folder", "fifo", "device", "name_too_long", "missing"])
+def test_decontaminate_eval_file_must_be_a_regular_file(tmp_path, make):
+    """``decontaminate``'s ``eval_files``: a folder, a FIFO (a read would wait forever), a device or a path the
+    system refuses is named in a message when the stage is built, before any input is read."""
+    import os
+
+    from curate.stages.decontaminate import Decontaminate
+
+    path = {"folder": str(tmp_path), "device": "/dev/zero", "name_too_long": str(tmp_path / ("x" * 5000)),
+            "missing": str(tmp_path / "gone.jsonl"), "fifo": str(tmp_path / "fifo")}[make]
+    if make == "fifo":
+        os.mkfifo(path)
+    want = {"missing": "eval file not found", "name_too_long": "File name too long"}.get(make, "not a regular file")
+    spec = parse_stage({"type": "decontaminate", "eval_files": [path]}, "t")
+    with pytest.raises((ValueError, FileNotFoundError), match=want):
+        Decontaminate(spec.name, Decontaminate.Params(**spec.params))

@@ -364,8 +364,8 @@ def read_model_text(p: Path) -> str:
         raw = read_bytes(p, MAX_MODEL_BYTES)
     except FileNotFoundError:
         raise ModelError(f"model file {p} not found; build it with `curate extractor train`") from None
-    except JSONFileError as e:
-        raise ModelError(f"model = {str(p)!r}: {e}; give the path of a model file (`curate extractor train` "
+    except (JSONFileError, OSError) as e:  # OSError: a name too long, no permission, a loop of links
+        raise ModelError(f"model = {str(p)[:200]!r}: {e}; give the path of a model file (`curate extractor train` "
                          "writes one)") from None
     try:
         return raw.decode("utf-8")

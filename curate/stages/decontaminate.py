@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -133,9 +134,15 @@ class Decontaminate(GlobalStage):
 
     def __init__(self, name: str, params=None):
         super().__init__(name, params)
-        missing = [f for f in self.params.eval_files if not Path(f).is_file()]
-        if missing:
-            raise FileNotFoundError(f"eval file not found: {missing[0]}")
+        for f in self.params.eval_files:
+            try:
+                st = Path(f).stat()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"eval file not found: {f[:300]}") from None
+            except OSError as e:  # a name too long, no permission, a loop of links
+                raise ValueError(f"eval file {f[:300]!r}: {e.strerror}") from None
+            if not stat.S_ISREG(st.st_mode):  # a folder, a FIFO (its read would wait forever), a device
+                raise ValueError(f"eval file {f[:300]!r}: not a regular file; give JSONL or text files")
 
     def check_at_start(self) -> None:
         """Each eval file read once before the run starts (``runner``): one that is not UTF-8, holds a line that
