@@ -400,6 +400,9 @@ def _check_values(cfg: Config, err) -> None:
         err(f"model.norm_eps = {m.norm_eps}: must be > 0 (e.g. 1e-5)")
     if finite("model.rope_theta", m.rope_theta) and m.rope_theta <= 0:
         err(f"model.rope_theta = {m.rope_theta}: must be > 0 (e.g. 10000)")
+    if m.ffn_hidden_size is not None and m.ffn_hidden_size < 1:
+        err(f"model.ffn_hidden_size = {m.ffn_hidden_size}: must be at least 1 (or unset: 4 * hidden_size for gelu, "
+            f"about 8/3 * hidden_size for swiglu)")
     if m.vocab_size is not None and m.vocab_size < 1:
         err(f"model.vocab_size = {m.vocab_size}: must be at least 1")
     if m.make_vocab_size_divisible_by < 0:

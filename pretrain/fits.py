@@ -5,7 +5,9 @@ out-of-memory kill on the host). The bound counts only memory training cannot do
 
 - weights, gradients and AdamW's two moments, 16 bytes per parameter in fp32, spread evenly over all ranks (as
   FSDP with tensor and pipeline parallelism at best spreads them);
-- one fp32 hidden state of a micro-batch (``micro_batch x seq_len x hidden``), which every stage holds.
+- one fp32 hidden state of a micro-batch (``micro_batch x seq_len x hidden``), which every stage holds;
+- the step's tokens of the rank's data-parallel share (``global_batch / dp x (seq_len + 1)`` int64), which a step
+  loads at once and moves to the device; the host holds them twice (the step's and the next, prefetched).
 
 Activations saved for backward, communication buffers and the allocator's slack come on top, so a config under
 the bound can still run out of memory; one over it never fits, and the run stops at once saying what to change.
@@ -33,11 +35,18 @@ def param_count(cfg: Config) -> int:
     return m.num_layers * per_layer + embeddings
 
 
+def step_token_bytes(cfg: Config, world_size: int) -> int:
+    """Bytes of one step's tokens on a rank (its data-parallel share of the largest global batch, int64)."""
+    p = cfg.parallel
+    dp = p.dp or max(1, world_size // max(1, p.tp * p.pp))
+    return cfg.train.global_batch // max(1, dp) * (cfg.data.seq_len + 1) * 8
+
+
 def rank_lower_bound(cfg: Config, world_size: int) -> int:
-    """Bytes one rank needs at the very least (see the module doc)."""
+    """Bytes one rank needs at the very least on its device (see the module doc)."""
     static = param_count(cfg) * BYTES_PER_PARAM // max(1, world_size)
     hidden = cfg.train.micro_batch * cfg.data.seq_len * cfg.model.hidden_size * 4
-    return static + hidden
+    return static + hidden + step_token_bytes(cfg, world_size)
 
 
 def device_bytes(device: torch.device) -> int | None:
@@ -54,11 +63,20 @@ def device_bytes(device: torch.device) -> int | None:
 
 def check_fits(cfg: Config, world_size: int, device: torch.device) -> None:
     need, have = rank_lower_bound(cfg, world_size), device_bytes(device)
+    m, t = cfg.model, cfg.train
+    tokens = step_token_bytes(cfg, world_size)
     if have is not None and need > have:
-        m = cfg.model
         raise ConfigError(
             f"this config cannot fit: each of the {world_size} rank(s) needs at least {need / 2**30:,.1f} GiB "
             f"({param_count(cfg):,} parameters x {BYTES_PER_PARAM} bytes for weights, gradients and AdamW, plus "
-            f"one hidden state of {cfg.train.micro_batch} x {cfg.data.seq_len} x {m.hidden_size}), and "
+            f"one hidden state of {t.micro_batch} x {cfg.data.seq_len} x {m.hidden_size}, plus "
+            f"{tokens / 2**30:,.1f} GiB for a step's tokens of train.global_batch = {t.global_batch}), and "
             f"{device.type} has {have / 2**30:,.1f} GiB per rank: lower model.hidden_size / model.num_layers / "
-            "data.seq_len / train.micro_batch, or spread it over more ranks")
+            "data.seq_len / train.micro_batch / train.global_batch, or spread it over more ranks")
+    if device.type != "cpu":  # the host holds the step's tokens too, and the next step's, prefetched
+        host = device_bytes(torch.device("cpu"))
+        if host is not None and 2 * tokens > host:
+            raise ConfigError(
+                f"this config cannot fit: a step's tokens (train.global_batch = {t.global_batch} sequences of "
+                f"data.seq_len + 1 = {cfg.data.seq_len + 1}) take {tokens / 2**30:,.1f} GiB per rank, held twice on "
+                f"the host, which has {host / 2**30:,.1f} GiB per rank: lower train.global_batch or data.seq_len")

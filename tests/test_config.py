@@ -139,6 +139,8 @@ def test_batch_size_rampup_mt_nlg_style():
     ("model.init_std=0", "model.init_std = 0.0: must be > 0"),
     ("model.norm_eps=-1e-5", "model.norm_eps = -1e-05: must be > 0"),
     ("model.vocab_size=0", "model.vocab_size = 0: must be at least 1"),
+    ("model.ffn_hidden_size=0", "model.ffn_hidden_size = 0: must be at least 1"),  # was a ZeroDivisionError
+    ("model.ffn_hidden_size=-1", "model.ffn_hidden_size = -1: must be at least 1"),
     ("checkpoint.interval=-1", "checkpoint.interval = -1: must be >= 0"),
     ("checkpoint.on_damage='ignore'", "checkpoint.on_damage = 'ignore': use fallback"),
     ("data.order='random'", "data.order = 'random': use stable"),

@@ -280,13 +280,17 @@ def test_prefetcher_builds_batches_in_order_and_passes_errors_on():
     assert np.array_equal(ds.get_batch(idx), np.stack([ds[i] for i in idx]))
 
 
-@pytest.mark.parametrize("override", ["model.hidden_size=10000000", "data.seq_len=1000000000", "model.num_layers=100000"])
+@pytest.mark.parametrize("override", ["model.hidden_size=10000000", "data.seq_len=1000000000", "model.num_layers=100000",
+                                      # a step's tokens: was an out-of-memory kill after a minute (2^31) or a
+                                      # numpy allocation traceback at the first step (10^12)
+                                      "train.global_batch=2147483648", "train.global_batch=1000000000000"])
 def test_a_config_that_cannot_fit_stops_at_start_saying_what_to_change(override, tmp_path, capsys):
     rc = cli_main(["train", "--config", str(ROOT / "pretrain/configs/tiny.toml"), "--set", "data.kind=synthetic",
                    "--set", "model.vocab_size=64", "--set", "train.steps=1", "--set", override,
                    "--set", f"checkpoint.dir='{tmp_path / 'ck'}'", "--set", "log.dir=''"])
     err = capsys.readouterr().err
     assert rc == 2 and "cannot fit" in err and "lower model.hidden_size" in err and "Traceback" not in err
+    assert override.split("=")[0] in err
     assert not (tmp_path / "ck").exists()
 
 
