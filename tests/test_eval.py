@@ -257,6 +257,14 @@ def test_eval_command_writes_the_contract_json(tmp_path, tmp_path_factory, eval_
     assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}:prose",
                           "--output", str(out2), "--quiet"]) == 0
     assert json.loads(out2.read_text())["tasks"]["prose"]["metrics"] == prose["metrics"]
+    # a batch size larger than there are requests scores the same (was a MemoryError padding 10^12 rows)
+    out3 = tmp_path / "r3.json"
+    assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}:prose",
+                          "--output", str(out3), "--quiet", "--batch-size", str(10 ** 12)]) == 0
+    assert json.loads(out3.read_text())["tasks"]["prose"]["metrics"] == pytest.approx(prose["metrics"], rel=1e-6)
+    # a negative step is no checkpoint's
+    assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}", "--step", "-1"]) == 2
+    assert "--step -1" in capsys.readouterr().err
 
 
 def _eval_at_layout(ckpt, files, tp, pp):

@@ -72,10 +72,11 @@ def _specs(args):
 
             raise ConfigError(f"{args.tasks}: unknown key(s) {', '.join(unknown)}; a tasks file holds [[tasks]] tables")
         specs += task_specs_from_tables(raw.get("tasks", []), f"{args.tasks}: [[tasks]]")
-    if args.limit < 0:
+    if args.limit < 0 or (args.step is not None and args.step < 0):
         from curate.config import ConfigError
 
-        raise ConfigError(f"--limit {args.limit}: must be >= 0")
+        raise ConfigError(f"--limit {args.limit}: must be >= 0" if args.limit < 0 else
+                          f"--step {args.step}: a checkpoint's step is >= 0")
     if args.limit:
         for s in specs:
             s.limit = min(s.limit, args.limit) if s.limit else args.limit

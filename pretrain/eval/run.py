@@ -141,6 +141,10 @@ def evaluate_checkpoint(checkpoint: str, specs: list[TaskSpec], *, step: int | N
                          f"vocab_size {model_cfg.vocab_size}: pass the tokenizer it was trained with (--tokenizer)")
     window = model_cfg.max_seq_len
     tasks = prepare_tasks(specs, tok, window)
+    # no more rows per forward than a rank has requests (padding rows are allocated too: --batch-size 10^12 was a
+    # MemoryError); every row is scored on its own, so the scores do not depend on it
+    per_rank = -(-max((len(t.requests) for t in tasks), default=1) // max(1, world // (tp * pp)))
+    batch_size = max(1, min(batch_size, per_rank))
     if world > 1:
         start_process_group(dev)
         parts, cfg = _parallel_parts(d, model_cfg, tp, pp, batch_size, dev, world)
