@@ -84,3 +84,28 @@ def test_command_line_and_errors(corpus, tmp_path, capsys):
     assert rc == 2 and "too small" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError):
         load_tokenizer(tmp_path / "absent.model")
+
+
+@pytest.mark.parametrize("flag, value", [("--vocab-size", "10000000000"), ("--max-bytes", "0"), ("--max-bytes", "-1"),
+                                         ("--sample-bytes", "0"), ("--character-coverage", "0.5"),
+                                         ("--character-coverage", "nan"), ("--threads", "0"),
+                                         ("--threads", "100000")])
+def test_train_values_sentencepiece_refuses_are_named_at_start(corpus, tmp_path, capsys, flag, value):
+    """Values SentencePiece refuses only after the sample was read, in its own words (``INTERNAL:
+    trainer_interface.cc(94) ...``), are refused first, naming the flag."""
+    args = ["tokenizer", "train", "--input", str(corpus), "--vocab-size", "400", "--output", str(tmp_path / "t.model")]
+    if flag == "--vocab-size":
+        args[args.index("--vocab-size") + 1] = value
+    else:
+        args += [flag, value]
+    assert pretrain_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} " in err and "INTERNAL" not in err and "Traceback" not in err
+    assert not (tmp_path / "t.model").exists()
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "folder"])
+def test_a_tokenizer_path_that_is_no_regular_file_is_refused(tmp_path, path):
+    path = str(tmp_path) if path == "folder" else path
+    with pytest.raises(ValueError, match="not a regular file"):
+        load_tokenizer(path)

@@ -55,6 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("model", help="a SentencePiece .model")
 
 
+def check_train_arguments(args: argparse.Namespace) -> None:
+    """Values SentencePiece would refuse only after the shards were sampled, in its own words, named here."""
+    if args.vocab_size >= 2 ** 31:
+        raise ValueError(f"--vocab-size {args.vocab_size}: SentencePiece takes at most 2^31 - 1 (real vocabularies "
+                         "are 32k to 256k)")
+    if args.max_bytes <= 0:
+        raise ValueError(f"--max-bytes {args.max_bytes}: must be > 0 (bytes of text to train on, e.g. 100M)")
+    if args.sample_bytes is not None and args.sample_bytes <= 0:
+        raise ValueError(f"--sample-bytes {args.sample_bytes}: must be > 0 (e.g. 1G)")
+    if not 0.98 <= args.character_coverage <= 1.0:  # nan fails too
+        raise ValueError(f"--character-coverage {args.character_coverage}: SentencePiece takes 0.98 to 1.0 "
+                         "(0.9995 for most languages, 1.0 for small alphabets)")
+    if args.threads is not None and not 1 <= args.threads <= 1024:
+        raise ValueError(f"--threads {args.threads}: SentencePiece takes 1 to 1024")
+
+
 def run(args: argparse.Namespace) -> int:
     from pretrain.data.tokenizer import load_tokenizer, specials_path, train_tokenizer
 
@@ -63,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             tok = load_tokenizer(args.model)
             print(json.dumps({"model": tok.model_path, "vocab_size": tok.vocab_size, **tok.specials()}, indent=2))
             return 0
+        check_train_arguments(args)
         if args.executor and args.sample_bytes is None:
             raise ValueError("--executor reads the shards of --sample-bytes: give --sample-bytes too")
         if args.address and args.executor != "ray":

@@ -34,6 +34,9 @@ class Tokenizer:
 
         self.model_path = str(model_path)
         if not os.path.isfile(self.model_path):
+            if os.path.exists(self.model_path):  # a folder, a device, a FIFO: never handed to SentencePiece
+                raise ValueError(f"tokenizer model {self.model_path}: not a regular file; give a SentencePiece "
+                                 ".model (`pretrain tokenizer train` writes one)")
             raise FileNotFoundError(f"tokenizer model {self.model_path} not found")
         self._sp = spm.SentencePieceProcessor()
         try:
