@@ -137,6 +137,7 @@ def test_spec_errors_name_the_problem(tmp_path):
         'split = "1,2,3,4"\n' + base + "weight = 1\n": "'split'",
         '[[datasets]]\nname = "valid"\nprefix = "p"\nweight = 1\n': "reserved",
         "not toml = = \n": "not valid TOML",
+        base + "epochs = 1e308\n": "at most 1,000,000 passes",  # was a NaN weight, then a conversion error
     }
     for text, message in cases.items():
         with pytest.raises(BlendSpecError, match=message):
@@ -145,6 +146,15 @@ def test_spec_errors_name_the_problem(tmp_path):
         parse_megatron_blend("0.5 a -1 b")
     with pytest.raises(BlendSpecError, match="not found"):
         load_blend_spec(tmp_path / "missing.toml")
+
+
+def test_weights_too_large_to_sum_keep_their_shares(two_datasets, tmp_path):
+    """Weights are shares: 1.5e308 and 1e308 sum to inf, which made every normalized weight nan (a blend of 0
+    samples); they keep their ratio."""
+    spec = parse_megatron_blend("1.5e308 a 1e308 b")
+    assert [d.weight for d in spec.datasets] == pytest.approx([1.0, 2 / 3])
+    text = "".join(f'[[datasets]]\nname = "{n}"\nprefix = "{p}"\nweight = 1e308\n' for n, p in (("x", "a"), ("y", "b")))
+    assert [d.weight for d in parse_toml_spec(text).datasets] == [1.0, 1.0]
 
 
 def test_demo_spec():

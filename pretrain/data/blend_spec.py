@@ -33,6 +33,9 @@ class BlendSpecError(ValueError):
     pass
 
 
+MAX_EPOCHS = 1_000_000  # passes over one dataset: more is a typo (its sample counts would overflow)
+
+
 @dataclass
 class DatasetSpec:
     name: str
@@ -107,6 +110,9 @@ def parse_toml_spec(text: str, source: str = "<spec>") -> BlendSpec:
             raise BlendSpecError(f"{where}: missing key 'weight' (or 'epochs')")
         key = "weight" if "weight" in entry else "epochs"
         value = _positive(entry[key], f"{where}: {key!r}")
+        if key == "epochs" and value > MAX_EPOCHS:
+            raise BlendSpecError(f"{where}: 'epochs' = {value!r}: at most {MAX_EPOCHS:,} passes over a dataset "
+                                 "(a few are usual; a larger blend wants a 'weight')")
         datasets.append(DatasetSpec(entry["name"], entry["prefix"], **{key: value}))
     _check_names(datasets, source)
     if split is not None:
@@ -149,6 +155,17 @@ def parse_megatron_blend(text: str) -> BlendSpec:
     return BlendSpec(datasets, source=text, megatron_form=True)
 
 
+def _keep_weights_summable(datasets: list[DatasetSpec]) -> None:
+    """Weights are shares: ``1e308`` and ``1e308`` are half and half, but their sum overflows to inf and every
+    normalized weight became 0 (a blend of 0 samples). Such weights are scaled down by the largest, in place."""
+    weights = [d.weight for d in datasets if d.weight is not None]
+    if weights and not math.isfinite(sum(weights)):
+        top = max(weights)
+        for d in datasets:
+            if d.weight is not None:
+                d.weight = d.weight / top
+
+
 def _positive(value, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BlendSpecError(f"{what} must be a positive number, got {value!r}")
@@ -158,6 +175,7 @@ def _positive(value, what: str) -> float:
 
 
 def _check_names(datasets: list[DatasetSpec], source: str) -> None:
+    _keep_weights_summable(datasets)
     names = set()
     for d in datasets:
         if not _NAME_RE.match(d.name):
