@@ -112,8 +112,12 @@ def small_data(tmp_path):
     ({"variants": [{"name": "shuffled", "blend": "data_specs/demo.toml"}, {"name": "x", "blend": "data_specs/demo.toml"}]},
      "set tokenizer"),
     ({"variants": [{"name": "a/b", "curated": []}]}, "letters, digits"),
+    ("same folder twice", "is listed twice"),  # its documents were tokenized and mixed in twice
 ])
 def test_spec_errors_name_what_to_change(small_data, change, message):
+    if change == "same folder twice":
+        change = {"variants": [{"name": "prose", "curated": [str(small_data["prose"])] * 2},
+                               {"name": "shuffled", "curated": [str(small_data["shuffled"])]}]}
     table = spec_table(small_data, **change)
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         spec_from_dict(table, "spec.toml")
@@ -148,6 +152,8 @@ def test_too_few_tokens_and_too_many_devices_fail_at_start(small_data):
 
     with pytest.raises(ConfigError, match="less than one step"):
         shape_of(spec_from_dict(spec_table(small_data, tokens=1000)), have_cuda=False)
+    with pytest.raises(ConfigError, match="more than a run counts"):  # was a loop for ever, a step at a time
+        shape_of(spec_from_dict(spec_table(small_data, tokens=10 ** 22)), have_cuda=False)
     shape = shape_of(spec_from_dict(spec_table(small_data)), have_cuda=False)
     assert (shape.steps, shape.tokens, shape.nproc, shape.gpu, shape.eval_interval) == (24, 24 * 1024, 1, False, 12)
     many = (os.cpu_count() or 1) + 1
@@ -170,6 +176,34 @@ def test_steps_follow_tokens_with_batch_rampup():
     steps, tokens = steps_for(cfg, 100 * 128)
     # batches 2, 2, ... (ramp over 40 samples in 3 increments), every sample 128 tokens
     assert tokens <= 100 * 128 and tokens // 128 + cfg.train.global_batch > 100 and steps > 100 // 8
+
+
+def test_steps_for_counts_a_batch_size_at_once_and_equals_the_step_by_step_count():
+    """``steps_for`` jumps over the steps of one batch size (``tokens = 1e300`` looped for ever, a step at a
+    time); on random ramps, batches and budgets it gives the step-by-step count."""
+    from pretrain.ablate.runs import steps_for
+    from pretrain.config import batch_size_at, load_config
+
+    def step_by_step(cfg, tokens):
+        steps = consumed = 0
+        while (consumed + batch_size_at(cfg, consumed)) * cfg.data.seq_len <= tokens:
+            steps, consumed = steps + 1, consumed + batch_size_at(cfg, consumed)
+        return steps, consumed * cfg.data.seq_len
+
+    rng = random.Random(0)
+    for _ in range(500):
+        gbs = rng.choice([1, 3, 8, 96, 1000])
+        over = [f"data.seq_len={rng.choice([1, 7, 64])}", f"train.global_batch={gbs}", "train.micro_batch=1"]
+        if rng.random() < 0.7:
+            ramp = [rng.randint(1, gbs), rng.randint(1, gbs), rng.choice([0, 7, 333, 5000])]
+            over.append(f"train.rampup_batch_size={ramp}")
+        cfg = load_config(PROXY, over)
+        tokens = rng.choice([0, 63, 1000, 12345, 10 ** 6])
+        assert steps_for(cfg, tokens) == step_by_step(cfg, tokens), (over, tokens)
+    cfg = load_config(PROXY, ["train.rampup_batch_size=[2, 2, 40]"])
+    t0 = time.perf_counter()
+    steps, tokens = steps_for(cfg, int(1e300))
+    assert time.perf_counter() - t0 < 1 and steps > 10 ** 290 and tokens <= 1e300
 
 
 # --- statistics ------------------------------------------------------------------------------------------

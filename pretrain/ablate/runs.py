@@ -12,6 +12,8 @@ sees the same number of tokens; ``train.seed`` and ``model.init_seed`` are the s
 """
 from __future__ import annotations
 
+import math
+
 import os
 import signal
 import subprocess
@@ -70,16 +72,25 @@ def processes(cfg) -> int:
 
 
 def steps_for(cfg, tokens: int) -> tuple[int, int]:
-    """(steps, tokens trained): the most steps whose samples fit in ``tokens`` (batch ramp-up counted)."""
+    """(steps, tokens trained): the most steps whose samples fit in ``tokens`` (batch ramp-up counted). The
+    steps of one batch size are counted at once (``tokens = 1e300`` looped for ever, a step at a time)."""
     from pretrain.config import batch_size_at
 
-    seq = cfg.data.seq_len
+    seq, full = cfg.data.seq_len, cfg.train.global_batch
+    budget = tokens // seq  # samples that fit
     steps = consumed = 0
     while True:
         gbs = batch_size_at(cfg, consumed)
-        if (consumed + gbs) * seq > tokens:
+        if consumed + gbs > budget:
             return steps, consumed * seq
-        steps, consumed = steps + 1, consumed + gbs
+        if gbs == full:  # past the ramp: the batch stays
+            n = (budget - consumed) // gbs
+        else:  # the steps before the ramp's next stage could begin, less one (float bounds: the loop takes it)
+            start, incr, ramp = cfg.train.rampup_batch_size
+            per_incr = ramp / ((full - start) // incr)
+            boundary = (int(consumed // per_incr) + 1) * per_incr
+            n = max(1, min((budget - consumed) // gbs, math.ceil((boundary - consumed) / gbs) - 1))
+        steps, consumed = steps + n, consumed + n * gbs
 
 
 def run_config(raw: dict, run: Run, blend: str, tokenizer: str, tasks: list[dict], eval_interval: int) -> dict:
@@ -121,6 +132,9 @@ def shape_of(spec, have_cuda: bool) -> Shape:
                           f"{cfg.train.global_batch} x seq_len {cfg.data.seq_len} = "
                           f"{cfg.train.global_batch * cfg.data.seq_len:,} tokens): raise tokens or lower "
                           "train.global_batch / data.seq_len")
+    if steps >= 2 ** 63:  # a TOML integer, as train.steps is written into each run's config
+        raise ConfigError(f"tokens = {spec.tokens:.3g} is {steps:.3g} steps of {spec.config}, more than a run "
+                          "counts (2^63 - 1): a proxy run trains on millions to billions of tokens")
     nproc = processes(cfg)
     cfg.data.kind, cfg.data.blend = "blend", "<blend>"
     check(cfg, nproc)

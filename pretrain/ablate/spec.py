@@ -109,6 +109,11 @@ def _variant(table: dict, where: str) -> Variant:
         if not (Path(v.curated[i]) / "manifest.json").is_file():
             raise ConfigError(f"{where}: {folder} has no manifest.json: give a curation output folder "
                               "(what `curate run` writes)")
+    seen = [os.path.realpath(f) for f in v.curated]
+    if len(set(seen)) < len(seen):  # its documents would be tokenized and mixed in twice
+        twice = next(f for f, r in zip(v.curated, seen) if seen.count(r) > 1)
+        raise ConfigError(f"{where}: curated folder {twice} is listed twice (give weights = [...] to weigh "
+                          "folders unequally)")
     if v.blend:
         v.blend = _existing(v.blend, f"{where}: blend")
     return v
