@@ -191,14 +191,21 @@ def batch_size_at(cfg: Config, consumed_samples: int) -> int:
 
 
 def total_train_samples(cfg: Config) -> int:
-    """Samples the run consumes in ``train.steps`` steps: step by step through the batch-size ramp, then at once
-    (the batch stays ``train.global_batch`` once it reaches it)."""
-    consumed = 0
-    for step in range(cfg.train.steps):
+    """Samples the run consumes in ``train.steps`` steps: the steps of one batch size of the ramp at once, then
+    the rest at once (the batch stays ``train.global_batch`` once it reaches it). A step at a time, a ramp over
+    10^15 samples kept `pretrain train` from starting."""
+    t = cfg.train
+    step = consumed = 0
+    while step < t.steps:
         batch = batch_size_at(cfg, consumed)
-        if batch == cfg.train.global_batch:
-            return consumed + (cfg.train.steps - step) * batch
-        consumed += batch
+        if batch == t.global_batch:
+            return consumed + (t.steps - step) * batch
+        # the steps before the ramp's next stage could begin, less one (float bounds: the loop takes that one)
+        start, incr, ramp = t.rampup_batch_size
+        per_incr = ramp / ((t.global_batch - start) // incr)
+        boundary = (int(consumed // per_incr) + 1) * per_incr
+        n = max(1, min(t.steps - step, math.ceil((boundary - consumed) / batch) - 1))
+        step, consumed = step + n, consumed + n * batch
     return consumed
 
 

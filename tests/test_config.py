@@ -171,3 +171,23 @@ def test_total_train_samples_of_a_huge_step_count_is_immediate():
     assert total_train_samples(c) == 16 * 10 ** 11  # was one loop iteration per step
     c = cfg("train.steps=100000000000", "train.global_batch=128", "train.rampup_batch_size=[32, 32, 300]")
     assert total_train_samples(c) == 32 * 4 + 64 * 2 + 96 * 1 + 128 * (10 ** 11 - 7)
+    # a ramp over 10^15 samples: was a step at a time through the ramp (`pretrain train` never started)
+    c = cfg("train.steps=100000000000", "train.global_batch=16", "train.rampup_batch_size=[4, 4, 1000000000000000]")
+    assert 4 * 10 ** 11 <= total_train_samples(c) <= 16 * 10 ** 11
+
+
+def test_total_train_samples_equals_the_step_by_step_sum_on_random_ramps():
+    import random
+
+    from pretrain.config import batch_size_at
+
+    rng = random.Random(1)
+    for _ in range(500):
+        gbs = rng.choice([1, 3, 8, 96, 1000])
+        c = cfg(f"train.global_batch={gbs}", f"train.steps={rng.choice([0, 1, 5, 17, 1000])}")
+        if rng.random() < 0.8:
+            c.train.rampup_batch_size = [rng.randint(1, gbs), rng.randint(1, gbs), rng.choice([0, 7, 333, 5000])]
+        consumed = 0
+        for _ in range(c.train.steps):
+            consumed += batch_size_at(c, consumed)
+        assert total_train_samples(c) == consumed, (c.train.global_batch, c.train.rampup_batch_size, c.train.steps)
