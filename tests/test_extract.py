@@ -493,6 +493,66 @@ def test_training_on_two_sets_folds_by_site_and_reports_both(tmp_path, wcxb_page
         extract_train.main(args[:-2] + ["--out", str(out)])
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--epochs", "0"], "--epochs 0"),  # was PyTorch's "Expected positive integer total_steps" after the features
+    (["--hidden", "0"], "--hidden '0'"),  # was a model of 0-unit layers, written
+    (["--hidden", "100000000"], "1 to 4096 units"),  # was a 150 GB allocation
+    (["--hidden", "a,b"], "integers separated by commas"),
+    (["--threshold", "2"], "--threshold 2.0"),  # was a model the stage refuses to load, written
+    (["--dropout", "1"], "--dropout 1.0"),  # was a model trained on zeroed inputs, written
+    (["--dropout", "nan"], "--dropout nan"),
+    (["--weight-decay", "-1"], "--weight-decay -1.0"),
+    (["--folds", "1"], "--folds 1"),
+    (["--folds", "1000"], "more than the 21 sites"),  # was 1000 folds, most of them empty, for ever
+    (["--folds", "0", "--oof", "x.jsonl"], "--oof"),
+    (["--seed", "-1"], "--seed -1"),
+    (["--limit", "-1"], "--limit -1"),
+])
+def test_training_flags_that_make_no_sense_stop_at_start(tmp_path, wcxb_pages, capsys, flags, message):
+    from curate.extract.training import train as extract_train
+
+    warc, gold = tmp_path / "pages.warc.gz", tmp_path / "gold.jsonl"
+    _write_warc(warc, wcxb_pages)
+    gold.write_text("".join(json.dumps({"id": p["id"], "url": f"https://wcxb.example/{p['id']}",
+                                        "main_content": p["gold"]}) + "\n" for p in wcxb_pages), encoding="utf-8")
+    out = tmp_path / "m.json"
+    assert extract_train.main(["--warc", str(warc), "--gold", str(gold), "--out", str(out)] + flags) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("gold_device", "not a regular file"),  # /dev/zero was read for ever
+    ("gold_not_json", "gold.jsonl:1: not JSON"),
+    ("gold_not_a_record", "gold.jsonl:2: not a gold record"),
+    ("gold_not_utf8", "not UTF-8"),
+    ("no_page_matches", "no page of"),  # was numpy's "need at least one array to concatenate"
+    ("warc_missing", "No such file"),
+])
+def test_training_inputs_that_cannot_be_read_are_named(tmp_path, wcxb_pages, capsys, case, message):
+    from curate.extract.training import train as extract_train
+
+    warc, gold = tmp_path / "pages.warc.gz", tmp_path / "gold.jsonl"
+    _write_warc(warc, wcxb_pages[:3])
+    lines = [json.dumps({"id": p["id"], "url": f"https://wcxb.example/{p['id']}", "main_content": p["gold"]})
+             for p in wcxb_pages[:3]]
+    if case == "gold_not_json":
+        lines[0] = lines[0][:-1]
+    elif case == "gold_not_a_record":
+        lines[1] = "[1, 2]"
+    elif case == "no_page_matches":
+        lines = [json.dumps({"id": "x", "url": "https://elsewhere.example/", "main_content": "text"})]
+    gold.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if case == "gold_not_utf8":
+        gold.write_bytes(b"\xff\xfe" + gold.read_bytes())
+    args = ["--warc", str(warc), "--gold", "/dev/zero" if case == "gold_device" else str(gold)]
+    if case == "warc_missing":
+        args[1] = str(tmp_path / "missing.warc.gz")
+    assert extract_train.main(args + ["--out", str(tmp_path / "m.json"), "--folds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------ pinned features, sizes of set-aside pages
 import numpy as np  # noqa: E402
 

@@ -52,6 +52,41 @@ def add_train_arguments(ap) -> None:
                     "(id, set, page_type, text): benchmarks/extract_quality.py --cv-texts reads them")
 
 
+MAX_HIDDEN = 4096  # units per layer: the shipped model has 64; 10^8 asked for 150 GB
+
+
+def train_flag_problem(a) -> str | None:
+    """What is wrong with ``curate extractor train``'s numeric flags (None: nothing), before any page is read:
+    PyTorch refused some only after the features were built, in its words (``Expected positive integer
+    total_steps``), and others (``--threshold 2``, ``--dropout 1``) trained and wrote a model that keeps nothing or
+    that the stage then refuses to load."""
+    import math
+
+    try:
+        hidden = [int(h) for h in a.hidden.split(",") if h.strip()]
+    except ValueError:
+        return f"--hidden {a.hidden!r}: give layer sizes as integers separated by commas, e.g. 64,64,32"
+    if any(not 1 <= h <= MAX_HIDDEN for h in hidden):
+        return f"--hidden {a.hidden!r}: each layer has 1 to {MAX_HIDDEN} units"
+    if a.folds == 1 or a.folds < 0:
+        return f"--folds {a.folds}: 0 (no cross-validation) or at least 2"
+    if a.oof and a.folds < 2:
+        return "--oof writes the cross-validated texts: give --folds 2 or more"
+    if a.epochs < 1:
+        return f"--epochs {a.epochs}: at least 1"
+    if not (math.isfinite(a.weight_decay) and a.weight_decay >= 0):
+        return f"--weight-decay {a.weight_decay}: a finite number >= 0 (e.g. 0.05)"
+    if not 0 <= a.dropout < 1:  # nan fails too
+        return f"--dropout {a.dropout}: in [0, 1) (1 drops every input)"
+    if not (a.threshold == 0 or 0 < a.threshold < 1):
+        return f"--threshold {a.threshold}: a probability in (0, 1), or 0 for the best on the cross-validation"
+    if a.limit < 0:
+        return f"--limit {a.limit}: pages per set, >= 0 (0: all)"
+    if not 0 <= a.seed < 2 ** 32:
+        return f"--seed {a.seed}: in [0, 2**32 - 1]"
+    return None
+
+
 def run(args) -> int:
     if args.extractor_command == "train":
         from curate.extract.training import train

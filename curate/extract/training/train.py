@@ -79,23 +79,43 @@ class Dataset:
 
 def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     """Pages of ``warc`` that have a gold record (matched by URL), in the gold file's order. A gold record
-    without ``page_type`` (Readability's) gets its language group (``labels.language_group``) as one."""
+    without ``page_type`` (Readability's) gets its language group (``labels.language_group``) as one. A file
+    that is not a regular file, a gold line that is not a record with ``url``, ``id`` and ``main_content``, or
+    no page matched is a ``ValueError`` naming it."""
+    import stat
+
     from curate.readers import read_file
 
+    for path in (warc, gold):
+        if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero or a FIFO would be read for ever
+            raise ValueError(f"{path}: not a regular file")
     golds = {}
-    with open(gold, encoding="utf-8") as f:
-        for line in f:
+    with open(gold, encoding="utf-8", errors="strict") as f:
+        for n, line in enumerate(_utf8_lines(f, gold), 1):
             if line.strip():
-                d = json_files.loads(line, str(gold))
+                d = json_files.loads(line, f"{gold}:{n}")
+                if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("url", "main_content")) \
+                        or "id" not in d:
+                    raise ValueError(f"{gold}:{n}: not a gold record (an object with url, id and main_content "
+                                     "strings)")
                 golds[d["url"]] = d
     html = {}
     for item in read_file(str(warc), "warc"):
         if item[0] == "doc" and item[1]["url"] in golds:
             html[item[1]["url"]] = item[1]["text"] or ""
+    if not html:
+        raise ValueError(f"no page of {warc} has a record in {gold} (matched by URL: WARC-Target-URI = url)")
     name = Path(gold).name.split(".")[0]
-    pages = [Page(d["id"], d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
+    pages = [Page(str(d["id"]), d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
                   d["main_content"], page_group(name, d)) for u, d in golds.items() if u in html]
     return pages[:limit] if limit else pages
+
+
+def _utf8_lines(f, path: str):
+    try:
+        yield from f
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start} of a read)") from None
 
 
 def load_sets(warcs: list[str], golds: list[str], limit: int = 0) -> list[Page]:
@@ -369,10 +389,25 @@ def run(a) -> int:
     if len(a.warc) != len(a.gold):
         raise SystemExit(f"curate extractor train: {len(a.warc)} --warc but {len(a.gold)} --gold: give one --gold "
                          f"per --warc, in the same order")
-    hidden = tuple(int(h) for h in a.hidden.split(",") if h)
+    from curate.commands.extractor import train_flag_problem
+
+    problem = train_flag_problem(a)
+    if problem:
+        print(f"curate extractor train: error: {problem}", file=sys.stderr)
+        return 2
+    hidden = tuple(int(h) for h in a.hidden.split(",") if h.strip())
     t0 = time.perf_counter()
-    pages = load_sets(a.warc, a.gold, a.limit)
-    print(f"{len(pages)} pages with gold text ({len(set(groups_of(pages)))} sites)")
+    try:
+        pages = load_sets(a.warc, a.gold, a.limit)
+    except (OSError, ValueError) as e:
+        print(f"curate extractor train: error: {e}", file=sys.stderr)
+        return 2
+    sites = len(set(groups_of(pages)))
+    print(f"{len(pages)} pages with gold text ({sites} sites)")
+    if a.folds > sites:  # a fold is a set of sites: more folds than sites leaves folds empty
+        print(f"curate extractor train: error: --folds {a.folds}: more than the {sites} sites the pages come "
+              f"from (a site's pages share a fold); give at most {sites}", file=sys.stderr)
+        return 2
     ds = build(pages)
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
