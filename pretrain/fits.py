@@ -53,7 +53,7 @@ def device_bytes(device: torch.device) -> int | None:
     """Memory one rank may use: the GPU's total, or the host's available memory shared by the ranks on it."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[1]
-    from pretrain.host_memory import available_bytes
+    from curate.host_memory import available_bytes
 
     avail = available_bytes()
     if avail is None:

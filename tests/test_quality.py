@@ -110,6 +110,22 @@ def test_held_out_precision_recall_printed(tmp_path, capsys):
     assert m and min(map(float, m.groups())) >= 0.9, out
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--valid-fraction", "nan", "--valid-fraction"),  # was a traceback (nan to an integer count)
+    ("--lr", "nan", "--lr a finite number"),  # was fastText's "Encountered NaN" after reading the shards
+    ("--bucket", "10000000000000", "at most 2^31 - 1"),  # was a pybind11 argument error
+    ("--dim", "100000000", "GiB matrix"),  # was std::bad_alloc
+    ("--threads", "100000", "at most 1024"),  # was "terminate called without an active exception"
+])
+def test_flags_that_make_no_sense_stop_at_start(tmp_path, capsys, flag, value, message):
+    pos = write_jsonl(tmp_path / "p.jsonl", PROSE)
+    neg = write_jsonl(tmp_path / "n.jsonl", BOILER)
+    assert curate_main(["train-quality", "--positive", str(pos), "--negative", str(neg), "--output",
+                        str(tmp_path / "m.bin"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not (tmp_path / "m.bin").exists()
+
+
 def test_same_inputs_same_model(tmp_path):
     pos = write_jsonl(tmp_path / "p.jsonl", TRAIN_PROSE)
     neg = write_jsonl(tmp_path / "n.jsonl", TRAIN_BOILER)

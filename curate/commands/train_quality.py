@@ -44,13 +44,38 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="training threads (default 1: reproducible)")
 
 
+MAX_INT32 = 2 ** 31 - 1  # fastText takes its sizes as C ints
+MAX_THREADS = 1024  # fastText starts every thread at once (100,000 ended in "terminate called")
+
+
+def flag_problem(args) -> str | None:
+    """What is wrong with the numeric flags (None: nothing), before any shard is read."""
+    if not 0 <= args.valid_fraction < 1:  # nan fails too
+        return "--valid-fraction must be in [0, 1)"
+    if min(args.max_docs, args.chunk_words) < 0 or min(args.epochs, args.threads, args.dim, args.bucket) < 1 \
+            or not 0 < args.lr < float("inf"):
+        return ("--max-docs and --chunk-words must be >= 0; --epochs, --threads, --dim and --bucket >= 1; --lr a "
+                "finite number > 0")
+    for flag, value in (("--dim", args.dim), ("--bucket", args.bucket), ("--epochs", args.epochs),
+                        ("--word-ngrams", args.word_ngrams), ("--min-count", args.min_count)):
+        if value > MAX_INT32:
+            return f"{flag} {value}: fastText takes at most 2^31 - 1"
+    if args.threads > MAX_THREADS:
+        return f"--threads {args.threads}: at most {MAX_THREADS}"
+    from curate.host_memory import available_bytes
+
+    need = args.bucket * args.dim * 4  # the input matrix's n-gram rows alone (fastText allocates them at start)
+    have = available_bytes()
+    if have is not None and need > have:
+        return (f"--bucket {args.bucket} x --dim {args.dim} is a {need / 2 ** 30:,.1f} GiB matrix, more than the "
+                f"{have / 2 ** 30:,.1f} GiB of memory available: lower --bucket or --dim")
+    return None
+
+
 def run(args) -> int:
-    if args.valid_fraction < 0 or args.valid_fraction >= 1:
-        print("train-quality: --valid-fraction must be in [0, 1)", file=sys.stderr)
-        return 2
-    if min(args.max_docs, args.chunk_words) < 0 or min(args.epochs, args.threads, args.dim, args.bucket) < 1 or args.lr <= 0:
-        print("train-quality: --max-docs and --chunk-words must be >= 0; --epochs, --threads, --dim and --bucket >= 1; "
-              "--lr > 0", file=sys.stderr)
+    problem = flag_problem(args)
+    if problem:
+        print(f"train-quality: {problem}", file=sys.stderr)
         return 2
     rng = random.Random(args.seed)
     try:

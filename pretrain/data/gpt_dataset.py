@@ -214,7 +214,7 @@ def check_index_fits(n_documents: int, epochs: int, tokens_per_epoch: int, num_s
                      what: str = "the split") -> None:
     """Refuse indices larger than the host's available memory before building them (a sample count or a
     sequence length typed a few digits too long would otherwise run for hours and end out of memory)."""
-    from pretrain.host_memory import available_bytes
+    from curate.host_memory import available_bytes
 
     if seq_len > tokens_per_epoch and epochs * n_documents > MAX_SPANNING_ENTRIES:
         # fits, but each sample is longer than the whole split: a sequence length typed a few digits too long
