@@ -190,21 +190,27 @@ def batch_size_at(cfg: Config, consumed_samples: int) -> int:
     return min(t.global_batch, start + int(consumed_samples // per_incr) * incr)
 
 
-def total_train_samples(cfg: Config) -> int:
-    """Samples the run consumes in ``train.steps`` steps: the steps of one batch size of the ramp at once, then
-    the rest at once (the batch stays ``train.global_batch`` once it reaches it). A step at a time, a ramp over
-    10^15 samples kept `pretrain train` from starting."""
+def steps_at_batch(cfg: Config, consumed_samples: int, batch: int) -> int | None:
+    """Steps that surely keep the batch size ``batch`` (``batch_size_at(cfg, consumed_samples)``) from
+    ``consumed_samples`` on: None past the ramp (it stays), else the steps before the ramp's next stage could
+    begin, less one (its float bound: callers take that step by step), at least 1. Counting a batch size's steps
+    at once, never a step at a time: a ramp over 10^15 samples kept `pretrain train` from starting."""
     t = cfg.train
+    if batch == t.global_batch:
+        return None
+    start, incr, ramp = t.rampup_batch_size
+    per_incr = ramp / ((t.global_batch - start) // incr)
+    boundary = (int(consumed_samples // per_incr) + 1) * per_incr
+    return max(1, math.ceil((boundary - consumed_samples) / batch) - 1)
+
+
+def total_train_samples(cfg: Config) -> int:
+    """Samples the run consumes in ``train.steps`` steps (the ramp's batch sizes, then ``train.global_batch``)."""
     step = consumed = 0
-    while step < t.steps:
+    while step < cfg.train.steps:
         batch = batch_size_at(cfg, consumed)
-        if batch == t.global_batch:
-            return consumed + (t.steps - step) * batch
-        # the steps before the ramp's next stage could begin, less one (float bounds: the loop takes that one)
-        start, incr, ramp = t.rampup_batch_size
-        per_incr = ramp / ((t.global_batch - start) // incr)
-        boundary = (int(consumed // per_incr) + 1) * per_incr
-        n = max(1, min(t.steps - step, math.ceil((boundary - consumed) / batch) - 1))
+        same = steps_at_batch(cfg, consumed, batch)
+        n = cfg.train.steps - step if same is None else min(cfg.train.steps - step, same)
         step, consumed = step + n, consumed + n * batch
     return consumed
 

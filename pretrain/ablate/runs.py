@@ -12,8 +12,6 @@ sees the same number of tokens; ``train.seed`` and ``model.init_seed`` are the s
 """
 from __future__ import annotations
 
-import math
-
 import os
 import signal
 import subprocess
@@ -72,24 +70,20 @@ def processes(cfg) -> int:
 
 
 def steps_for(cfg, tokens: int) -> tuple[int, int]:
-    """(steps, tokens trained): the most steps whose samples fit in ``tokens`` (batch ramp-up counted). The
-    steps of one batch size are counted at once (``tokens = 1e300`` looped for ever, a step at a time)."""
-    from pretrain.config import batch_size_at
+    """(steps, tokens trained): the most steps whose samples fit in ``tokens`` (batch ramp-up counted), the
+    steps of one batch size at once (``tokens = 1e300`` looped for ever, a step at a time)."""
+    from pretrain.config import batch_size_at, steps_at_batch
 
-    seq, full = cfg.data.seq_len, cfg.train.global_batch
+    seq = cfg.data.seq_len
     budget = tokens // seq  # samples that fit
     steps = consumed = 0
     while True:
         gbs = batch_size_at(cfg, consumed)
         if consumed + gbs > budget:
             return steps, consumed * seq
-        if gbs == full:  # past the ramp: the batch stays
-            n = (budget - consumed) // gbs
-        else:  # the steps before the ramp's next stage could begin, less one (float bounds: the loop takes it)
-            start, incr, ramp = cfg.train.rampup_batch_size
-            per_incr = ramp / ((full - start) // incr)
-            boundary = (int(consumed // per_incr) + 1) * per_incr
-            n = max(1, min((budget - consumed) // gbs, math.ceil((boundary - consumed) / gbs) - 1))
+        fit = (budget - consumed) // gbs
+        same = steps_at_batch(cfg, consumed, gbs)
+        n = fit if same is None else min(fit, same)
         steps, consumed = steps + n, consumed + n * gbs
 
 

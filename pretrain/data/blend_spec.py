@@ -114,6 +114,7 @@ def parse_toml_spec(text: str, source: str = "<spec>") -> BlendSpec:
             raise BlendSpecError(f"{where}: 'epochs' = {value!r}: at most {MAX_EPOCHS:,} passes over a dataset "
                                  "(a few are usual; a larger blend wants a 'weight')")
         datasets.append(DatasetSpec(entry["name"], entry["prefix"], **{key: value}))
+    _keep_weights_summable(datasets)
     _check_names(datasets, source)
     if split is not None:
         _check_split(split, source)
@@ -151,6 +152,7 @@ def parse_megatron_blend(text: str) -> BlendSpec:
         if weights is not None:
             weight = _positive(weights[i], f"blend {text!r}: weight of {prefix!r}")
         datasets.append(DatasetSpec(name, prefix, weight=weight))
+    _keep_weights_summable(datasets)
     _check_names(datasets, text)
     return BlendSpec(datasets, source=text, megatron_form=True)
 
@@ -175,7 +177,6 @@ def _positive(value, what: str) -> float:
 
 
 def _check_names(datasets: list[DatasetSpec], source: str) -> None:
-    _keep_weights_summable(datasets)
     names = set()
     for d in datasets:
         if not _NAME_RE.match(d.name):

@@ -90,7 +90,7 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
         if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero or a FIFO would be read for ever
             raise ValueError(f"{path}: not a regular file")
     golds = {}
-    with open(gold, encoding="utf-8", errors="strict") as f:
+    with open(gold, encoding="utf-8") as f:
         for n, line in enumerate(_utf8_lines(f, gold), 1):
             if line.strip():
                 d = json_files.loads(line, f"{gold}:{n}")
