@@ -63,6 +63,9 @@ def test_dry_run_prints_the_line_with_a_fresh_store_per_round():
     (["--nnodes", "2", "--node-rank", "1"], "needs both --node-rank (0 .. nnodes-1) and --master-addr"),
     (["--nnodes", "2", "--node-rank", "2", "--master-addr", "head"], "--node-rank 2: must be 0 .. 1"),
     (["--nnodes", "2", "--node-rank", "0", "--master-addr", "h", "--rdzv-endpoint", "h:1"], "not both"),
+    (["--timeout", "nan"], "--timeout nan"),  # was a traceback (nan to an integer)
+    (["--notice", "-1"], "--notice -1"),  # would write its message at every poll
+    (["--nnodes", "2", "--rdzv-endpoint", "head:99999"], "expected HOST:PORT"),  # no such port
 ])
 def test_bad_arguments_or_config_stop_before_anything_starts(args, message):
     out = launch(*args, *SYNTHETIC, "--dry-run")

@@ -63,6 +63,8 @@ def _check(args, plan) -> str | None:
         return f"--nnodes {args.nnodes!r}: give the number of nodes (launchers), e.g. 2"
     if args.nproc_per_node < 1 or args.max_restarts < 0:
         return "--nproc-per-node must be at least 1 and --max-restarts at least 0"
+    if not 0 < args.notice < float("inf"):  # -1 wrote its message at every poll, nan never
+        return f"--notice {args.notice:g}: must be a finite number > 0 of seconds"
     if args.node_rank is not None or args.master_addr:
         if args.rdzv_endpoint:
             return ("give either --rdzv-endpoint (a rendezvous) or --node-rank and --master-addr (the static "
@@ -77,7 +79,8 @@ def _check(args, plan) -> str | None:
         return (f"--nnodes {args.nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node (HOST: the first "
                 f"node, e.g. $(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) under Slurm), or "
                 f"the static form: --node-rank and --master-addr")
-    if args.rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d{1,5}", args.rdzv_endpoint):
+    if args.rdzv_endpoint and (not re.fullmatch(r"[^\s:]+:\d{1,5}", args.rdzv_endpoint)
+                               or not 0 < int(args.rdzv_endpoint.rsplit(":", 1)[1]) < 65536):
         return f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT, e.g. head-node:29500"
     try:
         cfg = load_config(args.config, args.overrides)
@@ -87,8 +90,8 @@ def _check(args, plan) -> str | None:
         return str(e)
     plan.timeout_s = args.timeout if args.timeout is not None else cfg.parallel.timeout_s
     plan.checkpoint_dir = cfg.checkpoint.dir
-    if plan.timeout_s <= 0:
-        return f"--timeout {plan.timeout_s:g}: must be > 0 seconds"
+    if not 0 < plan.timeout_s < float("inf"):  # nan fails too
+        return f"--timeout {plan.timeout_s:g}: must be a finite number > 0 of seconds"
     return None
 
 
