@@ -44,6 +44,27 @@ def test_non_utf8_pages_are_decoded_with_their_charset(sample_dir):
     assert not any("\ufffd" in d["text"] for d in docs), "a page was decoded with the wrong charset"
 
 
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig"])
+def test_utf16_and_byte_order_marks_are_decoded(tmp_path, codec):
+    """A byte order mark decides before any label, and UTF-16 without one is known by its NULs: such a page
+    was set aside as binary_content (UTF-8 decodes it, a NUL per character) or kept as mojibake."""
+    from curate.readers.text import decode
+
+    page = "<html><head><meta charset='iso-8859-1'></head><body><p>Grüße aus Köln, 東京から.</p></body></html>"
+    (tmp_path / "p.html").write_bytes(page.encode(codec))
+    docs, drops, _ = collect(tmp_path / "p.html", "html")
+    assert not drops and docs[0]["text"] == page
+    if codec in ("utf-16", "utf-8-sig"):  # a mark beats the HTTP header's label too
+        assert decode(page.encode(codec), b"text/html; charset=windows-1252") == (page, True)
+
+
+def test_text_with_stray_nuls_is_not_taken_for_utf16():
+    from curate.readers.text import decode
+
+    body = b"<p>" + b"a\x00" * 10 + b"plain ASCII text with a few NULs, not UTF-16 at all</p>" * 20
+    assert decode(body) == (body.decode("utf-8"), True)
+
+
 def test_arc_files_are_read(data_dir):
     docs, drops, skips = collect(data_dir / "readers" / "example.arc", "warc")
     assert len(docs) == 1 and docs[0]["url"]

@@ -8,6 +8,9 @@
 - A document is ``binary_content`` when more than ``BINARY_CONTROL_RATIO`` of its first 64 Ki characters
   are C0 control characters (other than tab, newline, carriage return, form feed; counted on the UTF-8 bytes): a stray NUL does not
   set a page aside; a decoded image does.
+- A byte order mark decides, before any label (as browsers do, WHATWG "BOM sniffing"): a UTF-16 page whose
+  HTTP header says ``iso-8859-1`` is still UTF-16. A page in UTF-16 without a mark is recognised by its NUL
+  bytes (every other byte of its markup): UTF-8 would decode it "cleanly", one NUL per character.
 """
 from __future__ import annotations
 
@@ -50,11 +53,36 @@ def safe_codec(label: str) -> str | None:
     return "cp1252" if name in _AS_CP1252 else name
 
 
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_SNIFF = 1024  # bytes looked at for the NULs of UTF-16 without a byte order mark
+
+
+def sniff(body: bytes) -> str | None:
+    """The codec a byte order mark names (the mark is dropped in decoding), or ``utf-16-le`` / ``utf-16-be``
+    for text without one whose first ``_SNIFF`` bytes have NULs in most odd (even) places and almost none in
+    the other ones: Latin-script UTF-16. None otherwise."""
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            return codec
+    head = body[:_SNIFF]
+    half = len(head) // 2
+    if half < 8:
+        return None
+    even, odd = head[0:2 * half:2].count(0), head[1:2 * half:2].count(0)
+    if odd >= 0.5 * half and even <= 0.02 * half:
+        return "utf-16-le"
+    if even >= 0.5 * half and odd <= 0.02 * half:
+        return "utf-16-be"
+    return None
+
+
 def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[str, bool]:
-    """Bytes to str: the HTTP charset, then the HTML meta charset, then UTF-8, then detection.
+    """Bytes to str: a byte order mark (or UTF-16's NULs, ``sniff``), then the HTTP charset, then the HTML
+    meta charset, then UTF-8, then detection.
 
     ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
-    candidates = []
+    sniffed = sniff(body)
+    candidates = [sniffed] if sniffed else []
     for blob in (content_type, body[:4096] if html else b""):
         m = _CHARSET_RE.search(blob)
         if m:

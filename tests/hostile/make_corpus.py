@@ -364,6 +364,12 @@ def build_html(d: Path) -> dict:
     e["nul.html"] = _expect("html", docs=1)
     (d / "empty.html").write_bytes(b"")
     e["empty.html"] = _expect("html", drops={"empty_document": 1})
+    # UTF-16 without a byte order mark (decodes as "UTF-8" with a NUL per character: was binary_content), and
+    # one with a mark whose page says another charset (the mark decides)
+    (d / "utf16-no-bom.html").write_bytes(_page(7).decode().encode("utf-16-le"))
+    e["utf16-no-bom.html"] = _expect("html", docs=1)
+    (d / "utf16-bom-latin1-meta.html").write_bytes(_page(8, meta='<meta charset="iso-8859-1">').decode().encode("utf-16"))
+    e["utf16-bom-latin1-meta.html"] = _expect("html", docs=1)
     blob = gzip.compress(_page(3, 500), mtime=0)
     (d / "truncated.html.gz").write_bytes(blob[: len(blob) // 2])
     e["truncated.html.gz"] = _expect("html", drops={"truncated_gzip": 1})
