@@ -52,6 +52,11 @@ def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_in
             print(f"curate: warning: {len(skipped)} matched path(s) are not files and are not read: "  # always said
                   + ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""),
                   file=sys.stderr, flush=True)
+        repeated = readers.repeated_matches(pipeline.sources)
+        if repeated:
+            print(f"curate: warning: {len(repeated)} matched path(s) name a file already read and are not read "
+                  "again: " + ", ".join(repeated[:10]) + (f" and {len(repeated) - 10} more" if len(repeated) > 10 else ""),
+                  file=sys.stderr, flush=True)
         plan = steps.plan_steps(pipeline.stages)
         samples = {path: p.get(fingerprint.SAMPLE) for path, p in prints.items()}  # checked by each read task
         results = _run_steps(run, plan, files, recorded, samples)

@@ -326,6 +326,27 @@ def test_an_existing_path_is_taken_literally(tmp_path):
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["kept"] == 3
 
 
+def test_a_file_named_by_several_matches_is_read_once(tmp_path, capsys):
+    """A ``**`` glob through a link to a folder above matched the same file once per level of links (40
+    times); a link, a hard link or a second source naming a file read already: each file is read once, and the
+    paths left out are named."""
+    data = tmp_path / "in"
+    data.mkdir()
+    _jsonl(data / "a.jsonl", 3)
+    (data / "up").symlink_to("..")               # in/up/in/up/... : a loop the glob walks to its depth limit
+    (data / "b.jsonl").symlink_to("a.jsonl")
+    os.link(data / "a.jsonl", data / "c.jsonl")
+    (tmp_path / "p.toml").write_text(f'[pipeline]\nname = "c"\noutput = "{tmp_path / "out"}"\n'
+                                     f'[[sources]]\npath = "{data}/**/*.jsonl"\n'
+                                     f'[[sources]]\npath = "{data / "a.jsonl"}"\n')
+    files = readers.expand_sources([{"path": f"{data}/**/*.jsonl"}, {"path": str(data / "a.jsonl")}])
+    assert [f["path"] for f in files] == [str(data / "a.jsonl")]
+    assert curate_main(["run", str(tmp_path / "p.toml"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["kept"] == 3
+    err = capsys.readouterr().err
+    assert "name a file already read" in err and f"the same file as {str(data / 'a.jsonl')!r}" in err
+
+
 def test_a_glob_over_the_output_folder_never_reads_the_output(tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()

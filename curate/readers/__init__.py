@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -129,13 +130,35 @@ def source_paths(pattern: str) -> list[str]:
 
 
 def expand_sources(sources: list[dict]) -> list[dict]:
-    """Expand each source's glob into files (sorted, so task order is stable); keep per-source options."""
-    files = []
+    """Expand each source's glob into files (sorted, so task order is stable); keep per-source options.
+    A file is read once however many paths name it (``repeated_matches``)."""
+    return _expand(sources)[0]
+
+
+def repeated_matches(sources: list[dict]) -> list[str]:
+    """Matched paths that are not read because an earlier match is the same file: a link to it, a hard link,
+    a ``**`` glob through a link to a folder above (``in/sub -> ..`` matched the same file 40 times, once per
+    level of links), two sources that overlap."""
+    return _expand(sources)[1]
+
+
+def _expand(sources: list[dict]) -> tuple[list[dict], list[str]]:
+    files, repeats, seen = [], [], {}
     for src in sources:
-        matches = [p for p in source_paths(src["path"]) if Path(p).is_file()]
-        for p in matches:
+        for p in source_paths(src["path"]):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue  # broken or looping links, names too long: ``unusable_matches``
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            first = seen.get((st.st_dev, st.st_ino))
+            if first is not None:
+                repeats.append(f"{p!r} (the same file as {first!r})")
+                continue
+            seen[(st.st_dev, st.st_ino)] = p
             files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
-    return files
+    return files, repeats
 
 
 def unusable_matches(sources: list[dict]) -> list[str]:
