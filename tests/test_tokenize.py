@@ -99,7 +99,8 @@ def test_killed_run_resumes_to_identical_files(setup, tmp_path):
 
 def test_bad_input_is_reported(setup, tmp_path, capsys):
     root, cur, tok, good = setup
-    rc = pretrain_main(["tokenize", "--input", str(tmp_path), "--tokenizer", tok.model_path,
+    (tmp_path / "empty").mkdir()
+    rc = pretrain_main(["tokenize", "--input", str(tmp_path / "empty"), "--tokenizer", tok.model_path,
                         "--output-prefix", str(tmp_path / "x")])
     assert rc == 2 and "no manifest.json" in capsys.readouterr().err
     rc = pretrain_main(["tokenize", "--input", str(cur), "--tokenizer", str(tmp_path / "none.model"),

@@ -76,7 +76,8 @@ def test_command_line_and_errors(corpus, tmp_path, capsys):
     assert rc == 0 and out.is_file() and out.with_suffix(".json").is_file()
     assert "eod=2" in capsys.readouterr().out
     assert load_tokenizer(out).vocab_size == 600
-    rc = pretrain_main(["tokenizer", "train", "--input", str(tmp_path), "--vocab-size", "600", "--output",
+    (tmp_path / "empty").mkdir()
+    rc = pretrain_main(["tokenizer", "train", "--input", str(tmp_path / "empty"), "--vocab-size", "600", "--output",
                         str(tmp_path / "x.model")])
     assert rc == 2 and "no manifest.json" in capsys.readouterr().err
     rc = pretrain_main(["tokenizer", "train", "--input", str(corpus[0]), "--vocab-size", "100", "--output",

@@ -84,7 +84,9 @@ def train_flag_problem(a) -> str | None:
         return f"--limit {a.limit}: pages per set, >= 0 (0: all)"
     if not 0 <= a.seed < 2 ** 32:
         return f"--seed {a.seed}: in [0, 2**32 - 1]"
-    return None
+    from curate.write_guard import overwrite_problem
+
+    return overwrite_problem([a.out, a.report], list(a.warc) + list(a.gold))
 
 
 def run(args) -> int:

@@ -69,7 +69,9 @@ def flag_problem(args) -> str | None:
     if have is not None and need > have:
         return (f"--bucket {args.bucket} x --dim {args.dim} is a {need / 2 ** 30:,.1f} GiB matrix, more than the "
                 f"{have / 2 ** 30:,.1f} GiB of memory available: lower --bucket or --dim")
-    return None
+    from curate.write_guard import overwrite_problem
+
+    return overwrite_problem([args.output], list(args.positive) + list(args.negative))
 
 
 def run(args) -> int:

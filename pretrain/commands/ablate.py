@@ -64,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
         out = Path(args.output or Path("out") / "ablate" / Path(args.spec).stem)
+        from curate.write_guard import overwrite_problem
+
+        problem = overwrite_problem([out], [args.spec, spec.config, spec.tokenizer]
+                                    + [c for v in spec.variants for c in v.curated + [v.blend]]
+                                    + [t.get("path") if isinstance(t, dict) else getattr(t, "path", None)
+                                       for t in spec.tasks])
+        if problem:
+            raise ConfigError(problem)
         out.mkdir(parents=True, exist_ok=True)
         lock = OutputLock(out).acquire()
         try:

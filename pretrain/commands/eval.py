@@ -99,6 +99,19 @@ def _scorable(args, specs) -> dict:
     return {t.spec.name: {q.item for q in t.requests} for t in tasks}
 
 
+def _overwrite_problem(args, specs) -> str | None:
+    """``--output`` or a file ``--write-lm-eval-tasks`` writes (``NAME.jsonl``, ``NAME.yaml``) that is an input:
+    a task file (``--task bpb:evals/prose.jsonl --write-lm-eval-tasks evals`` wrote its converted rows over
+    ``evals/prose.jsonl``), the tasks file, the checkpoint, the tokenizer."""
+    from curate.write_guard import overwrite_problem
+
+    reads = [args.checkpoint, args.tasks, args.tokenizer] + [s.path for s in specs]
+    writes = [args.output]
+    if args.write_lm_eval_tasks:
+        writes += [Path(args.write_lm_eval_tasks) / f"{s.name}.{ext}" for s in specs for ext in ("jsonl", "yaml")]
+    return overwrite_problem(writes, reads)
+
+
 def run(args) -> int:
     from curate.config import ConfigError
     from pretrain.checkpoint import CheckpointError
@@ -108,6 +121,9 @@ def run(args) -> int:
         specs = _specs(args)
         if not specs:
             raise ConfigError("no task: give --task KIND:PATH[:NAME] or --tasks FILE")
+        problem = _overwrite_problem(args, specs)
+        if problem:
+            raise ConfigError(problem)
         if args.write_lm_eval_tasks:
             from pretrain.eval.lm_eval_tasks import write_lm_eval_tasks
 

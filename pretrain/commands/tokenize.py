@@ -72,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     from curate.executors import WorkerLost
     from curate.lock import LockError
 
+    problem = _overwrite_problem(args)
+    if problem:
+        print(f"pretrain tokenize: error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.parts or args.merge or args.executor == "ray":
             return _run_parts(args)
@@ -84,6 +88,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     _report(f"{args.output_prefix}.bin/.idx", stats)
     return 0
+
+
+def _overwrite_problem(args) -> str | None:
+    """The output written over an input: the curation folder (its ``manifest.json``, shards) or the tokenizer
+    and its special-ids ``.json`` (``--output-prefix out/tokenizer`` would replace ``out/tokenizer.json``)."""
+    from curate.write_guard import overwrite_problem
+    from pretrain.data.tokenizer import specials_path
+
+    prefix = args.output_prefix
+    files = [f"{prefix}.bin", f"{prefix}.idx", f"{prefix}.json"]
+    parts = args.parts or args.merge or args.executor == "ray"
+    writes = ([prefix] + (files if args.merge else [])) if parts else files
+    return overwrite_problem(writes, [args.input, args.tokenizer, specials_path(args.tokenizer)])
 
 
 def _run_parts(args) -> int:

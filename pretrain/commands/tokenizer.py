@@ -80,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"model": tok.model_path, "vocab_size": tok.vocab_size, **tok.specials()}, indent=2))
             return 0
         check_train_arguments(args)
+        from curate.write_guard import overwrite_problem
+
+        problem = overwrite_problem([args.output, specials_path(args.output)], args.input)
+        if problem:
+            raise ValueError(problem)
         if args.executor and args.sample_bytes is None:
             raise ValueError("--executor reads the shards of --sample-bytes: give --sample-bytes too")
         if args.address and args.executor != "ray":

@@ -1,0 +1,24 @@
+"""A command never writes over what it reads: an output path that is one of its inputs, or lies inside an input
+folder, is refused before anything is read or written. Without this, ``pretrain tokenize --output-prefix
+curated/web/manifest`` wrote the dataset's ``.json`` sidecar over the curation's ``manifest.json``, and
+``--output-prefix out/tokenizer`` would replace the tokenizer's own ``tokenizer.json``."""
+from __future__ import annotations
+
+import os
+
+
+def overwrite_problem(writes, reads) -> str | None:
+    """A message naming the first path of ``writes`` that is a path of ``reads`` or lies inside a folder of
+    ``reads`` (compared resolved: links, ``..``), else None. Empty and None entries are ignored."""
+    reads = [(str(r), os.path.realpath(r)) for r in reads if r]
+    for w in writes:
+        if not w:
+            continue
+        rw = os.path.realpath(w)
+        for r, rr in reads:
+            if rw == rr:
+                same = "" if str(w) == r else f" (the same path as {r})"
+                return f"{w} is an input of this command{same}: writing it would destroy that input"
+            if rw.startswith(rr.rstrip(os.sep) + os.sep) and os.path.isdir(rr):
+                return f"{w} lies inside {r}, an input of this command: write it outside that folder"
+    return None
