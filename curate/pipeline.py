@@ -82,6 +82,7 @@ class Pipeline:
         return dataclasses.asdict(self)
 
 
+MIN_SPLIT_BYTES = 4096
 PIPELINE_KEYS = {"name": str, "output": str, "workers": int, "format": str, "shard_rows": int, "max_doc_bytes": int,
                  "split_bytes": int, "keep_intermediate": bool, "keep_dropped": str, "keep_plans": bool,
                  "max_in_flight": int, "max_retries": int, "stage_timeout_s": float}
@@ -147,7 +148,9 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     keep_dropped = head.get("keep_dropped", "full")
     if keep_dropped not in KEEP_DROPPED:
         raise ConfigError(f"{where}: [pipeline].keep_dropped = {keep_dropped!r}; allowed: {', '.join(KEEP_DROPPED)}")
-    for key, low in (("split_bytes", 1), ("max_doc_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
+    # split_bytes: below a few KiB every record is a task of its own (split_bytes = 1 made a 2.4 MB JSONL file
+    # 100,000 read tasks and shards)
+    for key, low in (("split_bytes", MIN_SPLIT_BYTES), ("max_doc_bytes", 1), ("max_in_flight", 0), ("max_retries", 0)):
         if head.get(key, low) < low:
             raise ConfigError(f"{where}: [pipeline].{key} must be >= {low}, got {head[key]}")
     timeout = head.get("stage_timeout_s", DEFAULT_STAGE_TIMEOUT_S)

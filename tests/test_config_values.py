@@ -18,6 +18,14 @@ def test_max_doc_bytes_must_be_positive(value):
         parse_pipeline(_pipeline(max_doc_bytes=value))
 
 
+@pytest.mark.parametrize("value", [0, 1, 4095])
+def test_split_bytes_below_a_few_kib_is_refused(value):
+    """split_bytes = 1 made every record a read task and a shard of its own (100,000 of each for 2.4 MB)."""
+    with pytest.raises(ConfigError, match="split_bytes must be >= 4096"):
+        parse_pipeline(_pipeline(split_bytes=value))
+    assert parse_pipeline(_pipeline(split_bytes=4096)).split_bytes == 4096
+
+
 @pytest.mark.parametrize("params, message", [
     ({"bands": 100_000, "rows": 1000}, "at most 1024"),
     ({"bands": 2000, "rows": 1, "threshold": 0.8}, "at most 1024"),  # the band search over 2000 never starts
