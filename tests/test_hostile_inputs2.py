@@ -382,9 +382,36 @@ _DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.
                    "os.execv(sys.executable, [sys.executable, '-m', 'curate'] + sys.argv[1:])")
 
 
+def _left_in_session(pid: int, within_s: float = 20) -> list[str]:
+    """The processes still in the session ``pid`` led (its workers, fork server, resource tracker) once they
+    have had ``within_s`` to end."""
+    deadline = time.time() + within_s
+    left = None
+    while time.time() < deadline:
+        left = subprocess.run(["pgrep", "-s", str(pid)], capture_output=True, text=True).stdout.split()
+        if not left:
+            break
+        time.sleep(0.2)
+    return left
+
+
+def _interrupt(proc, sig, started) -> str:
+    deadline = time.time() + 120
+    while time.time() < deadline and not started():
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # what Ctrl-C does: the whole foreground group
+    else:
+        proc.send_signal(sig)
+    return proc.communicate(timeout=60)[1]
+
+
 @pytest.mark.slow  # about 20 s each: a run big enough to be interrupted
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)])
 def test_signals_end_curate_run_and_its_workers(tmp_path, sig, status):
+    """SIGKILL cannot be handled: the workers end themselves once the driver is gone (they waited for ever,
+    with the fork server and resource tracker)."""
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": str(i), "text": "some words here and there " * 30}) + "\n"
                            for i in range(150000)))
@@ -394,27 +421,48 @@ def test_signals_end_curate_run_and_its_workers(tmp_path, sig, status):
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     markers = tmp_path / "out" / "steps" / "00_read" / "_tasks"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (markers.is_dir() and any(markers.iterdir())):
-        time.sleep(0.2)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)  # what Ctrl-C does: the whole foreground group
-    else:
-        proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    err = _interrupt(proc, sig, lambda: markers.is_dir() and any(markers.iterdir()))
     assert proc.returncode == status, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "rerun the same command to resume" in lines[0], err
-    deadline = time.time() + 20
-    left = None
-    while time.time() < deadline:
-        left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        if not left:
-            break
-        time.sleep(0.2)
+    if sig != signal.SIGKILL:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "rerun the same command to resume" in lines[0], err
+        assert not (tmp_path / "out" / "run.lock").exists()
+    left = _left_in_session(proc.pid)
     assert not left, f"processes left behind: {left}"
-    assert not (tmp_path / "out" / "run.lock").exists()
+
+
+@pytest.mark.slow  # about 15 s each
+@pytest.mark.parametrize("parts", [True, False])
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_signals_end_pretrain_tokenize_and_its_workers(tmp_path, parts, sig, status):
+    """`pretrain tokenize` with workers: SIGTERM unwinds as Ctrl-C does (one line, the workers ended), and
+    after SIGKILL the workers end themselves; before, both left the pool's workers, the fork server and the
+    resource tracker running."""
+    import importlib.util
+
+    from pretrain.data.tokenizer import train_tokenizer
+
+    spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
+    curated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curated)
+    texts = [d["text"] for d in curated.prose_docs()][:200]
+    cur = curated.make_curated(tmp_path / "curated", texts * 150, shards=30, batch_rows=500)
+    tok = train_tokenizer(cur, 500, tmp_path / "tok.model", max_bytes=300_000, threads=1)
+    out = tmp_path / "tokens"
+    cmd = [sys.executable, "-m", "pretrain", "tokenize", "--input", str(cur), "--tokenizer", tok.model_path,
+           "--output-prefix", str(out), "--workers", "2", "--no-progress"]
+    if parts:
+        cmd += ["--parts", "--part-bytes", "1"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    # the workers are up once the fork server has children
+    err = _interrupt(proc, sig, lambda: len(subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True,
+                                                           text=True).stdout.split()) >= 4)
+    assert proc.returncode == status, err
+    if sig == signal.SIGTERM:
+        assert "terminated (SIGTERM); rerun the same command to resume" in err, err
+    left = _left_in_session(proc.pid)
+    assert not left, f"processes left behind: {left}"
 
 
 # --- export-hf ----------------------------------------------------------------------------------------

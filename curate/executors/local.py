@@ -9,17 +9,20 @@ Each worker's BLAS and OpenMP thread pools get its share of the CPUs (one thread
 many workers as CPUs). Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver
 acts on it (one line, not a traceback per worker). :meth:`LocalExecutor.abort` (the driver interrupted or
 sent SIGTERM) ends the workers at once instead of waiting for their tasks; the forkserver and the resource
-tracker then exit with the driver.
+tracker then exit with the driver. A driver that dies without ending them (SIGKILL) leaves no worker behind
+either: each ends itself within a second (``driver_watch``).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect
+from curate.executors.driver_watch import end_with_driver
 from curate.native_threads import cpus, limit_native_threads
 
 
@@ -76,7 +79,7 @@ class LocalExecutor:
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"),
-                                             initializer=_init_worker, initargs=(self.workers,))
+                                             initializer=_init_worker, initargs=(self.workers, os.getpid()))
         return self._pool
 
     def _discard_pool(self) -> None:
@@ -108,8 +111,9 @@ class LocalExecutor:
                 p.join(timeout=5)
 
 
-def _init_worker(workers: int) -> None:
+def _init_worker(workers: int, driver_pid: int) -> None:
     """Ctrl-C is the driver's to handle; numpy's BLAS and OpenMP pools get this worker's share of the CPUs
-    (``curate.native_threads``)."""
+    (``curate.native_threads``); the worker ends when the driver is gone (``driver_watch``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_driver(driver_pid)
     limit_native_threads(cpus() // workers)

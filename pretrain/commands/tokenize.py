@@ -6,6 +6,7 @@ import argparse
 import sys
 
 INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed on Ctrl-C (dispatch)
+HANDLES_SIGTERM = True  # SIGTERM unwinds like Ctrl-C: the workers are ended with the run, none left behind (143)
 
 EPILOG = """examples:
   pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/web
@@ -111,6 +112,9 @@ def _run_parts(args) -> int:
     try:
         stats = tokenize_to_parts(args.input, args.tokenizer, args.output_prefix, executor, args.part_bytes,
                                   args.text_column, merge=args.merge)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
+        getattr(executor, "abort", executor.close)()
+        raise
     finally:
         executor.close()
     _report(f"{args.output_prefix}/ ({stats['parts']} parts)", stats)

@@ -100,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
                                   character_coverage=args.character_coverage, seed=args.seed,
                                   threads=args.threads, text_column=args.text_column,
                                   sample_bytes=args.sample_bytes, executor=executor)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
+            if executor is not None:
+                getattr(executor, "abort", executor.close)()
+            raise
         finally:
             if executor is not None:
                 executor.close()

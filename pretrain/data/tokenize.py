@@ -106,11 +106,14 @@ def read_task_texts(task: Task, text_column: str = "text") -> tuple[list, int]:
 _TOKENIZER = None
 
 
-def _worker_init(model_path: str, specials: dict) -> None:
+def _worker_init(model_path: str, specials: dict, driver_pid: int) -> None:
     global _TOKENIZER
     import signal
 
+    from curate.executors.driver_watch import end_with_driver
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle (one line, the pool ended)
+    end_with_driver(driver_pid)  # and a driver killed outright leaves no worker behind
     from pretrain.data.tokenizer import Tokenizer
 
     _TOKENIZER = Tokenizer(model_path, specials)
@@ -302,7 +305,7 @@ def _run_pending(pending: list[Task], parts: Path, dtype, text_column: str, toke
             bar.update(results[t.index]["rows"])
         return
     with _mp_context().Pool(min(workers, len(pending)), initializer=_worker_init,
-                            initargs=(tokenizer.model_path, tokenizer.specials())) as pool:
+                            initargs=(tokenizer.model_path, tokenizer.specials(), os.getpid())) as pool:
         jobs = [(t, str(parts), dtype.str, text_column) for t in pending]
         for stats in pool.imap_unordered(_run_task_star, jobs):
             results[stats["task"]] = stats
