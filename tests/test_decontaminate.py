@@ -117,6 +117,21 @@ def test_short_tasks_use_the_whole_example_as_one_ngram(tmp_path):
     assert " ".join(nine) not in texts["whole"]
 
 
+def test_an_eval_file_with_lone_surrogate_escapes_still_decontaminates(tmp_path):
+    """JSON's "\\ud800" in an eval example stopped the planning step with a UnicodeEncodeError (the index's
+    Arrow buffers); it is U+FFFD now, and the words around it are still found."""
+    rng = np.random.default_rng(6)
+    vocab = vocabulary(rng)
+    words = sentence(rng, vocab, 30)
+    ev = tmp_path / "ev.jsonl"
+    ev.write_text('{"text": "' + " ".join(words[:15]) + ' \\ud800 ' + " ".join(words[15:]) + '"}\n')
+    assert "\ufffd" in eval_examples(str(ev), [])[0]
+    pad = lambda: " ".join(sentence(rng, vocab, 120))
+    inputs = write_docs(tmp_path, [("hit", pad() + " " + " ".join(words[:15]) + " " + pad()), ("miss", pad())], 2)
+    stats, kept, _ = run(inputs, tmp_path / "plan", eval_files=[str(ev)])
+    assert stats["documents_matched"] == 1
+
+
 @pytest.mark.parametrize("split_output", ["joined", "documents"])
 def test_cuts_200_characters_each_side_drops_short_pieces_and_over_split_documents(tmp_path, split_output):
     rng = np.random.default_rng(3)

@@ -182,6 +182,22 @@ def test_bad_items_are_set_aside_and_named(tmp_path):
     assert any(":4: label 2 is not an index" in p for p in items.problems)
 
 
+@pytest.mark.parametrize("kind, line", [
+    ("choice", r'{"context": "The sky is", "choices": [" blue", " \ud800"], "label": 0}'),
+    ("choice", r'{"context": "\udfff", "choices": [" blue", " red"], "label": 0}'),
+    ("bpb", r'{"text": "a text with a lone \ud83d surrogate"}'),
+])
+def test_a_lone_surrogate_escape_sets_the_item_aside(tmp_path, kind, line):
+    """JSON's "\\ud800" is a str that is not valid Unicode: SentencePiece failed on it with a pybind11 cast
+    error (a traceback, the whole evaluation lost)."""
+    good = {"choice": '{"context": "The sky is", "choices": [" blue", " red"], "label": 0}',
+            "bpb": '{"text": "a good text"}'}[kind]
+    f = tmp_path / "t.jsonl"
+    f.write_text(good + "\n" + line + "\n")
+    items = read_items(TaskSpec("t", kind, str(f)))
+    assert len(items.items) == 1 and items.skipped == 1 and "lone surrogate" in items.problems[0]
+
+
 @pytest.mark.parametrize("content,kind,match", [
     ("", "bpb", "empty"),
     ('{"context": "a", "choices": ["x", "y"], "label": 0}\n', "bpb", "is this a choice file"),

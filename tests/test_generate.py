@@ -151,3 +151,13 @@ def test_cli_refuses_a_tokenizer_of_another_vocabulary(tmp_path_factory, capsys)
     other = cached(tmp_path_factory, "tok_bpe_350", lambda d: train_quarry_tokenizer(d, "bpe", 350))
     assert main(["generate", "--checkpoint", str(ckpt), "--prompt", "x", "--tokenizer", other]) == 2
     assert "350 pieces" in capsys.readouterr().err
+
+
+def test_a_prompt_that_is_not_utf8_is_refused(tmp_path, capsys):
+    """Bytes that are not UTF-8 on the command line reach Python as lone surrogates: SentencePiece failed on
+    them with a pybind11 cast error, after the model was loaded."""
+    from pretrain.cli import main as pretrain_main
+
+    prompt = b"abc\xff".decode("utf-8", "surrogateescape")  # what sys.argv holds for them
+    assert pretrain_main(["generate", "--checkpoint", str(tmp_path), "--prompt", prompt]) == 2
+    assert "not UTF-8" in capsys.readouterr().err

@@ -198,3 +198,16 @@ def test_errors(model, tmp_path):
     assert curate_main(["train-quality", "--positive", str(tmp_path / "bad.jsonl"), "--negative", str(neg),
                         "--output", str(tmp_path / "m.bin")]) == 2
     assert not (tmp_path / "m.bin").exists()
+
+
+def test_lone_surrogate_escapes_in_jsonl_examples_are_replaced(tmp_path):
+    """JSON's "\\ud800" in a training example stopped train-quality with a UnicodeEncodeError when the
+    examples were written for fastText."""
+    from curate.stages.quality_train import collect
+
+    f = tmp_path / "pos.jsonl"
+    f.write_text('{"text": "good text \\ud800 here"}\n{"text": "plain"}\n')
+    texts = collect([str(f)], 0, random.Random(0))
+    assert texts == [prepare_text("good text \ufffd here"), "plain"]
+    for t in texts:
+        t.encode("utf-8")

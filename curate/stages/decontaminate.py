@@ -64,6 +64,7 @@ import pyarrow as pa
 
 from curate import json_files
 from curate import shuffle
+from curate.readers.text import clean_surrogates
 from curate.schema import TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
@@ -216,7 +217,8 @@ class Decontaminate(GlobalStage):
 # --- the index ------------------------------------------------------------------------------------
 
 def eval_examples(path: str, fields: list[str]) -> list[str]:
-    """The eval texts of one file: JSONL records' fields, or the non-empty lines of a text file."""
+    """The eval texts of one file: JSONL records' fields, or the non-empty lines of a text file (lone
+    surrogates replaced with U+FFFD)."""
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
     stem = p.with_suffix("").suffix if p.suffix == ".gz" else p.suffix
@@ -236,7 +238,9 @@ def eval_examples(path: str, fields: list[str]) -> list[str]:
                     out.extend(_all_strings(rec))
         else:
             out.extend(line for line in f if line.strip())
-    return [t for t in out if t]
+    # JSON's "\ud800" escapes give strings that are not valid Unicode (the index's Arrow buffers refuse them):
+    # U+FFFD instead, as the readers do for documents
+    return [clean_surrogates(t)[0] for t in out if t]
 
 
 def _strings(v) -> str:

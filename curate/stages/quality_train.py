@@ -27,6 +27,7 @@ from typing import Iterator
 
 from curate import json_files
 from curate.schema import TEXT
+from curate.readers.text import clean_surrogates
 from curate.shards import manifest_shards, read_shard
 from curate.text.fasttext_model import LABEL_PREFIX
 from curate.stages.quality import NEGATIVE, POSITIVE, prepare_text
@@ -55,7 +56,7 @@ def iter_texts(path: str | Path) -> Iterator[str]:
                 text = row.get(TEXT) if isinstance(row, dict) else None
                 if not isinstance(text, str):
                     raise ValueError(f"{path}:{n}: no string `text` field")
-                yield text
+                yield clean_surrogates(text)[0]  # JSON's "\ud800" escapes: U+FFFD, as the readers do
     else:
         raise ValueError(f"{path}: expected a curation output folder, .arrow, .parquet, .jsonl or .jsonl.gz")
 

@@ -23,6 +23,11 @@ def run(args) -> int:
     from pretrain.generate import generate_text, load_for_generation
 
     try:
+        args.prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 on the command line (Python keeps them as surrogates)
+        print("error: --prompt holds bytes that are not UTF-8 text; give the prompt in UTF-8", file=sys.stderr)
+        return 2
+    try:
         model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer, args.device)
         text = generate_text(model, tokenizer, args.prompt, args.max_tokens, args.temperature, args.top_k,
                              args.seed)

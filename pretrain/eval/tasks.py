@@ -188,6 +188,8 @@ def read_items(spec: TaskSpec, max_problems: int = 5) -> TaskItems:
                 item, why = None, str(e).removeprefix("line: ")
             else:
                 item, why = check_item(spec.kind, obj)
+                if item is not None and not _valid_unicode(item):
+                    item, why = None, "a lone surrogate escape (\\ud800-\\udfff): not text a tokenizer can encode"
             if item is None:
                 out.skipped += 1
                 if len(out.problems) < max_problems:
@@ -203,6 +205,19 @@ def read_items(spec: TaskSpec, max_problems: int = 5) -> TaskItems:
         raise EvalDataError(f"task {spec.name!r}: shots = {spec.shots} needs more than {spec.shots} items in {path} "
                             f"(it has {len(out.items)})")
     return out
+
+
+def _valid_unicode(item: dict) -> bool:
+    """Every string of the item encodes to UTF-8 (JSON's ``"\\ud800"`` gives a string that does not, and
+    SentencePiece then fails with a pybind11 cast error)."""
+    for v in item.values():
+        for t in (v if isinstance(v, list) else [v]):
+            if isinstance(t, str):
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+    return True
 
 
 def item_texts(items: TaskItems) -> list[str]:
