@@ -11,6 +11,7 @@ The tokenizer is ``--tokenizer`` or else the ``data.tokenizer`` of the run's con
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
@@ -107,6 +108,10 @@ def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
     if d is None:
         return None
     recorded = ckpt.read_meta(d).get("config", {}).get("data", {}).get("tokenizer")
+    if recorded and not Path(str(recorded)).is_absolute() and not Path(str(recorded)).exists():
+        raise FileNotFoundError(f"the tokenizer recorded with {checkpoint_dir} is {recorded}, a path relative to the "
+                                f"directory training ran from, and there is no such file here ({Path.cwd()}): run "
+                                f"from that directory or pass --tokenizer PATH")
     return str(recorded) if recorded else None
 
 

@@ -161,3 +161,20 @@ def test_a_prompt_that_is_not_utf8_is_refused(tmp_path, capsys):
     prompt = b"abc\xff".decode("utf-8", "surrogateescape")  # what sys.argv holds for them
     assert pretrain_main(["generate", "--checkpoint", str(tmp_path), "--prompt", prompt]) == 2
     assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_a_relative_tokenizer_path_missing_from_here_says_so(tmp_path, monkeypatch):
+    """The tokenizer path a run records is relative to where training ran: from another directory, eval,
+    generate and export-hf said only "not found"."""
+    from pretrain import checkpoint as ckpt
+    from pretrain.generate import resolve_tokenizer_path
+
+    monkeypatch.setattr(ckpt, "resolve", lambda d: tmp_path)
+    monkeypatch.setattr(ckpt, "read_meta", lambda d: {"config": {"data": {"tokenizer": "out/tok.model"}}})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="relative to the directory training ran from.*--tokenizer PATH"):
+        resolve_tokenizer_path(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "tok.model").write_bytes(b"x")
+    assert resolve_tokenizer_path(tmp_path) == "out/tok.model"
+    assert resolve_tokenizer_path(tmp_path, "given.model") == "given.model"
