@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Iterator
 
 from curate import json_files
-from curate.schema import TEXT
 from curate.readers.text import clean_surrogates
+from curate.schema import TEXT
 from curate.shards import manifest_shards, read_shard
 from curate.text.fasttext_model import LABEL_PREFIX
 from curate.stages.quality import NEGATIVE, POSITIVE, prepare_text
