@@ -30,6 +30,7 @@ type = "extract"              # one of curate.stages.STAGES
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,6 +193,9 @@ def resolve_inputs(pipeline: Pipeline) -> list[dict]:
     files = expand_sources(pipeline.sources)
     for src in pipeline.sources:
         if not any(True for _ in expand_sources([src])):
+            if os.path.isdir(src["path"]):
+                raise ConfigError(f"source {src['path']!r} is a folder: give a glob of the files to read, e.g. "
+                                  f"{os.path.join(src['path'], '**', '*.jsonl')!r}")
             raise ConfigError(f"source {src['path']!r} matches no file")
     for f in files:
         if f["format"] is None:

@@ -326,6 +326,14 @@ def test_an_existing_path_is_taken_literally(tmp_path):
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["kept"] == 3
 
 
+def test_a_folder_as_source_says_to_give_a_glob(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    _jsonl(tmp_path / "in" / "a.jsonl", 2)
+    toml = _pipeline(tmp_path, tmp_path / "in", tmp_path / "out")
+    assert curate_main(["run", str(toml), "--quiet"]) == 2
+    assert "is a folder: give a glob of the files to read" in capsys.readouterr().err
+
+
 def test_a_file_named_by_several_matches_is_read_once(tmp_path, capsys):
     """A ``**`` glob through a link to a folder above matched the same file once per level of links (40
     times); a link, a hard link or a second source naming a file read already: each file is read once, and the
