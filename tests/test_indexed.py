@@ -105,8 +105,14 @@ def test_bad_files_are_refused(tmp_path):
     (tmp_path / "x.bin").write_bytes(GOLDEN_BIN[:-2])
     with pytest.raises(ValueError, match="truncated"):
         IndexedDataset(tmp_path / "x")
-    with pytest.raises(FileNotFoundError, match="nope.idx"):
+    with pytest.raises(FileNotFoundError, match="nope.idx not found"):
         IndexedDataset(tmp_path / "nope")
+    import os
+
+    os.mkfifo(tmp_path / "fifo.idx")  # opened, it would block for ever
+    (tmp_path / "fifo.bin").write_bytes(GOLDEN_BIN)
+    with pytest.raises(FileNotFoundError, match="fifo.idx is not a regular file"):
+        IndexedDataset(tmp_path / "fifo")
     with pytest.raises(ValueError, match="document indices"):
         encode_index(np.uint16, [1, 2], [0, 1])
 

@@ -208,7 +208,8 @@ class IndexedDataset:
         idx_path, bin_path = index_file_path(self.prefix), data_file_path(self.prefix)
         for p in (idx_path, bin_path):
             if not os.path.isfile(p):
-                raise FileNotFoundError(f"indexed dataset file {p} not found (prefix {self.prefix!r})")
+                what = "is not a regular file (a folder, a pipe or a device)" if os.path.exists(p) else "not found"
+                raise FileNotFoundError(f"indexed dataset file {p} {what} (prefix {self.prefix!r})")
         with open(idx_path, "rb") as f:
             head = f.read(HEADER.size)
         if len(head) < HEADER.size or head[:9] != MAGIC:
