@@ -1,4 +1,5 @@
 """The Megatron-LM .bin/.idx format, byte for byte, and its reader."""
+import os
 import struct
 
 import numpy as np
@@ -107,8 +108,6 @@ def test_bad_files_are_refused(tmp_path):
         IndexedDataset(tmp_path / "x")
     with pytest.raises(FileNotFoundError, match="nope.idx not found"):
         IndexedDataset(tmp_path / "nope")
-    import os
-
     os.mkfifo(tmp_path / "fifo.idx")  # opened, it would block for ever
     (tmp_path / "fifo.bin").write_bytes(GOLDEN_BIN)
     with pytest.raises(FileNotFoundError, match="fifo.idx is not a regular file"):
