@@ -124,6 +124,33 @@ def test_hostile_pages_parse_in_bounded_time(name):
     assert "extract_timeout" not in result.dropped.column("reason").to_pylist()
 
 
+def test_a_page_of_more_blocks_than_any_real_page_goes_to_the_rules_engine():
+    """The feature matrix grows with the blocks (400,000 one-letter paragraphs took 2.3 GB and 8 s); past
+    ``MAX_BLOCKS`` the page is read by the rules engine, whose cost does not."""
+    from curate.extract.blocks import extract_blocks_utf8
+    from curate.extract.features import MAX_BLOCKS, features
+    from curate.extract.rules import extract_resiliparse
+
+    page = "<html><body><p>" + "real words of the page " * 20 + "</p>" + "<p>a" * (MAX_BLOCKS + 1) + "</body></html>"
+    assert features(page, stripped=True) is None
+    assert extract_blocks_utf8(page.encode()) == extract_resiliparse(page)
+    fewer = page.replace("<p>a", "", 2)  # MAX_BLOCKS blocks in all: classified
+    assert features(fewer, stripped=True).features.shape[0] == MAX_BLOCKS
+
+
+def test_a_select_is_cut_only_past_its_bound():
+    from curate.extract.shape import MAX_SELECT_TAGS, bound_selects
+
+    select = "<select name=c>" + "<option>o" * MAX_SELECT_TAGS + "</select>"
+    page = f"<html><body><p>text</p>{select}<p>after</p></body></html>".encode()
+    assert bound_selects(page) == (page, 0)  # a long country list stays
+    big = page.replace(b"<option>o</select>", b"<option>o<option>o</select>")
+    assert bound_selects(big) == (b"<html><body><p>text</p> <p>after</p></body></html>", MAX_SELECT_TAGS + 2)
+    # what ends a select for the tree builder ends the cut: an input, a textarea, another select
+    ended = big.replace(b"</select>", b"<input name=q>")
+    assert bound_selects(ended)[0] == b"<html><body><p>text</p> <input name=q><p>after</p></body></html>"
+
+
 def test_real_page_shapes_are_left_alone():
     from curate.extract.shape import bound_shape
 

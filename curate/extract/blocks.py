@@ -3,7 +3,7 @@ kept when the learned classifier (``model``) gives it at least the model's thres
 page order, after three readability-style rules on the classifier's output (``main_container``: unsure blocks
 near the page's article; ``link_lists``: link lists on a prose page; ``region.main_region``: prose outside the
 page's main region). Pages nested too deep for lexbor, with
-no visible block, or of which the classifier keeps fewer than ``MIN_WORDS`` words go to the rules engine
+no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier keeps fewer than ``MIN_WORDS`` words go to the rules engine
 (``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page,
 a synthetic one) keeping nothing, or a label and a date, is the classifier's least reliable answer. Hidden
 elements are read (and marked, the ``in_hidden`` feature) only inside a tab or accordion widget, whose other
@@ -187,7 +187,8 @@ def extract_blocks_utf8(data: bytes, url: str = "", model: str = "", comments: b
 def _assemble_blocks(b, html, url: str, model: str, comments: bool = True) -> str:
     if b is None:
         # no visible block (the whole page hidden, as in some script-rendered pages that stream their
-        # content into a hidden element): the rules engine, which reads hidden elements too
+        # content into a hidden element), or more blocks than a page has (``features.MAX_BLOCKS``): the rules
+        # engine, which reads hidden elements too, and whose cost does not grow with the blocks
         return extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url,
                                    comments=comments)
     m = cached(model)

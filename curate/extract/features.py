@@ -332,9 +332,16 @@ def _og_type(html: str | None, data: bytes | None) -> str:
     return m.group(1).lower() if m else ""
 
 
+# blocks of one page beyond which it is not classified (the rules engine reads it): real pages have at most a
+# few thousand (2,641 in WCXB and Readability's largest), and the feature matrix of a crafted one grows with
+# them (400,000 one-letter paragraphs, a 1.6 MB page, took 2.3 GB and 8 s)
+MAX_BLOCKS = 20_000
+
+
 def features(html: str | None, stripped: bool = False, data: bytes | None = None) -> Blocks | None:
-    """The blocks of a page and their feature matrix; None when the page has no text. ``data``: the
-    stripped page's ``utf8`` bytes, when the caller has them (then ``html`` may be None)."""
+    """The blocks of a page and their feature matrix; None when the page has no text, or more than
+    ``MAX_BLOCKS`` blocks. ``data``: the stripped page's ``utf8`` bytes, when the caller has them (then
+    ``html`` may be None)."""
     if html is not None and not stripped:
         html = strip_html(html)
         data = None
@@ -344,7 +351,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
         return None
     w = walk_arrays(tree)
     n = len(w.texts)
-    if n == 0:
+    if n == 0 or n > MAX_BLOCKS:
         return None
     texts, tags = w.texts, w.tags
     title_node = tree.css_first("title")

@@ -15,8 +15,17 @@ active ones: opened and not ended, which the tree builder opens again inside eve
 all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size. A tag left out right after a
 "<" keeps its ">": without it the "<" would open a tag from the text that follows (``<<div>section>``
 would become ``<section>``, and the page would nest as deep as before).
+
+A ``<select>`` costs lexbor O(children^2) (options, and even the tags it ignores inside one: 40,000 options
+took 6 s to parse, 46 s in the engine at 80,000). Its content is never a block (``tags.SKIP_TAGS``), so a
+select holding more than ``MAX_SELECT_TAGS`` tags is cut out whole, up to what ends it for the tree builder
+(``</select>``, or a ``select``, ``input``, ``textarea`` or ``keygen`` start tag; the page's end when none
+does). Real pages hold at most a few thousand tags in one (a long country list: 3,970 in WCXB's largest) and
+are left as they are.
 """
 from __future__ import annotations
+
+import re
 
 import numba as nb
 import numpy as np
@@ -24,6 +33,11 @@ import numpy as np
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
 MAX_FORMATTING = 16   # formatting elements (b, i, font, a, ...) active at once (opened, not ended)
 MAX_ATTRIBUTES = 256  # attributes of one element
+MAX_SELECT_TAGS = 1024  # tags inside one <select> (options, ignored tags): lexbor's cost grows with their square
+
+_SELECT_RE = re.compile(rb"<select\b", re.I)
+_SELECT_ENDS_RE = re.compile(rb"</select\b|<(?:select|input|textarea|keygen)\b", re.I)
+_TAG_RE = re.compile(rb"<[A-Za-z/!?]")
 
 VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
         "wbr", "keygen", "basefont", "bgsound", "frame", "image")
@@ -210,15 +224,46 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
 
 
 def bound_shape(data: bytes) -> tuple[bytes, int, int]:
-    """(the page with its depth, open formatting elements and attributes per element bounded, start tags left
-    out, tags whose attributes were cut). The page itself when it is within the bounds."""
+    """(the page with its depth, open formatting elements, attributes per element and tags per ``<select>``
+    bounded, start tags left out, tags whose attributes were cut). The page itself when it is within the
+    bounds."""
     if len(data) < 4 * MAX_ATTRIBUTES and data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING):
         return data, 0, 0  # too few tags to go past any bound
+    data, in_selects = bound_selects(data)
     buf = np.frombuffer(data, dtype=np.uint8)
     keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES)
     if keep.size == 0:
-        return data, 0, 0
-    return buf[keep].tobytes(), left_out, cut
+        return data, in_selects, 0
+    return buf[keep].tobytes(), left_out + in_selects, cut
+
+
+def bound_selects(data: bytes, max_tags: int = MAX_SELECT_TAGS) -> tuple[bytes, int]:
+    """(the page with every ``<select>`` of more than ``max_tags`` tags cut out, the tags cut). Linear: each
+    select's content is read once, and the next search starts where it ended."""
+    if data.count(b"<") <= max_tags:
+        return data, 0
+    out: list[bytes] = []
+    done = cut = 0
+    m = _SELECT_RE.search(data)
+    while m is not None:
+        gt = data.find(b">", m.end())
+        if gt < 0:
+            break
+        end = _SELECT_ENDS_RE.search(data, gt + 1)
+        stop = end.start() if end is not None else len(data)
+        tags = len(_TAG_RE.findall(data, gt + 1, stop))
+        if tags > max_tags:
+            after = stop
+            if end is not None and end.group().startswith(b"</"):
+                close = data.find(b">", end.end())
+                after = close + 1 if close >= 0 else len(data)
+            out += [data[done:m.start()], b" "]
+            done, cut = after, cut + tags + 1
+        m = _SELECT_RE.search(data, stop if stop > gt else gt + 1)
+    if not out:
+        return data, 0
+    out.append(data[done:])
+    return b"".join(out), cut
 
 
 def deepest_open(data: bytes) -> int:

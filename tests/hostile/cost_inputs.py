@@ -36,6 +36,14 @@ HTML = {
                                         + "</body></html>",
     "unclosed_comments_str_path": lambda: "<html><body><ſ><p>" + "words " * 50 + "</p>" + "<!--" * N
                                           + "</body></html>",
+    # lexbor's cost grows with the square of a <select>'s children, options or tags it ignores (80,000
+    # options: 46 s in the engine)
+    "options_in_a_select": lambda: ("<html><body><p>" + "words " * 50 + "</p><select>" + "<option>o" * (2 * N)
+                                    + "</select><p>after</p></body></html>"),
+    "ignored_tags_in_an_unclosed_select": lambda: ("<html><body><p>" + "words " * 50 + "</p><table><tr><td><select>"
+                                                   + "<div>x" * (2 * N) + "</body></html>"),
+    # a block per tag: the feature matrix grows with the blocks (400,000: 2.3 GB)
+    "one_letter_paragraphs": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<p>a" * (10 * N) + "</body></html>",
 }
 
 
