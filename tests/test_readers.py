@@ -65,6 +65,18 @@ def test_text_with_stray_nuls_is_not_taken_for_utf16():
     assert decode(body) == (body.decode("utf-8"), True)
 
 
+@pytest.mark.parametrize("headers", [b"X-A: b\r\n" * 20000, b"X-Big: " + b"a" * 200_000 + b"\r\n"])
+def test_a_response_with_very_long_http_headers_keeps_its_page(tmp_path, headers):
+    """HTTP headers longer than 64 KiB made the payload empty (set aside as empty_document: the page lost)."""
+    page = b"<html><body><p>" + b"the page itself " * 50 + b"</p></body></html>"
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + headers + b"\r\n" + page
+    record = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:1>\r\nWARC-Target-URI: http://x/\r\n"
+              b"Content-Type: application/http; msgtype=response\r\nContent-Length: %d\r\n\r\n" % len(http))
+    (tmp_path / "h.warc").write_bytes(record + http + b"\r\n\r\n")
+    docs, drops, _ = collect(tmp_path / "h.warc", "warc")
+    assert not drops and docs[0]["text"] == page.decode()
+
+
 def test_arc_files_are_read(data_dir):
     docs, drops, skips = collect(data_dir / "readers" / "example.arc", "warc")
     assert len(docs) == 1 and docs[0]["url"]

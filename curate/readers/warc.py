@@ -434,9 +434,12 @@ def _record(fields: dict, block: bytes, fallback: str, source: str, max_doc_byte
 
 
 def _split_http(block: bytes) -> tuple[dict, bytes]:
+    """(the HTTP headers, the payload) of a response record's block. The headers end at the first blank line
+    however long they are (a 2 MB header, or 100,000 header lines, lost the page as ``empty_document``): the
+    block is in memory already, bounded by ``max_doc_bytes``, and one search of it is linear."""
     if not block.startswith(b"HTTP/"):
         return {}, block
-    m = _HEAD_END.search(block, 0, MAX_HEADER)
+    m = _HEAD_END.search(block)
     if not m:
         return {}, b""
     return _fields(block[: m.start()].decode("latin-1")), block[m.end():]
