@@ -77,6 +77,20 @@ def test_a_response_with_very_long_http_headers_keeps_its_page(tmp_path, headers
     assert not drops and docs[0]["text"] == page.decode()
 
 
+def test_a_list_of_content_codings_is_undone_in_reverse_order():
+    """'Content-Encoding: gzip, gzip' (seen on real servers) was taken as undecoded bytes (invalid_utf8)."""
+    from curate.readers.warc import MAX_CONTENT_CODINGS, _decode_content
+
+    page = b"<p>hello</p>"
+    assert _decode_content(gzip.compress(gzip.compress(page)), "gzip, gzip", 1000) == (page, False)
+    assert _decode_content(gzip.compress(page), "identity, gzip", 1000) == (page, False)
+    assert _decode_content(gzip.compress(gzip.compress(b"a" * 5000)), "gzip, gzip", 1000)[1]  # bounded per layer
+    many = page
+    for _ in range(MAX_CONTENT_CODINGS + 1):
+        many = gzip.compress(many)
+    assert _decode_content(many, ", ".join(["gzip"] * (MAX_CONTENT_CODINGS + 1)), 1000) == (many, False)
+
+
 def test_arc_files_are_read(data_dir):
     docs, drops, skips = collect(data_dir / "readers" / "example.arc", "warc")
     assert len(docs) == 1 and docs[0]["url"]

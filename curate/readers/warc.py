@@ -464,8 +464,23 @@ def _dechunk(body: bytes) -> bytes:
         return body if not out else bytes(out)
 
 
+MAX_CONTENT_CODINGS = 4  # "gzip, gzip" is seen; a payload listed with more codings is taken as it is
+
+
 def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, bool]:
-    """Undo Content-Encoding (gzip, deflate, br), never producing more than ``max_doc_bytes``."""
+    """Undo Content-Encoding (gzip, deflate, br; a list such as ``gzip, gzip`` in reverse order, as it was
+    applied, at most ``MAX_CONTENT_CODINGS``), never producing more than ``max_doc_bytes``."""
+    codings = [c.strip() for c in encoding.split(",") if c.strip() and c.strip() != "identity"]
+    if len(codings) > MAX_CONTENT_CODINGS:
+        return body, False
+    for coding in reversed(codings):
+        body, too_big = _decode_one(body, coding, max_doc_bytes)
+        if too_big:
+            return body, True
+    return body, False
+
+
+def _decode_one(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, bool]:
     try:
         if encoding in ("gzip", "x-gzip", "deflate"):
             d = zlib.decompressobj(47 if encoding != "deflate" else 15)
