@@ -138,17 +138,18 @@ def test_a_page_of_more_blocks_than_any_real_page_goes_to_the_rules_engine():
     assert features(fewer, stripped=True).features.shape[0] == MAX_BLOCKS
 
 
-def test_a_select_is_cut_only_past_its_bound():
-    from curate.extract.shape import MAX_SELECT_TAGS, bound_selects
+def test_a_selects_tags_are_left_out_only_past_its_bound():
+    from curate.extract.shape import MAX_SELECT_TAGS, bound_shape
 
-    select = "<select name=c>" + "<option>o" * MAX_SELECT_TAGS + "</select>"
+    select = "<SeLeCt name=c>" + "<option>o" * MAX_SELECT_TAGS + "</select>"
     page = f"<html><body><p>text</p>{select}<p>after</p></body></html>".encode()
-    assert bound_selects(page) == (page, 0)  # a long country list stays
-    big = page.replace(b"<option>o</select>", b"<option>o<option>o</select>")
-    assert bound_selects(big) == (b"<html><body><p>text</p> <p>after</p></body></html>", MAX_SELECT_TAGS + 2)
-    # what ends a select for the tree builder ends the cut: an input, a textarea, another select
-    ended = big.replace(b"</select>", b"<input name=q>")
-    assert bound_selects(ended)[0] == b"<html><body><p>text</p> <input name=q><p>after</p></body></html>"
+    assert bound_shape(page) == (page, 0, 0)  # a long country list stays
+    big = page.replace(b"<option>o</select>", b"<option>o<option>o<OPTION>o</select>")
+    assert bound_shape(big) == (page.replace(b"<option>o</select>", b"<option>ooo</select>"), 2, 0)
+    # what ends a select for the tree builder ends the count: an input, a textarea, another select
+    for end in (b"<input name=q>", b"<textarea>", b"<select>"):
+        ended = page.replace(b"<option>o" * 10, b"<option>o" * 5 + end + b"<option>o" * 5, 1)
+        assert bound_shape(ended.replace(b"<option>o</select>", b"<option>o<option>o</select>"))[1] == 0
 
 
 def test_real_page_shapes_are_left_alone():

@@ -17,15 +17,13 @@ all. The text stays. Every step of the scan is bounded, so the whole is linear i
 would become ``<section>``, and the page would nest as deep as before).
 
 A ``<select>`` costs lexbor O(children^2) (options, and even the tags it ignores inside one: 40,000 options
-took 6 s to parse, 46 s in the engine at 80,000). Its content is never a block (``tags.SKIP_TAGS``), so a
-select holding more than ``MAX_SELECT_TAGS`` tags is cut out whole, up to what ends it for the tree builder
-(``</select>``, or a ``select``, ``input``, ``textarea`` or ``keygen`` start tag; the page's end when none
-does). Real pages hold at most a few thousand tags in one (a long country list: 3,970 in WCXB's largest) and
-are left as they are.
+took 6 s to parse, 46 s in the engine at 80,000). Its content is never a block (``tags.SKIP_TAGS``), so the
+scan leaves out the tags of a select beyond its first ``MAX_SELECT_TAGS`` (their text stays: one text node,
+cheap), up to what ends a select for the tree builder (``</select>``, or a ``select``, ``input``,
+``textarea`` or ``keygen`` start tag). Real pages hold at most a few thousand tags in one (a long country
+list: 3,970 in WCXB's largest), and the page's text is the same with them left out.
 """
 from __future__ import annotations
-
-import re
 
 import numba as nb
 import numpy as np
@@ -33,11 +31,7 @@ import numpy as np
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
 MAX_FORMATTING = 16   # formatting elements (b, i, font, a, ...) active at once (opened, not ended)
 MAX_ATTRIBUTES = 256  # attributes of one element
-MAX_SELECT_TAGS = 1024  # tags inside one <select> (options, ignored tags): lexbor's cost grows with their square
-
-_SELECT_RE = re.compile(rb"<select\b", re.I)
-_SELECT_ENDS_RE = re.compile(rb"</select\b|<(?:select|input|textarea|keygen)\b", re.I)
-_TAG_RE = re.compile(rb"<[A-Za-z/!?]")
+MAX_SELECT_TAGS = 1024  # tags inside one <select> (options, tags it ignores): lexbor's cost grows with their square
 
 VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
         "wbr", "keygen", "basefont", "bgsound", "frame", "image")
@@ -65,6 +59,8 @@ def _set(names) -> np.ndarray:
 
 
 _VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
+_SELECT = np.uint64(name_hash("select"))
+_ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
 
 
 @nb.njit(cache=True, inline="always")
@@ -120,7 +116,7 @@ def _tag_end(buf, j):
 # a compiled kernel kept whole: one state machine over the bytes, its stack and counters in locals (split into
 # helpers it would pass that state back and forth per tag)
 @nb.njit(cache=True)
-def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
+def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
     were cut, deepest stack seen)."""
     n = buf.size
@@ -137,6 +133,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
     left_out = 0
     cut = 0
     deepest = 0
+    in_select = False  # inside a select (the tree builder's "in select" mode)
+    select_tags = 0    # tags read since it opened
     last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
     prev_end = -1   # where the last tag read ended
     i = 0
@@ -168,7 +166,18 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs):
         prev_end = end
         slot = h % np.uint64(_DROPPED_SLOTS)
         drop = False
-        if closing:
+        if in_select:
+            if h == select or (not closing and _has(ends_select, h)):
+                in_select = False  # "</select>", or a tag the tree builder ends the select for
+            else:
+                select_tags += 1
+                drop = select_tags > max_select
+        elif h == select and not closing:
+            in_select = True
+            select_tags = 0
+        if drop:
+            pass  # a select's tag past its bound: left out below, nothing else about it counts
+        elif closing:
             found = -1
             for k in range(depth - 1, -1, -1):
                 if stack[k] == h:
@@ -229,48 +238,19 @@ def bound_shape(data: bytes) -> tuple[bytes, int, int]:
     bounds."""
     if len(data) < 4 * MAX_ATTRIBUTES and data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING):
         return data, 0, 0  # too few tags to go past any bound
-    data, in_selects = bound_selects(data)
     buf = np.frombuffer(data, dtype=np.uint8)
-    keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES)
+    keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES,
+                                   _SELECT, _ENDS_SELECT, MAX_SELECT_TAGS)
     if keep.size == 0:
-        return data, in_selects, 0
-    return buf[keep].tobytes(), left_out + in_selects, cut
-
-
-def bound_selects(data: bytes, max_tags: int = MAX_SELECT_TAGS) -> tuple[bytes, int]:
-    """(the page with every ``<select>`` of more than ``max_tags`` tags cut out, the tags cut). Linear: each
-    select's content is read once, and the next search starts where it ended."""
-    if data.count(b"<") <= max_tags:
-        return data, 0
-    out: list[bytes] = []
-    done = cut = 0
-    m = _SELECT_RE.search(data)
-    while m is not None:
-        gt = data.find(b">", m.end())
-        if gt < 0:
-            break
-        end = _SELECT_ENDS_RE.search(data, gt + 1)
-        stop = end.start() if end is not None else len(data)
-        tags = len(_TAG_RE.findall(data, gt + 1, stop))
-        if tags > max_tags:
-            after = stop
-            if end is not None and end.group().startswith(b"</"):
-                close = data.find(b">", end.end())
-                after = close + 1 if close >= 0 else len(data)
-            out += [data[done:m.start()], b" "]
-            done, cut = after, cut + tags + 1
-        m = _SELECT_RE.search(data, stop if stop > gt else gt + 1)
-    if not out:
-        return data, 0
-    out.append(data[done:])
-    return b"".join(out), cut
+        return data, 0, 0
+    return buf[keep].tobytes(), left_out, cut
 
 
 def deepest_open(data: bytes) -> int:
     """How deep the scan's stack of open elements went (for tests and benchmarks)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     big = len(data) // 2 + 1  # more elements than that cannot be open
-    return int(_scan(buf, _VOID, _KIN, _FMT, big, big, big)[3])
+    return int(_scan(buf, _VOID, _KIN, _FMT, big, big, big, _SELECT, _ENDS_SELECT, big)[3])
 
 
 _WARM = []
