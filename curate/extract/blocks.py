@@ -3,7 +3,8 @@ kept when the learned classifier (``model``) gives it at least the model's thres
 page order, after three readability-style rules on the classifier's output (``main_container``: unsure blocks
 near the page's article; ``link_lists``: link lists on a prose page; ``region.main_region``: prose outside the
 page's main region). Pages nested too deep for lexbor, with
-no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier keeps fewer than ``MIN_WORDS`` words go to the rules engine
+no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier
+keeps fewer than ``MIN_WORDS`` words go to the rules engine
 (``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page,
 a synthetic one) keeping nothing, or a label and a date, is the classifier's least reliable answer. Hidden
 elements are read (and marked, the ``in_hidden`` feature) only inside a tab or accordion widget, whose other

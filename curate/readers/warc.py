@@ -464,7 +464,7 @@ def _dechunk(body: bytes) -> bytes:
         return body if not out else bytes(out)
 
 
-MAX_CONTENT_CODINGS = 4  # "gzip, gzip" is seen; a payload listed with more codings is taken as it is
+MAX_CONTENT_CODINGS = 4  # HTTP allows a list ("gzip, gzip"); a payload listed with more is taken as it is
 
 
 def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, bool]:
