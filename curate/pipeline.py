@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curate.config import ConfigError, check_keys, check_type, dataclass_params, load_toml
-from curate.readers import DEFAULT_MAX_DOC_BYTES, DEFAULT_SPLIT_BYTES, FORMATS, expand_sources
+from curate.readers import DEFAULT_MAX_DOC_BYTES, DEFAULT_SPLIT_BYTES, FORMATS, Matches, match_sources
 from curate.shards import FORMATS as SHARD_FORMATS
 from curate.stages import STAGES, stage_class
 
@@ -188,17 +188,18 @@ def parse_stage(table: dict, where: str) -> StageSpec:
     return StageSpec(type_, name, dataclass_params(cls.Params, params, f"{where} ({type_})"))
 
 
-def resolve_inputs(pipeline: Pipeline) -> list[dict]:
-    """The input files, with their formats; fails early on a source that matches nothing or an unknown format."""
-    files = expand_sources(pipeline.sources)
-    for src in pipeline.sources:
-        if not any(True for _ in expand_sources([src])):
+def resolve_inputs(pipeline: Pipeline) -> Matches:
+    """The input files, with their formats, and the paths matched but not read (``readers.match_sources``,
+    one pass over the globs); fails early on a source that matches nothing or an unknown format."""
+    matches = match_sources(pipeline.sources)
+    for src, count in zip(pipeline.sources, matches.matched):
+        if not count:
             if os.path.isdir(src["path"]):
                 raise ConfigError(f"source {src['path']!r} is a folder: give a glob of the files to read, e.g. "
                                   f"{os.path.join(src['path'], '**', '*.jsonl')!r}")
             raise ConfigError(f"source {src['path']!r} matches no file")
-    for f in files:
+    for f in matches.files:
         if f["format"] is None:
             raise ConfigError(f"cannot infer the format of {f['path']!r} from its extension; set `format` "
                               f"in its [[sources]] table to one of {', '.join(FORMATS)}")
-    return files
+    return matches

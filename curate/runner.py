@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from curate import fingerprint, output, readers, stage_watch, steps
+from curate import fingerprint, output, stage_watch, steps
 from curate.lock import OutputLock
 from curate.config import ConfigError
 from curate.pipeline import Pipeline, resolve_inputs
@@ -27,7 +27,8 @@ def run_pipeline(pipeline: Pipeline, executor, progress: bool = True, allow_chan
 
 def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_inputs: bool) -> dict:
     out = Path(pipeline.output).absolute()  # tasks on other nodes may run in another directory
-    files = outside_output(resolve_inputs(pipeline), out)
+    matches = resolve_inputs(pipeline)
+    files = outside_output(matches.files, out)
     for spec in pipeline.stages:  # a stage that cannot be built fails now, before any work
         try:
             stage = spec.build()
@@ -47,12 +48,12 @@ def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_in
             run.say(f"curate: input changed, its tasks are redone: {line}")
         output.remove_temp_files(out)
         run.say(f"curate: {pipeline.name}: {len(files)} input file(s), {len(pipeline.stages)} stage(s) -> {out}")
-        skipped = readers.unusable_matches(pipeline.sources)
+        skipped = matches.unusable
         if skipped:
             print(f"curate: warning: {len(skipped)} matched path(s) are not files and are not read: "  # always said
                   + ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""),
                   file=sys.stderr, flush=True)
-        repeated = readers.repeated_matches(pipeline.sources)
+        repeated = matches.repeated
         if repeated:
             print(f"curate: warning: {len(repeated)} matched path(s) name a file already read and are not read "
                   "again: " + ", ".join(repeated[:10]) + (f" and {len(repeated) - 10} more" if len(repeated) > 10 else ""),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Iterator
 
 from curate.readers import html, jsonl, tables, warc
@@ -129,56 +129,57 @@ def source_paths(pattern: str) -> list[str]:
     return sorted(glob.glob(pattern, recursive=True))
 
 
-def expand_sources(sources: list[dict]) -> list[dict]:
-    """Expand each source's glob into files (sorted, so task order is stable); keep per-source options.
-    A file is read once however many paths name it (``repeated_matches``)."""
-    return _expand(sources)[0]
+@dataclass
+class Matches:
+    """What the sources' globs match, from one pass over them (``match_sources``)."""
+    files: list[dict]     # the files to read, in source then path order, each once
+    repeated: list[str]   # paths not read again: an earlier match is the same file (device and inode)
+    unusable: list[str]   # paths not read, each with why: pipes, sockets, devices, broken or looping links,
+    #                       directories named like a data file (``x.jsonl/``); other directories (``**``) are
+    #                       not listed
+    matched: list[int]    # per source, the regular files it matched (repeats included)
 
 
-def repeated_matches(sources: list[dict]) -> list[str]:
-    """Matched paths that are not read because an earlier match is the same file: a link to it, a hard link,
-    a ``**`` glob through a link to a folder above (``in/sub -> ..`` matched the same file 40 times, once per
-    level of links), two sources that overlap."""
-    return _expand(sources)[1]
-
-
-def _expand(sources: list[dict]) -> tuple[list[dict], list[str]]:
-    files, repeats, seen = [], [], {}
+def match_sources(sources: list[dict]) -> Matches:
+    """Expand each source's glob (sorted, so task order is stable; per-source options kept) with one ``stat``
+    per match. A file is read once however many paths name it: a link to it, a hard link, a ``**`` glob
+    through a link to a folder above (``in/sub -> ..`` matched the same file 40 times, once per level of
+    links), two sources that overlap."""
+    m = Matches([], [], [], [])
+    seen: dict[tuple[int, int], str] = {}
     for src in sources:
+        count = 0
         for p in source_paths(src["path"]):
             try:
                 st = os.stat(p)
-            except OSError:
-                continue  # broken or looping links, names too long: ``unusable_matches``
-            if not stat.S_ISREG(st.st_mode):
+            except OSError as e:  # a broken link, a link loop, a name too long
+                why = "a broken or looping link" if os.path.islink(p) else f"unreadable ({e.strerror or e})"
+                m.unusable.append(f"{p!r} ({why})")
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                if not (stat.S_ISDIR(st.st_mode) and infer_format(p) is None):
+                    m.unusable.append(f"{p!r} ({_not_a_file(st.st_mode)})")
+                continue
+            count += 1
             first = seen.get((st.st_dev, st.st_ino))
             if first is not None:
-                repeats.append(f"{p!r} (the same file as {first!r})")
+                m.repeated.append(f"{p!r} (the same file as {first!r})")
                 continue
             seen[(st.st_dev, st.st_ino)] = p
-            files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
-    return files, repeats
+            m.files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
+        m.matched.append(count)
+    return m
 
 
-def unusable_matches(sources: list[dict]) -> list[str]:
-    """Paths a source's glob matches that are not read, each with why: named pipes, sockets, devices, broken
-    or looping links, and directories named like a data file (``x.jsonl/``). Other directories (``**``) are
-    not listed."""
-    out = []
-    for src in sources:
-        for p in source_paths(src["path"]):
-            path = Path(p)
-            try:
-                if path.is_file() or (path.is_dir() and infer_format(p) is None):
-                    continue
-                why = ("a directory" if path.is_dir() else "a broken or looping link" if path.is_symlink() and not path.exists()
-                       else "a named pipe" if path.is_fifo() else "a socket" if path.is_socket()
-                       else "a device" if path.is_block_device() or path.is_char_device() else "not a regular file")
-            except OSError as e:  # a link loop, a name too long
-                why = f"unreadable ({e.strerror or e})"
-            out.append(f"{p!r} ({why})")
-    return out
+def _not_a_file(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+            else "not a regular file")
+
+
+def expand_sources(sources: list[dict]) -> list[dict]:
+    """The files the sources name, each once (``match_sources``)."""
+    return match_sources(sources).files
 
 
 def _check_format(fmt: str) -> None:
