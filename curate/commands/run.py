@@ -47,7 +47,7 @@ def run(args) -> int:
             stats = run_pipeline(pipeline, executor, progress=not args.quiet,
                                  allow_changed_inputs=args.allow_changed_inputs)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): workers end now
-            getattr(executor, "abort", executor.close)()
+            executor.abort()
             raise
         finally:
             executor.close()

@@ -100,6 +100,11 @@ class RayExecutor:
         if self._started:
             self.ray.shutdown()
 
+    def abort(self) -> None:
+        """The driver was interrupted: a local Ray is shut down with its tasks (on a cluster, the tasks in
+        flight finish there unread; a rerun redoes them)."""
+        self.close()
+
 
 def _call(fn: Callable, item):
     return fn(item)

@@ -113,7 +113,7 @@ def _run_parts(args) -> int:
         stats = tokenize_to_parts(args.input, args.tokenizer, args.output_prefix, executor, args.part_bytes,
                                   args.text_column, merge=args.merge)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
-        getattr(executor, "abort", executor.close)()
+        executor.abort()
         raise
     finally:
         executor.close()

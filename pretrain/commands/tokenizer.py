@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                                   sample_bytes=args.sample_bytes, executor=executor)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
             if executor is not None:
-                getattr(executor, "abort", executor.close)()
+                executor.abort()
             raise
         finally:
             if executor is not None:
