@@ -81,7 +81,7 @@ _JOINER_RE = re.compile("(--|-|\u2014)")
 _BEFORE_PERIOD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,;:!?\")]_'\u201d\u2019")
 
 
-def compound_tokens(chunk: str, rules: dict) -> tuple[str, ...] | None:
+def compound_tokens(chunk: str, rules: dict, longest: int | None = None) -> tuple[str, ...] | None:
     """spaCy's English tokens of words of ASCII letters joined by ``-``, ``--`` or ``—`` (or numbers,
     ``1:2,3``, joined by ``-``), an optional ``'s``/``’s`` after them and any of
     ``COMPOUND_OPENERS`` before and ``COMPOUND_CLOSERS`` after, each a token of its own; None when
@@ -89,7 +89,8 @@ def compound_tokens(chunk: str, rules: dict) -> tuple[str, ...] | None:
     but ``.`` and ``—`` (not in ``A.``, ``..``, ``—.``). The result is kept only when no run of its tokens glued
     together is one of spaCy's special cases (``rules``; a rule that is one token left as it is
     excepted): the affix rules find these tokens, and spaCy's special cases, which would change
-    them (``:)``, ``'em``, ``can't``), match none of their runs. ``tests/test_words.py`` compares
+    them (``:)``, ``'em``, ``can't``), match none of their runs (runs no longer than ``longest``, the
+    longest rule's characters). ``tests/test_words.py`` compares
     combinations of the shape with spaCy, and every such chunk of real text."""
     m = _COMPOUND_RE.fullmatch(chunk)
     if m is None:
@@ -100,10 +101,14 @@ def compound_tokens(chunk: str, rules: dict) -> tuple[str, ...] | None:
             if ch == "." and (close[i - 1] if i else (poss or core)[-1]) not in _BEFORE_PERIOD:
                 return None
     toks = [*pre, *_JOINER_RE.split(core), *([poss] if poss else ()), *close]
+    if longest is None:  # characters of the longest special case (callers pass it, known once)
+        longest = max(map(len, rules), default=0)
     for i in range(len(toks)):
         glued = ""
         for j in range(i, len(toks)):
             glued += toks[j]
+            if len(glued) > longest:  # no rule is longer: the runs from i end here (else cubic in the
+                break                 # chunk's tokens: "ab-ab-ab-..." of 14 KB took a minute)
             rule = rules.get(glued)
             if rule is not None and not (i == j and [r.get(65) for r in rule] == [glued]):  # 65: ORTH
                 return None

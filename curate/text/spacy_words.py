@@ -250,9 +250,10 @@ class SpacyWords:
                 stats[c] = ONE_WORD + (len(toks) - 1) + (len(c) - len(toks) + 1) * WORD_CHAR
         if self._compound:  # hyphenated words, possessives, curly quotes (see compound_tokens)
             others, full = rest, self._tokenizer.rules or {}
+            longest = max(map(len, full), default=0)
             rest = []
             for c in others:
-                toks = compound_tokens(c, full)
+                toks = compound_tokens(c, full, longest)
                 if toks is None:
                     rest.append(c)
                 else:

@@ -61,4 +61,8 @@ TEXT = {
     # the regex sentence splitter's end marks: a run not followed by a space was read again from each mark
     "end_marks_before_a_letter": lambda: "Words here. " * 20 + "." * 100_000 + "x",
     "abbreviations": lambda: "Mr. " * 100_000,
+    # one chunk of hyphenated words or numbers: the check of the shortcut's tokens against spaCy's special
+    # cases glued every run of them together (cubic: 14 KB took a minute, these hours)
+    "hyphenated_chain": lambda: "-".join(["ab"] * 60_000),
+    "number_chain": lambda: "-".join(["12"] * 60_000),
 }
