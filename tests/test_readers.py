@@ -188,6 +188,53 @@ def test_parquet_and_arrow_tables(tmp_path):
     assert not docs and drops[0][1] == "missing_text"
 
 
+_READ_IN_A_CHILD = """
+import json, sys
+from curate.readers import read_file
+out = [[it[0], it[1]["id"], it[2] if it[0] == "drop" else it[1]["text"]] for it in read_file(sys.argv[1], "arrow")
+       if it[0] in ("doc", "drop")]
+print(json.dumps(out))
+"""
+
+
+def test_arrow_batches_whose_offsets_point_outside_their_data_are_set_aside(tmp_path):
+    """Arrow IPC readers map a file's buffers unchecked: offsets past the data (a damaged or crafted file) took
+    pyarrow outside its memory, a segmentation fault that ended the run without a word. Such a batch is now
+    one ``corrupt_batch`` row; the batches around it are read. Read in a child, so a crash fails the test only."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    def bad(type_, width, data):  # two values, the first offset far past the data (the last one in bounds)
+        offsets = pa.py_buffer(np.array([0, 900_000_000, len(data)], dtype=width).tobytes())
+        return pa.Array.from_buffers(type_, 2, [None, offsets, pa.py_buffer(data)])
+
+    good = pa.record_batch({"id": pa.array(["a", "b"]), "text": pa.array(["one", "two"])})
+    batches = [good,
+               pa.record_batch({"id": pa.array(["c", "d"]), "text": bad(pa.string(), np.int32, b"onetwo")}),
+               pa.record_batch({"id": bad(pa.string(), np.int32, b"cd"), "text": pa.array(["one", "two"])}),
+               good]
+    path = tmp_path / "damaged.arrow"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, good.schema) as w:
+        for b in batches:
+            w.write_batch(b)
+    large = tmp_path / "damaged_large.arrow"
+    lb = pa.record_batch({"text": bad(pa.large_binary(), np.int64, b"onetwo")})
+    with pa.OSFile(str(large), "wb") as f, pa.ipc.new_file(f, lb.schema) as w:
+        w.write_batch(lb)
+    got = {}
+    for p in (path, large):
+        r = subprocess.run([sys.executable, "-c", _READ_IN_A_CHILD, str(p)], capture_output=True, text=True)
+        assert r.returncode == 0, (p.name, r.returncode, r.stderr[-500:])
+        got[p.name] = json.loads(r.stdout)
+    assert got["damaged.arrow"] == [["doc", "a", "one"], ["doc", "b", "two"],
+                                    ["drop", "damaged.arrow:batch1", "corrupt_batch"],
+                                    ["drop", "damaged.arrow:batch2", "corrupt_batch"],
+                                    ["doc", "a", "one"], ["doc", "b", "two"]]
+    assert got["damaged_large.arrow"] == [["drop", "damaged_large.arrow:batch0", "corrupt_batch"]]
+
+
 def test_binary_junk_file_is_set_aside(tmp_path):
     p = tmp_path / "junk.warc"
     p.write_bytes(bytes(range(256)) * 100)

@@ -14,7 +14,8 @@ Memory is bounded by bytes, not rows: Parquet batches are sized from the row gro
 dictionary column is read as a dictionary (a text repeated in 4096 rows is held once, not 4096 times), and a
 batch is handed on in slices of at most ``SLICE_BYTES`` of text.
 
-Damage is set aside per unit: a Parquet row group or Arrow batch that cannot be decoded becomes one row
+Damage is set aside per unit: a Parquet row group or Arrow batch that cannot be decoded, or whose text, id or
+url column's offsets or views point outside its data (checked before any value is read), becomes one row
 (``corrupt_row_group`` / ``corrupt_batch``) with its position; an unreadable footer makes one row for the file
 (``corrupt_file``); an Arrow stream that ends early keeps its complete batches (``truncated_arrow``).
 Only the text, id and url columns are read; a file without the text column sets every row aside as
@@ -193,6 +194,9 @@ def _batch_length(md: bytes) -> int:
 
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
     names = batch.schema.names
+    for field in dict.fromkeys((text_field, id_field, "url")):
+        if field in names:
+            _check(batch.column(names.index(field)))
     text_col = batch.column(names.index(text_field)) if text_field in names else None
     for a, b in _slices(text_col, batch.num_rows):
         cols = {}
@@ -211,6 +215,23 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
                 continue
             obj[text_field] = t
             yield table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
+
+
+_AS_BYTES = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary(), pa.string_view(): pa.binary_view()}
+
+
+def _check(col: pa.Array) -> None:
+    """Raise ``ArrowInvalid`` where a column's buffers do not hold together (offsets or views past their data,
+    a dictionary's indices of the wrong size). Arrow IPC readers map a file's buffers without checking them:
+    a damaged batch's offsets would take pyarrow outside its memory (a segmentation fault, the worker lost),
+    so the batch is set aside instead. Text is checked as bytes: UTF-8 is decided row by row."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col.indices.validate(full=True)  # (an index past the dictionary is no text: see _lengths, _texts)
+        _check(col.dictionary)
+        return
+    as_bytes = _AS_BYTES.get(t)
+    (col.view(as_bytes) if as_bytes is not None else col).validate(full=True)
 
 
 def _slices(col, n: int):
