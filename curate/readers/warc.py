@@ -286,7 +286,8 @@ class _WarcSplit:
         end = hlen + length
         have = s.fill(end)
         if not (have and _clean_end(s, end)):
-            k = _header_in(s.buf, hlen, min(end, len(s.buf)), valid=True)
+            # (a header that starts before ``end`` and ends after it counts: a length a few bytes too long)
+            k = _header_in(s.buf, hlen, min(end + len(_MAGIC), len(s.buf)), valid=True)
             if k != -1:  # Content-Length runs into the next record: cut the record there
                 yield from self._bad_length(rec_at, fields, hlen, k, k)
                 return

@@ -111,6 +111,10 @@ def build_warc(d: Path) -> dict:
     recs[1] = _record(block, i=1, length=len(block) + 500)
     (d / "long-length.warc").write_bytes(b"".join(recs))
     e["long-length.warc"] = _expect("warc", docs=3, drops={"bad_content_length": 1})
+    for extra in (6, 9):  # a few bytes too long: the claimed end falls inside the next record's "WARC/1.0"
+        recs[1] = _record(block, i=1, length=len(block) + extra)
+        (d / f"long-by-{extra}.warc").write_bytes(b"".join(recs))
+        e[f"long-by-{extra}.warc"] = _expect("warc", docs=3, drops={"bad_content_length": 1})
     recs[1] = _record(block, i=1, length=len(block) - 40)
     (d / "short-length.warc").write_bytes(b"".join(recs))
     e["short-length.warc"] = _expect("warc", docs=3, drops={"bad_content_length": 1})
