@@ -60,6 +60,7 @@ READ_REASONS = {
     "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
     "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
     "reader_error": "a bug in the reader hit this file; the rest of the split is not read",
+    "read_crashed": "a library crashed the worker reading this split, each time it ran: the split is not read",
 }
 
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 from curate import readers, tasks
 from curate.fingerprint import SAMPLE
 from curate.contracts import MapTask, Marker, ReadTask, ShardEntry, StepOutput
+from curate.executors import describe
 from curate.output import remove_plan
 from curate.progress import TaskProgress
 from curate.pipeline import Pipeline, StageSpec
@@ -270,6 +272,13 @@ def run_tasks(run: Run, fn, todo: list, marker_dir: Path, label: str, total: int
         progress.update(marker.docs)
 
     try:
+        if fn is tasks.read_task and getattr(run.executor, "handles_crashes", False):  # a split a library crashes on
+            def crashed(item, why):
+                print(f"curate: warning: {describe(item)}: {why}; the split is set aside as read_crashed",
+                      file=sys.stderr, flush=True)  # always said
+                return tasks.read_crashed(item, why)
+
+            return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished, on_crash=crashed)
         return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished)
     finally:
         progress.close()

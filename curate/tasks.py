@@ -29,6 +29,7 @@ from curate.chain import StageChain
 from curate.fingerprint import SAMPLE, content_sample
 from curate.contracts import MapTask, Marker, ReadTask, StageCounts
 from curate.schema import BASE_SCHEMA, REASON
+from curate.readers.text import row
 from curate.shards import read_shard, rows_to_table
 from curate.stages.base import mark_dropped
 
@@ -83,6 +84,19 @@ def read_task(task: ReadTask) -> Marker:
         out.discard()
         raise
     return marker
+
+
+def read_crashed(item: tuple, why: str) -> Marker:
+    """The result of a read task whose worker crashed every time it ran (``LocalExecutor``'s ``on_crash``; item:
+    ``(read_task, task)``): a library failed on the split's bytes, so the split is set aside whole, one
+    ``read_crashed`` row naming it and why (the documents in it are not known), written by the driver
+    instead of stopping the run."""
+    task = item[1]
+    out = _ReadOutput(task)
+    path = task.split["path"]
+    where = {k: v for k, v in task.split.items() if k not in ("path", "format", "expect")}
+    out.set_aside(row(f"{os.path.basename(path)}:read_crashed:{where}", why, path), "read_crashed")
+    return out.finish()
 
 
 def _consume(items, out: "_ReadOutput") -> None:

@@ -82,3 +82,42 @@ def _worker_blas_threads(_):
     from tests.cost_stages import blas_threads
 
     return blas_threads()
+
+
+def crash_on_7(x):
+    """A library failing on one input: SIGSEGV for 7 (as a C reader on a crafted file), a result otherwise."""
+    if x == 7:
+        import ctypes
+
+        ctypes.string_at(0)  # a read at address 0: SIGSEGV
+    return x * 10
+
+
+def killed_on_7(x):
+    if x == 7:
+        os.kill(os.getpid(), 9)  # as the out-of-memory killer would
+    return x * 10
+
+
+def test_a_task_that_crashes_its_worker_is_blamed_alone_and_given_its_crash_result():
+    """The crash breaks the pool and every task in flight with it: the others are charged attempts too, but
+    only the task that crashes a worker by itself gets ``on_crash``'s result; the others run to completion."""
+    ex = LocalExecutor(2, max_in_flight=4, max_retries=1)
+    blamed = []
+
+    def on_crash(item, why):
+        blamed.append((item, why))
+        return -1
+
+    try:
+        assert ex.map(crash_on_7, range(12), on_crash=on_crash) == [-1 if x == 7 else x * 10 for x in range(12)]
+        assert [b[0] for b in blamed] == [7] and "SIGSEGV" in blamed[0][1]
+        # without on_crash the run stops, naming the task and the signal
+        with pytest.raises(WorkerLost, match=r"running the same task, 7 \(SIGSEGV"):
+            ex.map(crash_on_7, range(12))
+        # a worker killed (SIGKILL: out of memory?) is not a crash of the input's making: the run stops
+        with pytest.raises(WorkerLost, match=r"running the same task, 7 \(SIGKILL"):
+            ex.map(killed_on_7, range(12), on_crash=on_crash)
+        assert len(blamed) == 1
+    finally:
+        ex.close()

@@ -434,3 +434,53 @@ def test_the_shipped_arc_splits(tmp_path):
     from tests.conftest import ROOT
 
     _arc_split_invariant(ROOT / "tests" / "data" / "readers" / "example.arc", [1, 100, 1000], min_splits=2)
+
+
+_CRASHING_READER = '''
+import ctypes
+import os
+
+import curate.readers
+
+_read_split = curate.readers.read_split
+
+
+def read_split(split, **kw):  # a C library failing on one file's bytes (SIGSEGV), as pyarrow did on a crafted batch
+    if os.path.basename(split["path"]) == "crash.jsonl":
+        ctypes.string_at(0)
+    return _read_split(split, **kw)
+
+
+curate.readers.read_split = read_split
+'''
+
+
+def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_path):
+    """A worker that dies of SIGSEGV every time it reads a split (a library failing on a damaged or crafted
+    file) no longer stops the run: the split is one ``read_crashed`` row naming the file and the signal, said
+    in a warning; the other files are read and the counts add up. (The crash is made by a ``sitecustomize``
+    that every process of the run loads, the pool's workers included.)"""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_CRASHING_READER)
+    for name in ("a", "crash", "b"):
+        _jsonl(tmp_path / f"{name}.jsonl", 20)
+    out = tmp_path / "out"
+    toml = _pipeline(tmp_path, tmp_path / "*.jsonl", out, extra="workers = 2\nmax_retries = 1")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(root)])}
+    r = subprocess.run([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "crash.jsonl" in r.stderr and "SIGSEGV" in r.stderr and "read_crashed" in r.stderr
+    read = json.loads((out / "stats.json").read_text())["stages"][0]
+    assert read == {"name": "read", "type": "read", "in": 41, "kept": 40, "dropped": {"read_crashed": 1}}, read
+    import pyarrow as pa
+
+    dropped = [pa.ipc.open_file(str(p)).read_all() for p in (out / "dropped").rglob("read-*.arrow")]
+    rows = [r for t in dropped for r in t.to_pylist()]
+    assert len(rows) == 1 and rows[0]["reason"] == "read_crashed" and "crash.jsonl" in rows[0]["id"]
+    assert "SIGSEGV" in rows[0]["text"]

@@ -11,6 +11,7 @@ ends a failed job's ranks with it; a rank blocked in a collective must die at on
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import signal
 import sys
@@ -35,6 +36,8 @@ def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: lis
         p.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
+    if not faulthandler.is_enabled():  # a library crashing in this process (SIGSEGV) says where, in Python
+        faulthandler.enable()
     module = importlib.import_module(args._module)
     return run_interruptible(f"{prog} {args.command}", module, args)
 

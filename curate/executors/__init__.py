@@ -16,6 +16,20 @@ class WorkerLost(RuntimeError):
     """A task's worker died (process killed, node lost) more often than ``max_retries`` allows."""
 
 
+def describe(item) -> str:
+    """A task in words, for a message: the input it reads, else its repr cut short. Executors run
+    ``tasks.call((fn, task))``; a read task names its split's file, a map task its shard."""
+    task = item[1] if isinstance(item, tuple) and len(item) == 2 and callable(item[0]) else item
+    split = getattr(task, "split", None)
+    if isinstance(split, dict) and "path" in split:
+        where = {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
+        return f"reading {split['path']}" + (f" {where}" if where else "")
+    if isinstance(getattr(task, "input", None), str):
+        return f"running the stages on {task.input}"
+    text = repr(task)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 def make_executor(name: str = "local", workers: int = 1, address: str | None = None,
                   max_in_flight: int = 0, max_retries: int = 3):
     if name == "local":

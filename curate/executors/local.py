@@ -2,8 +2,11 @@
 (easy to debug and profile).
 
 At most ``max_in_flight`` tasks are submitted at once (default 4 per worker); a task whose worker process
-died (killed, out of memory) is retried on a fresh pool up to ``max_retries`` times, then the run stops
-with a message saying so.
+died (killed, out of memory, crashed) is retried on a fresh pool up to ``max_retries`` times, then once by
+itself (a dead worker takes the whole pool's tasks with it: only the one that dies alone is blamed); then the
+run stops with a message naming the task and the signal, or, for a crash (SIGSEGV and the like: a library
+failing on the task's input) where the caller gave ``on_crash``, that is the task's result (a read task sets
+its split aside as ``read_crashed``).
 
 Each worker's BLAS and OpenMP thread pools get its share of the CPUs (one thread each when there are as
 many workers as CPUs). Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver
@@ -17,39 +20,58 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
-from curate.executors import WorkerLost, collect
+from curate.executors import WorkerLost, collect, describe
 from curate.executors.driver_watch import end_with_driver
 from curate.native_threads import cpus, limit_native_threads
 
 
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE)
+
+
 class LocalExecutor:
+    handles_crashes = True  # map() takes on_crash
+
     def __init__(self, workers: int = 1, max_in_flight: int = 0, max_retries: int = 3):
         self.workers = max(1, int(workers))
         self.max_in_flight = max_in_flight or 4 * self.workers
         self.max_retries = max_retries
         self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None) -> list:
-        """Run ``fn(item)`` for every item; results in item order. ``on_result(result)`` is called as each finishes."""
+    def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None,
+            on_crash: Callable | None = None) -> list:
+        """Run ``fn(item)`` for every item; results in item order. ``on_result(result)`` is called as each finishes.
+        ``on_crash(item, why)``, when given, is the result of a task whose worker crashed (SIGSEGV, SIGBUS,
+        SIGABRT: a library failed on its input) every time it ran, instead of stopping the run; a worker
+        killed (SIGKILL: out of memory?) still stops it. One task alone (or ``workers = 1``) runs in this
+        process: a crash there ends the run (the crash's traceback on stderr)."""
         items = list(items)
         if self.workers == 1 or len(items) <= 1:
             return collect(((i, fn(item)) for i, item in enumerate(items)), len(items), desc, on_result)
-        return collect(self._completed(fn, items), len(items), desc, on_result)
+        return collect(self._completed(fn, items, on_crash), len(items), desc, on_result)
 
-    def _completed(self, fn: Callable, items: list):
-        """(index, result) pairs as tasks finish, never more than ``max_in_flight`` submitted."""
+    def _completed(self, fn: Callable, items: list, on_crash: Callable | None = None):
+        """(index, result) pairs as tasks finish, never more than ``max_in_flight`` submitted. A dead worker
+        breaks the whole pool, so every task in flight is charged an attempt; one charged more than
+        ``max_retries`` times among others runs again by itself, so that only the task that kills its worker
+        is blamed (``on_crash``, or ``WorkerLost`` naming it)."""
         todo = list(range(len(items)))[::-1]  # popped from the end: submitted in item order
         attempts = [0] * len(items)
+        alone: list[int] = []  # tasks to run by themselves next
+        solo = None  # the one running by itself
         running: dict = {}
-        while todo or running:
+        while todo or alone or running:
             pool = self._get_pool()
             broken = False
             try:
-                while todo and len(running) < self.max_in_flight:
+                if solo is None and alone and not running:
+                    solo = alone.pop()
+                    running[pool.submit(fn, items[solo])] = solo
+                while solo is None and not alone and todo and len(running) < self.max_in_flight:
                     i = todo.pop()
                     running[pool.submit(fn, items[i])] = i
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -65,22 +87,51 @@ class LocalExecutor:
                     lost.append(i)
                     continue
                 yield i, result
+            if solo is not None and solo not in running.values():
+                solo = None
             if lost or broken:
                 lost += list(running.values())  # the whole pool is gone: everything in it runs again
                 running.clear()
+                solo = None
+                how, crashed = self._how_workers_died()
                 self._discard_pool()
+                again = []
                 for i in lost:
                     attempts[i] += 1
-                    if attempts[i] > self.max_retries:
-                        raise WorkerLost(f"a worker process died {attempts[i]} times running the same task "
-                                         f"(killed, or out of memory?); max_retries = {self.max_retries}")
-                todo.extend(sorted(lost, reverse=True))
+                    if attempts[i] <= self.max_retries:
+                        again.append(i)
+                    elif len(lost) > 1:  # which of them killed the pool is not known yet
+                        attempts[i] = self.max_retries
+                        alone.append(i)
+                    elif crashed and on_crash is not None:
+                        yield i, on_crash(items[i], f"its worker crashed {attempts[i]} times ({how})")
+                    else:
+                        raise WorkerLost(f"a worker process died {attempts[i]} times running the same task, "
+                                         f"{describe(items[i])} ({how}); max_retries = {self.max_retries}")
+                todo.extend(sorted(again, reverse=True))  # run again first
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("forkserver"),
                                              initializer=_init_worker, initargs=(self.workers, os.getpid()))
         return self._pool
+
+    def _how_workers_died(self) -> tuple[str, bool]:
+        """Why the pool's dead workers ended, in words (their exit signals), and whether one crashed (a
+        signal of a failing library, not of a kill)."""
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())  # (CPython's pool keeps them there)
+        deadline = time.monotonic() + 2
+        while True:  # the dead worker's status may be a moment away (another thread reaping it); the pool
+            codes = {p.exitcode for p in processes if p.exitcode not in (None, 0)}  # ends the rest with SIGTERM
+            if codes - {-signal.SIGTERM} or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        for sig in CRASH_SIGNALS:
+            if -sig in codes:
+                return f"{sig.name}: a library crashed on its input, damaged or crafted?", True
+        if -signal.SIGKILL in codes:
+            return "SIGKILL: killed, or out of memory?", False
+        return (f"exit {', '.join(map(str, sorted(codes)))}" if codes else "killed, or out of memory?"), False
 
     def _discard_pool(self) -> None:
         if self._pool is not None:

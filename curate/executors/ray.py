@@ -15,7 +15,7 @@ from __future__ import annotations
 import socket
 from typing import Callable, Sequence
 
-from curate.executors import WorkerLost, collect
+from curate.executors import WorkerLost, collect, describe
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
@@ -92,7 +92,8 @@ class RayExecutor:
                 except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                         ray.exceptions.ObjectLostError) as e:
                     raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or node "
-                                     f"died ({type(e).__name__}); max_retries = {self.max_retries}") from None
+                                     f"died ({type(e).__name__}), {describe(items[i])}; max_retries = "
+                                     f"{self.max_retries}") from None
                 except ray.exceptions.RayTaskError as e:
                     raise e.as_instanceof_cause() from None
 
