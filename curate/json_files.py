@@ -24,13 +24,27 @@ class JSONFileError(ValueError):
 
 
 def loads(text: str | bytes, source: str = "JSON") -> object:
-    """``json.loads(text)``; bad or too deeply nested JSON is a ``JSONFileError`` naming ``source``."""
+    """``json.loads(text)``; bad or too deeply nested JSON is a ``JSONFileError`` naming ``source``. An integer
+    of more digits than Python converts (4,300: a ``ValueError`` from ``json.loads``) is valid JSON: it is kept
+    as its digits, a string."""
     try:
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            if isinstance(e, json.JSONDecodeError) or "integer string conversion" not in str(e):
+                raise
+        return json.loads(text, parse_int=_int_or_digits)
     except RecursionError:
         raise JSONFileError(f"{source}: not JSON (nested too deep to read)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except ValueError as e:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         raise JSONFileError(f"{source}: not JSON ({e})") from None
+
+
+def _int_or_digits(digits: str):
+    try:
+        return int(digits)
+    except ValueError:
+        return digits
 
 
 def read_bytes(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> bytes:

@@ -188,6 +188,18 @@ def test_parquet_and_arrow_tables(tmp_path):
     assert not docs and drops[0][1] == "missing_text"
 
 
+def test_jsonl_integers_longer_than_python_converts_do_not_set_the_line_aside(tmp_path):
+    """Valid JSON with a number of over 4,300 digits (Python's int conversion limit raises ValueError): the line
+    was set aside as malformed_record, text and all; the number is now kept as its digits."""
+    p = tmp_path / "big.jsonl"
+    p.write_text(json.dumps({"id": "a", "text": "kept text"})[:-1] + ', "n": ' + "7" * 5000 + "}\n"
+                 + '{"id": ' + "1" * 5000 + ', "text": "id of digits"}\n'
+                 + '{"id": "b", "text": "broken", "n": 12' + "\n")
+    docs, drops, _ = collect(p, "jsonl")
+    assert [(d["id"], d["text"]) for d in docs] == [("a", "kept text"), ("1" * 5000, "id of digits")]
+    assert [(r["id"], reason) for r, reason in drops] == [("big.jsonl:3", "malformed_record")]
+
+
 _READ_IN_A_CHILD = """
 import json, sys
 from curate.readers import read_file

@@ -33,6 +33,7 @@ import math
 import os
 import re
 
+from curate import json_files
 from curate.readers import gzindex, streams
 from curate.readers.lines import PREFIX, split_lines
 from curate.readers.text import check_text, row
@@ -195,7 +196,7 @@ def _record(raw: bytes, length: int, fallback_id: str, source: str, text_field: 
     except UnicodeDecodeError:
         return ("drop", row(fallback_id, raw[:PREFIX].decode("utf-8", "replace"), source), "invalid_utf8")
     try:
-        obj = json.loads(line.lstrip("\ufeff"))
+        obj = json_files.loads(line.lstrip("\ufeff"))  # (a number of 5,000 digits: its digits)
     except (ValueError, RecursionError):
         return ("drop", row(fallback_id, line[:PREFIX], source), "malformed_record")
     if not isinstance(obj, dict):
