@@ -212,7 +212,8 @@ print(json.dumps(out))
 def test_arrow_batches_whose_offsets_point_outside_their_data_are_set_aside(tmp_path):
     """Arrow IPC readers map a file's buffers unchecked: offsets past the data (a damaged or crafted file) took
     pyarrow outside its memory, a segmentation fault that ended the run without a word. Such a batch is now
-    one ``corrupt_batch`` row; the batches around it are read. Read in a child, so a crash fails the test only."""
+    one ``corrupt_batch`` row (an id column that does not hold together is left unread); the batches around it
+    are read. Read in a child, so a crash fails the test only."""
     import subprocess
     import sys
 
@@ -240,11 +241,29 @@ def test_arrow_batches_whose_offsets_point_outside_their_data_are_set_aside(tmp_
         r = subprocess.run([sys.executable, "-c", _READ_IN_A_CHILD, str(p)], capture_output=True, text=True)
         assert r.returncode == 0, (p.name, r.returncode, r.stderr[-500:])
         got[p.name] = json.loads(r.stdout)
+    # damaged texts: the batch is set aside; a damaged id column is not read (the rows' own ids by position)
     assert got["damaged.arrow"] == [["doc", "a", "one"], ["doc", "b", "two"],
                                     ["drop", "damaged.arrow:batch1", "corrupt_batch"],
-                                    ["drop", "damaged.arrow:batch2", "corrupt_batch"],
+                                    ["doc", "damaged.arrow:5", "one"], ["doc", "damaged.arrow:6", "two"],
                                     ["doc", "a", "one"], ["doc", "b", "two"]]
     assert got["damaged_large.arrow"] == [["drop", "damaged_large.arrow:batch0", "corrupt_batch"]]
+
+
+def test_id_and_url_columns_python_cannot_hold_keep_their_rows(tmp_path):
+    """A timestamp or date64 id past Python's datetime range made ``to_pylist`` raise OverflowError: the whole
+    file became one ``reader_error`` row, its texts lost. Such values now become text (Arrow's own rendering)
+    and the rows are read."""
+    import pyarrow.feather as feather
+
+    ids = pa.array([0, 2 ** 62, -2 ** 62], pa.timestamp("s"))
+    table = pa.table({"id": ids, "url": ids, "text": ["alpha text", "beta text", "gamma text"]})
+    feather.write_feather(table, tmp_path / "t.arrow")
+    pq.write_table(pa.table({"id": pa.array([0, 2 ** 62, -2 ** 62], pa.date64()), "text": table["text"]}),
+                   tmp_path / "d.parquet")
+    for name, fmt in (("t.arrow", "arrow"), ("d.parquet", "parquet")):
+        docs, drops, _ = collect(tmp_path / name, fmt)
+        assert not drops and [d["text"] for d in docs] == ["alpha text", "beta text", "gamma text"], name
+        assert docs[0]["id"].startswith("1970-01-01") and len({d["id"] for d in docs}) == 3, name
 
 
 def test_binary_junk_file_is_set_aside(tmp_path):

@@ -194,15 +194,22 @@ def _batch_length(md: bytes) -> int:
 
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
     names = batch.schema.names
-    for field in dict.fromkeys((text_field, id_field, "url")):
-        if field in names:
-            _check(batch.column(names.index(field)))
     text_col = batch.column(names.index(text_field)) if text_field in names else None
+    if text_col is not None:
+        _check(text_col)  # texts that do not hold together: the batch is corrupt_batch (the caller)
+    sound = {}  # the id and url columns that hold together; others are left unread (fallback ids, no url)
+    for field in dict.fromkeys((id_field, "url")):
+        if field in names and field != text_field:
+            try:
+                _check(batch.column(names.index(field)))
+                sound[field] = batch.column(names.index(field))
+            except (pa.ArrowException, ValueError):
+                pass
     for a, b in _slices(text_col, batch.num_rows):
         cols = {}
         for field in (id_field, "url"):
-            if field in names:
-                cols[field] = _column(batch.column(names.index(field)).slice(a, b - a))
+            if field in sound:
+                cols[field] = _column(sound[field].slice(a, b - a))
         texts, sizes = _texts(None if text_col is None else text_col.slice(a, b - a), b - a, max_doc_bytes)
         for k in range(b - a):
             obj = {f: c[k] for f, c in cols.items()}
@@ -294,8 +301,20 @@ def _column(col: pa.Array) -> list:
         return [None if b is None else b.decode("utf-8", "replace") for b in col.cast(pa.large_binary()).to_pylist()]
     try:
         return col.to_pylist()
-    except (pa.ArrowException, ValueError, UnicodeDecodeError):
-        return [None] * len(col)
+    except (pa.ArrowException, ValueError, OverflowError):  # (a timestamp past Python's datetime, a date64 ...)
+        return [_value(col, i) for i in range(len(col))]
+
+
+def _value(col: pa.Array, i: int):
+    """One value of a column whose ``to_pylist`` fails: as Python, else as Arrow prints it, else None."""
+    try:
+        return col[i].as_py()
+    except (pa.ArrowException, ValueError, OverflowError):
+        pass
+    try:
+        return col.slice(i, 1).cast(pa.string())[0].as_py()
+    except (pa.ArrowException, ValueError, OverflowError):
+        return None
 
 
 def _texts(col, n: int, max_doc_bytes: int) -> tuple[list, list]:
