@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from curate.shards import atomic_path, read_json, write_json
+from curate.shards import atomic_path, checked, read_json, write_json
 
 TASK_BYTES = 32 << 20  # input bytes per writer task at most (a group of consecutive shards; a larger shard alone)
 RANGE_BYTES = 128 << 20  # input bytes per key range at most
@@ -191,7 +191,7 @@ def read_part(paths, part: int, schema: pa.Schema) -> pa.Table:
     tables = []
     for p in paths:
         with pa.memory_map(str(p)) as source:
-            tables.append(pa.Table.from_batches([ipc.open_file(source).get_batch(part)]))
+            tables.append(pa.Table.from_batches([checked(ipc.open_file(source).get_batch(part), p)]))
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables).combine_chunks()

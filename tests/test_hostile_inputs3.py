@@ -484,3 +484,24 @@ def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_pa
     rows = [r for t in dropped for r in t.to_pylist()]
     assert len(rows) == 1 and rows[0]["reason"] == "read_crashed" and "crash.jsonl" in rows[0]["id"]
     assert "SIGSEGV" in rows[0]["text"]
+
+
+def test_a_shard_whose_offsets_point_outside_its_data_is_named_not_read(tmp_path):
+    """What a step reads from the step before (and decontaminate, dedup and the tokenizer read): a shard whose
+    buffers do not hold together is an ArrowInvalid naming it, before any value is read (unchecked, pyarrow
+    read outside its memory)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from curate.shards import read_shard
+
+    good = pa.array(["one", "two"])
+    offsets = pa.py_buffer(np.array([0, 900_000_000, 6], dtype=np.int32).tobytes())
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets, good.buffers()[2]])
+    path = tmp_path / "s.arrow"
+    batch = pa.record_batch({"id": pa.array(["a", "b"]), "text": bad})
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+        w.write_batch(batch)
+    with pytest.raises(pa.ArrowInvalid, match=f"shard {path} is damaged"):
+        read_shard(path)
+    assert read_shard(path, columns=["id"]).column("id").to_pylist() == ["a", "b"]  # the sound column reads

@@ -136,6 +136,54 @@ def test_a_crafted_or_damaged_manifest_is_refused_naming_it(setup, tmp_path, cap
     assert not (tmp_path / "x.bin").exists()
 
 
+_TOKENIZE_IN_A_CHILD = "import sys; from pretrain.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_a_crafted_shard_whose_manifest_matches_is_refused_naming_it(setup, tmp_path):
+    """A shard whose text offsets point past its data, with a manifest whose sha256 and rows were made to match
+    (a curation folder handed over by a hostile user): pyarrow read outside its memory (SystemError deep in
+    to_pylist, or a segmentation fault). Now each command that reads shards stops at once naming the shard.
+    Run in a child, so a crash fails the test only."""
+    import hashlib
+    import json
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    root, cur, tok, good = setup
+    copy = tmp_path / "cur"
+    shutil.copytree(cur, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    entry = manifest["shards"][0]
+    path = copy / entry["path"]
+    with ipc.open_file(str(path)) as reader:
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    b = batches[0]
+    k = b.schema.names.index("text")
+    col = b.column(k)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int64 if pa.types.is_large_string(col.type) else np.int32).copy()
+    offsets[len(offsets) // 2] = 2_000_000_000  # far past the data (the last offset still in bounds)
+    bad = pa.Array.from_buffers(col.type, len(col), [col.buffers()[0], pa.py_buffer(offsets.tobytes()), col.buffers()[2]],
+                                offset=col.offset)
+    batches[0] = pa.RecordBatch.from_arrays([bad if i == k else b.column(i) for i in range(b.num_columns)], schema=b.schema)
+    with pa.OSFile(str(path), "wb") as f, ipc.new_file(f, b.schema) as w:
+        for batch in batches:
+            w.write_batch(batch)
+    entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["tokenize", "--input", str(copy), "--tokenizer", tok.model_path, "--output-prefix",
+                  str(tmp_path / "x"), "--no-progress"],
+                 ["tokenizer", "train", "--input", str(copy), "--vocab-size", "300", "--output",
+                  str(tmp_path / "t.model")]):
+        r = subprocess.run([sys.executable, "-c", _TOKENIZE_IN_A_CHILD, *args], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert r.returncode == 2, (args[0], r.returncode, r.stderr[-1500:])
+        assert entry["path"] in r.stderr and "damaged" in r.stderr and "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert not (tmp_path / "x.bin").exists() and not (tmp_path / "t.model").exists()
+
+
 def test_a_damaged_shard_is_named(setup, tmp_path, capsys):
     import json
     import shutil

@@ -80,6 +80,8 @@ def read_task_column(task: Task, text_column: str = "text"):
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
+    from curate.shards import checked
+
     if task.shard.endswith(".parquet"):
         pf = pq.ParquetFile(task.shard)
         names = pf.schema_arrow.names
@@ -90,7 +92,7 @@ def read_task_column(task: Task, text_column: str = "text"):
         names = data.schema.names
     if text_column not in names:
         raise ValueError(f"{task.shard} has no {text_column!r} column (columns: {names})")
-    column = data.column(text_column)
+    column = checked(data.column(text_column), task.shard)
     nbytes = (pc.sum(pc.binary_length(column)).as_py() or 0) if len(column) else 0
     return column, int(nbytes)
 

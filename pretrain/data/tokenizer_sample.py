@@ -20,6 +20,7 @@ def _sample_shard(args: tuple) -> list[str]:
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
+    from curate.shards import checked
     from pretrain.data.manifest_check import verify_shard
 
     entry, quota, seed, index, text_column = args
@@ -40,7 +41,7 @@ def _sample_shard(args: tuple) -> list[str]:
             names = batch.schema.names
         if text_column not in names:
             raise ValueError(f"shard {entry.name} has no {text_column!r} column (columns: {names})")
-        texts = batch.column(text_column)
+        texts = checked(batch.column(text_column), entry.path)
         for r in rng.permutation(len(texts)):
             text = texts[int(r)].as_py()
             if not isinstance(text, str) or not text:
