@@ -75,12 +75,12 @@ def read_shard(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     path = str(path)
     try:
         if path.endswith(".parquet"):
-            return checked(pq.read_table(path, columns=columns), path)
-        return checked(feather.read_table(path, columns=columns, memory_map=True), path)
+            table = pq.read_table(path, columns=columns)
+        else:
+            table = feather.read_table(path, columns=columns, memory_map=True)
     except pa.ArrowInvalid as e:  # pyarrow's message names no file
-        if str(e).startswith(f"shard {path} "):
-            raise
         raise pa.ArrowInvalid(f"shard {path} is damaged or not an Arrow/Parquet file ({e})") from e
+    return checked(table, path)
 
 
 def checked(data, path: str | Path):

@@ -272,14 +272,15 @@ def run_tasks(run: Run, fn, todo: list, marker_dir: Path, label: str, total: int
         progress.update(marker.docs)
 
     try:
+        extra = {}
         if fn is tasks.read_task and getattr(run.executor, "handles_crashes", False):  # a split a library crashes on
             def crashed(item, why):
                 print(f"curate: warning: {describe(item)}: {why}; the split is set aside as read_crashed",
                       file=sys.stderr, flush=True)  # always said
                 return tasks.read_crashed(item, why)
 
-            return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished, on_crash=crashed)
-        return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished)
+            extra["on_crash"] = crashed
+        return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished, **extra)
     finally:
         progress.close()
 

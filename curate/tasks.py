@@ -94,8 +94,8 @@ def read_crashed(item: tuple, why: str) -> Marker:
     task = item[1]
     out = _ReadOutput(task)
     path = task.split["path"]
-    where = {k: v for k, v in task.split.items() if k not in ("path", "format", "expect")}
-    out.set_aside(row(f"{os.path.basename(path)}:read_crashed:{where}", why, path), "read_crashed")
+    out.set_aside(row(f"{os.path.basename(path)}:read_crashed:{readers.split_where(task.split)}", why, path),
+                  "read_crashed")
     return out.finish()
 
 

@@ -22,7 +22,9 @@ def describe(item) -> str:
     task = item[1] if isinstance(item, tuple) and len(item) == 2 and callable(item[0]) else item
     split = getattr(task, "split", None)
     if isinstance(split, dict) and "path" in split:
-        where = {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
+        from curate.readers import split_where
+
+        where = split_where(split)
         return f"reading {split['path']}" + (f" {where}" if where else "")
     if isinstance(getattr(task, "input", None), str):
         return f"running the stages on {task.input}"

@@ -108,10 +108,15 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
                 replaced += n
             yield item
     except Exception as e:  # a reader bug must not end the run: the split's rest is set aside, named
-        where = {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
+        where = split_where(split)
         yield ("drop", row(f"{name}:reader_error:{where}", f"{type(e).__name__}: {e}"[:2000], path), "reader_error")
     if replaced:
         yield ("count", "surrogates_replaced", replaced)
+
+
+def split_where(split: dict) -> dict:
+    """Where in its file a split lies (its range keys), for ids and messages that name it."""
+    return {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
 
 
 def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = "id",
