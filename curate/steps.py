@@ -280,6 +280,7 @@ def run_tasks(run: Run, fn, todo: list, marker_dir: Path, label: str, total: int
                 return tasks.read_crashed(item, why)
 
             extra["on_crash"] = crashed
+            extra["journal"] = marker_dir.parent / "_in_process.json"  # a crash in-process: survived on the rerun
         return run.executor.map(tasks.call, [(fn, t) for t in todo], on_result=finished, **extra)
     finally:
         progress.close()

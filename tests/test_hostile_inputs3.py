@@ -455,25 +455,32 @@ curate.readers.read_split = read_split
 '''
 
 
-def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_path):
-    """A worker that dies of SIGSEGV every time it reads a split (a library failing on a damaged or crafted
-    file) no longer stops the run: the split is one ``read_crashed`` row naming the file and the signal, said
-    in a warning; the other files are read and the counts add up. (The crash is made by a ``sitecustomize``
-    that every process of the run loads, the pool's workers included.)"""
+def _run_with_a_crashing_reader(tmp_path: Path, out: Path, workers: int):
+    """``curate run`` over three JSONL files, ``crash.jsonl`` among them, in a process whose reader crashes
+    (SIGSEGV) on that file, as do its workers."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
     hook = tmp_path / "hook"
-    hook.mkdir()
+    hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(_CRASHING_READER)
     for name in ("a", "crash", "b"):
-        _jsonl(tmp_path / f"{name}.jsonl", 20)
-    out = tmp_path / "out"
-    toml = _pipeline(tmp_path, tmp_path / "*.jsonl", out, extra="workers = 2\nmax_retries = 1")
+        if not (tmp_path / f"{name}.jsonl").exists():  # (a rerun reads the same files)
+            _jsonl(tmp_path / f"{name}.jsonl", 20)
+    toml = _pipeline(tmp_path, tmp_path / "*.jsonl", out, extra=f"workers = {workers}\nmax_retries = 1")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(root)])}
-    r = subprocess.run([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_path):
+    """A worker that dies of SIGSEGV every time it reads a split (a library failing on a damaged or crafted
+    file) no longer stops the run: the split is one ``read_crashed`` row naming the file and the signal, said
+    in a warning; the other files are read and the counts add up. (The crash is made by a ``sitecustomize``
+    that every process of the run loads, the pool's workers included.)"""
+    out = tmp_path / "out"
+    r = _run_with_a_crashing_reader(tmp_path, out, workers=2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "crash.jsonl" in r.stderr and "SIGSEGV" in r.stderr and "read_crashed" in r.stderr
     read = json.loads((out / "stats.json").read_text())["stages"][0]
@@ -484,6 +491,26 @@ def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_pa
     rows = [r for t in dropped for r in t.to_pylist()]
     assert len(rows) == 1 and rows[0]["reason"] == "read_crashed" and "crash.jsonl" in rows[0]["id"]
     assert "SIGSEGV" in rows[0]["text"]
+
+
+def test_a_crash_in_process_ends_the_run_and_the_rerun_sets_the_split_aside(tmp_path):
+    """``workers = 1`` reads in the driver's own process, so a crash there ends the run (with the crash's
+    traceback); the rerun reads the split the run died in in a child process, and sets it aside as
+    ``read_crashed`` when it crashes there too: the same output as a run of two workers."""
+    out = tmp_path / "out"
+    run = lambda: _run_with_a_crashing_reader(tmp_path, out, workers=1)
+    first = run()
+    assert first.returncode == -11 or first.returncode == 139, (first.returncode, first.stderr[-2000:])
+    assert "Segmentation fault" in first.stderr  # faulthandler's traceback
+    second = run()
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "the last run ended while reading" in second.stderr and "crash.jsonl" in second.stderr
+    assert "SIGSEGV" in second.stderr and "read_crashed" in second.stderr
+    read = json.loads((out / "stats.json").read_text())["stages"][0]
+    assert read == {"name": "read", "type": "read", "in": 41, "kept": 40, "dropped": {"read_crashed": 1}}, read
+    assert not list(out.rglob("_in_process.json"))
+    third = run()  # finished: nothing runs again
+    assert third.returncode == 0 and "crash.jsonl" not in third.stderr, third.stderr[-2000:]
 
 
 def test_a_shard_whose_offsets_point_outside_its_data_is_named_not_read(tmp_path):

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from curate.executors import WorkerLost
 from curate.executors.local import LocalExecutor
 from curate.pipeline import load_pipeline
 from curate.runner import run_pipeline
@@ -39,9 +40,23 @@ def test_ray_executor_matches_local(tmp_path, sample_dir, monkeypatch):
     p = tmp_path / "p.toml"
     p.write_text(PIPELINE.format(sample=sample_dir))
     local_stats = run_pipeline(load_pipeline(p, output=str(tmp_path / "local")), LocalExecutor(1), progress=False)
-    ex = RayExecutor(workers=2)
+    ex = RayExecutor(workers=2, max_retries=1)
     try:
         ray_stats = run_pipeline(load_pipeline(p, output=str(tmp_path / "ray")), ex, progress=False)
+        # a task whose worker crashes every time (a library failing on its input): on_crash's result, the
+        # other tasks' results as usual; without on_crash the run stops naming the task
+        def crash_on_3(x):
+            if x == 3:
+                import ctypes
+
+                ctypes.string_at(0)  # SIGSEGV
+            return x * 10
+
+        blamed = []
+        assert ex.map(crash_on_3, range(6), on_crash=lambda item, why: blamed.append(why) or -1) == [0, 10, 20, -1, 40, 50]
+        assert len(blamed) == 1 and "died 2 times" in blamed[0]
+        with pytest.raises(WorkerLost, match="3; max_retries = 1"):
+            ex.map(crash_on_3, range(6))
     finally:
         ex.close()
     assert digests(tmp_path / "ray") == digests(tmp_path / "local")

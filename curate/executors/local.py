@@ -1,12 +1,14 @@
 """A process pool on this machine, one for the whole run. ``workers=1`` runs everything in-process
-(easy to debug and profile).
+(easy to debug and profile), and so does a step of one task.
 
 At most ``max_in_flight`` tasks are submitted at once (default 4 per worker); a task whose worker process
 died (killed, out of memory, crashed) is retried on a fresh pool up to ``max_retries`` times, then once by
 itself (a dead worker takes the whole pool's tasks with it: only the one that dies alone is blamed); then the
 run stops with a message naming the task and the signal, or, for a crash (SIGSEGV and the like: a library
 failing on the task's input) where the caller gave ``on_crash``, that is the task's result (a read task sets
-its split aside as ``read_crashed``).
+its split aside as ``read_crashed``). In-process, a crash ends the run; with a ``journal`` file, the task
+running is noted there, and the rerun runs the task that the last run died in in a child process (the pool
+above, one worker), so that its crash is survived as well.
 
 Each worker's BLAS and OpenMP thread pools get its share of the CPUs (one thread each when there are as
 many workers as CPUs). Workers ignore SIGINT: Ctrl-C reaches the whole process group, and only the driver
@@ -20,14 +22,17 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect, describe
 from curate.executors.driver_watch import end_with_driver
 from curate.native_threads import cpus, limit_native_threads
+from curate.shards import read_record, write_json
 
 
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE)
@@ -43,16 +48,43 @@ class LocalExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None,
-            on_crash: Callable | None = None) -> list:
+            on_crash: Callable | None = None, journal: Path | None = None) -> list:
         """Run ``fn(item)`` for every item; results in item order. ``on_result(result)`` is called as each finishes.
         ``on_crash(item, why)``, when given, is the result of a task whose worker crashed (SIGSEGV, SIGBUS,
         SIGABRT: a library failed on its input) every time it ran, instead of stopping the run; a worker
         killed (SIGKILL: out of memory?) still stops it. One task alone (or ``workers = 1``) runs in this
-        process: a crash there ends the run (the crash's traceback on stderr)."""
+        process: a crash there ends the run (the crash's traceback on stderr); see ``_in_process`` for what
+        ``journal`` does about that."""
         items = list(items)
         if self.workers == 1 or len(items) <= 1:
-            return collect(((i, fn(item)) for i, item in enumerate(items)), len(items), desc, on_result)
+            return collect(self._in_process(fn, items, on_crash, journal), len(items), desc, on_result)
         return collect(self._completed(fn, items, on_crash), len(items), desc, on_result)
+
+    def _in_process(self, fn: Callable, items: list, on_crash: Callable | None, journal: Path | None):
+        """(index, result) pairs, each task run in this process, except the one that the last run died in: with
+        ``on_crash`` and a ``journal`` file, each task is noted there while it runs (its ``describe`` text;
+        the note is removed when it returns or raises), so a note found at the start names the task running
+        when the process ended without unwinding (a crash, or a kill). That task runs in a child process
+        this time (a pool of one worker, retried as above), and a crash there is ``on_crash``'s."""
+        if on_crash is None or journal is None:
+            yield from ((i, fn(item)) for i, item in enumerate(items))
+            return
+        last = read_record(journal)
+        journal.unlink(missing_ok=True)
+        died_in = last.get("running") if last else None
+        for i, item in enumerate(items):
+            what = describe(item)
+            if what == died_in:
+                print(f"curate: the last run ended while {what} (a crash?); it runs in a child process this "
+                      f"time", file=sys.stderr, flush=True)
+                yield from ((i, result) for _, result in self._completed(fn, [item], on_crash))
+                continue
+            write_json({"running": what}, journal)
+            try:
+                result = fn(item)
+            finally:
+                journal.unlink(missing_ok=True)
+            yield i, result
 
     def _completed(self, fn: Callable, items: list, on_crash: Callable | None = None):
         """(index, result) pairs as tasks finish, never more than ``max_in_flight`` submitted. A dead worker

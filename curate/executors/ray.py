@@ -8,7 +8,11 @@ results are small (paths and counts); no data goes through the object store.
 At most ``max_in_flight`` tasks are submitted at once (default 4 per cluster CPU) and each completion
 is handled in time independent of the number of tasks (``ray.wait`` over the bounded in-flight set),
 so the driver's cost is linear in tasks. A task whose worker or node dies is retried by Ray up to
-``max_retries`` times. Without ``--address``, a local Ray instance is started with ``workers`` CPUs.
+``max_retries`` times; then the run stops naming the task, or, for a task whose worker process died
+every time (``WorkerCrashedError``: a library crashing on its input, or the worker killed) where the caller
+gave ``on_crash``, that is the task's result (a read task sets its split aside as ``read_crashed``). A lost
+node (``NodeDiedError``) always stops the run after the retries. Without ``--address``, a local Ray instance
+is started with ``workers`` CPUs.
 """
 from __future__ import annotations
 
@@ -57,6 +61,8 @@ def connect_ray(address: str | None, cpus: int | None, missing: type[Exception] 
 
 
 class RayExecutor:
+    handles_crashes = True  # map() takes on_crash
+
     def __init__(self, address: str | None = None, workers: int = 1, max_in_flight: int = 0, max_retries: int = 3):
         self.ray, self._started = connect_ray(address, max(1, workers))
         self._remote = self.ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
@@ -70,11 +76,13 @@ class RayExecutor:
         cpus = int(self.ray.cluster_resources().get("CPU", self.workers) or 1)
         return 4 * max(1, cpus)
 
-    def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None) -> list:
+    def map(self, fn: Callable, items: Sequence, desc: str | None = None, on_result: Callable | None = None,
+            on_crash: Callable | None = None, journal=None) -> list:
+        """As ``LocalExecutor.map``; ``journal`` is not needed (no task runs in the driver's process)."""
         items = list(items)
-        return collect(self._as_completed(fn, items), len(items), desc, on_result)
+        return collect(self._as_completed(fn, items, on_crash), len(items), desc, on_result)
 
-    def _as_completed(self, fn, items):
+    def _as_completed(self, fn, items, on_crash=None):
         ray = self.ray
         limit = self._limit()
         fn_ref = ray.put(fn) if len(items) > 1 else fn
@@ -88,14 +96,22 @@ class RayExecutor:
             for ref in done:
                 i = index.pop(ref)
                 try:
-                    yield i, ray.get(ref)
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                    result = ray.get(ref)
+                except ray.exceptions.WorkerCrashedError as e:
+                    if on_crash is None:
+                        raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker died "
+                                         f"({type(e).__name__}), {describe(items[i])}; max_retries = "
+                                         f"{self.max_retries}") from None
+                    result = on_crash(items[i], f"its Ray worker died {self.max_retries + 1} times (a library "
+                                                f"crashed on its input, or the worker was killed: out of memory?)")
+                except (ray.exceptions.NodeDiedError,
                         ray.exceptions.ObjectLostError) as e:
                     raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or node "
                                      f"died ({type(e).__name__}), {describe(items[i])}; max_retries = "
                                      f"{self.max_retries}") from None
                 except ray.exceptions.RayTaskError as e:
                     raise e.as_instanceof_cause() from None
+                yield i, result
 
     def close(self) -> None:
         if self._started:
