@@ -269,14 +269,42 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
     if missing or unexpected:
         raise ExportError(f"parameter mapping mismatch: missing {missing}, unexpected {unexpected}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(str(out))
-    if tokenizer_path is not None:
-        export_tokenizer(tokenizer_path, out, eod_id, model_max_length=cfg.max_seq_len)
-    (out / "quarry_export.json").write_text(json.dumps(
-        {"architecture": type(hf).__name__, "quarry_model_config": _jsonable(cfg)}, indent=2) + "\n")
-    _ordinary_modes(out)
+    staging = out.resolve().parent / f".{out.resolve().name}.export-tmp"  # the folder is written here, then moved into place
+    if staging.exists():
+        shutil.rmtree(staging)  # left by an export that failed (disk full) or was killed
+    staging.mkdir(parents=True)
+    try:
+        try:
+            hf.save_pretrained(str(staging))
+        except Exception as e:  # safetensors' own error type, its errno in the message (disk full)
+            from curate.os_errors import errno_of
+
+            code = errno_of(e)
+            if code is None:
+                raise
+            raise OSError(code, os.strerror(code), str(out / "model.safetensors")) from e
+        if tokenizer_path is not None:
+            export_tokenizer(tokenizer_path, staging, eod_id, model_max_length=cfg.max_seq_len)
+        (staging / "quarry_export.json").write_text(json.dumps(
+            {"architecture": type(hf).__name__, "quarry_model_config": _jsonable(cfg)}, indent=2) + "\n")
+        _ordinary_modes(staging)
+        _publish(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move the written export into ``out``: the whole folder at once when ``out`` is new, else file by file
+    (into an empty folder, an earlier export's, or one ``--force`` allows), ``quarry_export.json`` last. An
+    export that fails (disk full) or is killed while writing leaves ``out`` as it was."""
+    if not out.exists():
+        os.replace(staging, out)
+        return
+    for path in sorted(staging.iterdir(), key=lambda p: p.name == "quarry_export.json"):
+        if (out / path.name).is_dir():
+            shutil.rmtree(out / path.name)  # (--force over a folder of that name)
+        os.replace(path, out / path.name)
 
 
 def _ordinary_modes(out: Path) -> None:

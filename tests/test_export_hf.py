@@ -279,3 +279,33 @@ def test_cli_refuses_missing_checkpoint(tmp_path, capsys):
 
     assert main(["export-hf", str(tmp_path / "none"), str(tmp_path / "hf")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_an_export_that_fails_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """The disk fills while the weights are written (safetensors says "os error 28"): the export is an ENOSPC
+    OSError (``pretrain`` says it in one line), and the output folder is as it was, new or an earlier export,
+    with nothing half-written beside it, so the rerun is not refused as "not empty"; the rerun writes it."""
+    from transformers import PreTrainedModel
+
+    from pretrain.export_hf import export_model
+
+    model, cfg = tiny_model(**ARCHS["gpt2"])
+    real = PreTrainedModel.save_pretrained
+
+    def disk_full(self, folder, *a, **kw):
+        (Path(folder) / "config.json").write_text("{}")  # what was written before the disk filled
+        raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    out = tmp_path / "hf"
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", disk_full)
+    with pytest.raises(OSError) as e:
+        export_model(model, cfg, out)
+    assert e.value.errno == 28 and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", real)
+    export_model(model, cfg, out)  # the rerun
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "quarry_export.json"} <= set(before)
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", disk_full)
+    with pytest.raises(OSError):
+        export_model(model, cfg, out)  # over the earlier export: it is left whole
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before and sorted(tmp_path.iterdir()) == [out]

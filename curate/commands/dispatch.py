@@ -7,6 +7,9 @@ command module's ``INTERRUPT_HINT`` when it has one (what a rerun does), exit st
 status 143), so its ``finally`` blocks run (the process pool shut down, its workers ended, the lock released)
 instead of the process vanishing and leaving its workers behind. Other commands keep SIGTERM's default (torchrun
 ends a failed job's ranks with it; a rank blocked in a collective must die at once).
+
+An error of the machine that no command handled itself (disk full, a read-only file system, permission denied:
+``curate.os_errors``) ends the command with one line saying it, exit status 1, instead of a traceback.
 """
 from __future__ import annotations
 
@@ -47,6 +50,14 @@ def run_interruptible(name: str, module, args) -> int:
     previous = _install(signal.SIGTERM, _on_sigterm) if getattr(module, "HANDLES_SIGTERM", False) else None
     try:
         return module.run(args) or 0
+    except Exception as e:  # disk full, permissions, ...: one line, not a traceback (anything else is raised)
+        from curate.os_errors import machine_error
+
+        said = machine_error(e)
+        if said is None:
+            raise
+        print(f"{name}: error: {said}; fix the cause and rerun the same command", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt as e:
         term = isinstance(e, Terminated)
         hint = getattr(module, "INTERRUPT_HINT", "")

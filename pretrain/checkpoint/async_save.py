@@ -71,6 +71,11 @@ def wait(announce: bool = False) -> Path | None:
     try:
         fut.result()
     except BaseException as e:
+        from pretrain.checkpoint.save_load import write_failure
+
+        failure = write_failure(e, d)
+        if isinstance(failure, OSError):  # disk full and the like: said in one line by pretrain's dispatcher
+            raise failure from e
         raise RuntimeError(f"the background save of checkpoint {d} failed ({type(e).__name__}: {e}); "
                            f"{d.parent / 'latest'} still names the previous checkpoint") from e
     if announce:

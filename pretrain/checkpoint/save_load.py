@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
+import os
 import random
 import shutil
 import warnings
@@ -44,8 +46,39 @@ def _quiet():
 
 
 def _dcp_save(state, path: Path) -> None:
-    with _quiet():
-        dcp.save(state, checkpoint_id=str(path))
+    try:
+        with _quiet():
+            dcp.save(state, checkpoint_id=str(path))
+    except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
+        raise write_failure(e, Path(path)) from e
+
+
+NEARLY_FULL = 64 << 20  # bytes free below which a failed write is put down to a full disk
+
+
+def write_failure(e: BaseException, path: Path) -> Exception:
+    """What to raise for a checkpoint write that failed: an OSError for an error of the machine (disk full,
+    read-only, permissions: ``pretrain`` says it in one line, and a rerun resumes from ``latest``), also when
+    torch's zip writer only says "unexpected pos" but the disk holding ``path`` is (nearly) full; else a
+    CheckpointError naming the folder. Either way ``latest`` still names the previous checkpoint."""
+    from curate.os_errors import MACHINE_ERRNOS, errno_of
+
+    code = errno_of(e)
+    if code is None or code not in MACHINE_ERRNOS:
+        try:
+            existing = next(p for p in (path, *path.parents) if p.exists())
+            free = shutil.disk_usage(existing).free
+        except (OSError, StopIteration):
+            free = None
+        if free is not None and free < NEARLY_FULL:
+            code = errno.ENOSPC
+    named = path.parent.parent / LATEST if path.name == "dcp" else path.parent / LATEST
+    latest = f"{named} still names the previous checkpoint" if named.exists() else "no checkpoint was complete before"
+    if code in MACHINE_ERRNOS:
+        return OSError(code, f"{os.strerror(code)} writing the checkpoint ({latest})", str(path))
+    lines = str(e).strip().splitlines()
+    return CheckpointError(f"could not write the checkpoint {path}: {type(e).__name__}: "
+                           f"{lines[-1] if lines else ''}; {latest}")
 
 
 def _dcp_load(state, path: Path) -> None:

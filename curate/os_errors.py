@@ -1,0 +1,33 @@
+"""Errors of the machine rather than of a command's input or of Quarry (disk full, a read-only or vanished
+file system, permissions, too many open files): a command says them in one line, with what to do, instead of
+a traceback. Libraries do not always set ``errno``: pyarrow says "[errno 28]" in its message, safetensors
+"(os error 28)", and the number is read from there."""
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EMFILE, errno.ENFILE, errno.EACCES,
+                  errno.EPERM}
+_IN_MESSAGE = re.compile(r"\[errno (\d+)\]|\(os error (\d+)\)", re.IGNORECASE)
+
+
+def errno_of(exc: BaseException) -> int | None:
+    """The errno an exception carries, in its ``errno`` attribute or its message; None when it has none."""
+    code = getattr(exc, "errno", None)
+    if isinstance(code, int):
+        return code
+    m = _IN_MESSAGE.search(str(exc))
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def machine_error(exc: BaseException) -> str | None:
+    """One line for an error of the machine (``MACHINE_ERRNOS``): its meaning and the file when known; None for
+    any other exception."""
+    code = errno_of(exc)
+    if code not in MACHINE_ERRNOS:
+        return None
+    where = getattr(exc, "filename", None)
+    said = exc.strerror if isinstance(exc, OSError) and exc.errno == code and exc.strerror else os.strerror(code)
+    return said + (f": {where}" if where else "")

@@ -1,0 +1,70 @@
+"""Errors of the machine (disk full, read-only file system, permission denied) end a command with one line
+saying what and where, exit status 1, not a traceback; a rerun after the cause is fixed finishes the work."""
+import errno
+import types
+from pathlib import Path
+
+import pytest
+
+from curate.commands.dispatch import run_interruptible
+from curate.os_errors import errno_of, machine_error
+
+
+def _command(exc):
+    def run(args):
+        raise exc
+
+    return types.SimpleNamespace(run=run)
+
+
+@pytest.mark.parametrize("exc, said", [
+    (OSError(errno.ENOSPC, "No space left on device", "/data/out.bin"), "No space left on device: /data/out.bin"),
+    (OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"), "No space left on device"),
+    (RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"), "No space left"),
+    (PermissionError(errno.EACCES, "Permission denied", "/ro/x"), "Permission denied: /ro/x"),
+    (OSError(errno.EROFS, "Read-only file system", "/mnt/x"), "Read-only file system: /mnt/x"),
+])
+def test_a_machine_error_is_one_line(exc, said, capsys):
+    assert run_interruptible("pretrain tokenize", _command(exc), None) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"pretrain tokenize: error: {said}")
+    assert "rerun the same command" in err
+
+
+@pytest.mark.parametrize("exc", [ValueError("a bug"), FileNotFoundError(errno.ENOENT, "No such file", "x"),
+                                 RuntimeError("unexpected pos 704 vs 598")])
+def test_other_errors_are_not_taken_for_the_machines(exc):
+    assert machine_error(exc) is None
+    with pytest.raises(type(exc)):
+        run_interruptible("pretrain train", _command(exc), None)
+
+
+def test_errno_read_from_where_libraries_put_it():
+    assert errno_of(OSError(errno.ENOSPC, "x")) == errno.ENOSPC
+    assert errno_of(OSError("Detail: [Errno 13] Permission denied")) == errno.EACCES
+    assert errno_of(Exception("I/O error: No space left on device (os error 28)")) == errno.ENOSPC
+    assert errno_of(Exception("nothing here")) is None
+
+
+def test_a_checkpoint_write_that_fails_on_a_full_disk_says_so(tmp_path, monkeypatch):
+    """torch's zip writer says only "unexpected pos" when the disk fills: with the disk (nearly) full, the
+    failure is an ENOSPC OSError naming the folder and what ``latest`` names; otherwise a CheckpointError."""
+    import shutil
+
+    from pretrain.checkpoint.find import CheckpointError
+    from pretrain.checkpoint.save_load import write_failure
+
+    d = tmp_path / "ckpt" / "step_00000010" / "dcp"
+    d.mkdir(parents=True)
+    (tmp_path / "ckpt" / "latest").write_text("step_00000005\n")
+    zip_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
+    full = write_failure(zip_error, d)
+    assert isinstance(full, OSError) and full.errno == errno.ENOSPC and full.filename == str(d)
+    assert "latest still names the previous checkpoint" in machine_error(full)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=10 << 30))
+    other = write_failure(zip_error, d)
+    assert isinstance(other, CheckpointError) and "unexpected pos" in str(other) and str(d) in str(other)
+    assert isinstance(write_failure(OSError(errno.EROFS, "Read-only file system"), d), OSError)
+    assert "no checkpoint was complete" in str(write_failure(OSError(errno.ENOSPC, "x"), Path(tmp_path / "n" / "dcp")))
