@@ -1,7 +1,8 @@
 """Errors of the machine rather than of a command's input or of Quarry (disk full, a read-only or vanished
 file system, permissions, too many open files): a command says them in one line, with what to do, instead of
 a traceback. Libraries do not always set ``errno``: pyarrow says "[errno 28]" in its message, safetensors
-"(os error 28)", and the number is read from there."""
+"(os error 28)", and the number is read from there; numpy's ``tofile`` says only "8644 requested and 4064
+written" (a short write: the disk filled), taken for ENOSPC."""
 from __future__ import annotations
 
 import errno
@@ -11,6 +12,7 @@ import re
 MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EMFILE, errno.ENFILE, errno.EACCES,
                   errno.EPERM}
 _IN_MESSAGE = re.compile(r"\[errno (\d+)\]|\(os error (\d+)\)", re.IGNORECASE)
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
 
 
 def errno_of(exc: BaseException) -> int | None:
@@ -19,7 +21,9 @@ def errno_of(exc: BaseException) -> int | None:
     if isinstance(code, int):
         return code
     m = _IN_MESSAGE.search(str(exc))
-    return int(m.group(1) or m.group(2)) if m else None
+    if m:
+        return int(m.group(1) or m.group(2))
+    return errno.ENOSPC if isinstance(exc, OSError) and _SHORT_WRITE.match(str(exc)) else None
 
 
 def machine_error(exc: BaseException) -> str | None:

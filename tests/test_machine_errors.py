@@ -21,6 +21,7 @@ def _command(exc):
     (OSError(errno.ENOSPC, "No space left on device", "/data/out.bin"), "No space left on device: /data/out.bin"),
     (OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"), "No space left on device"),
     (RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"), "No space left"),
+    (OSError("8644 requested and 4064 written"), "No space left on device"),  # numpy's tofile
     (PermissionError(errno.EACCES, "Permission denied", "/ro/x"), "Permission denied: /ro/x"),
     (OSError(errno.EROFS, "Read-only file system", "/mnt/x"), "Read-only file system: /mnt/x"),
 ])
@@ -68,3 +69,30 @@ def test_a_checkpoint_write_that_fails_on_a_full_disk_says_so(tmp_path, monkeypa
     assert isinstance(other, CheckpointError) and "unexpected pos" in str(other) and str(d) in str(other)
     assert isinstance(write_failure(OSError(errno.EROFS, "Read-only file system"), d), OSError)
     assert "no checkpoint was complete" in str(write_failure(OSError(errno.ENOSPC, "x"), Path(tmp_path / "n" / "dcp")))
+
+
+def test_a_background_thread_ending_on_a_full_disk_says_it_in_one_line(capsys):
+    """TensorBoard's writer thread dies on a full disk: one line, not the thread's traceback; other errors in a
+    thread keep Python's traceback."""
+    import threading
+
+    from curate.commands.dispatch import _thread_error_hook
+
+    def raising(exc):
+        def run():
+            raise exc
+
+        return run
+
+    before = threading.excepthook
+    threading.excepthook = _thread_error_hook("pretrain train")
+    try:
+        for exc in (OSError(errno.ENOSPC, "No space left on device"), ValueError("a bug")):
+            t = threading.Thread(target=raising(exc))
+            t.start()
+            t.join()
+    finally:
+        threading.excepthook = before
+    err = capsys.readouterr().err
+    assert "pretrain train: error in a background thread: No space left on device\n" in err
+    assert "Traceback" in err and "ValueError: a bug" in err and err.count("Traceback") == 1

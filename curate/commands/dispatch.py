@@ -18,6 +18,7 @@ import faulthandler
 import importlib
 import signal
 import sys
+import threading
 
 
 class Terminated(KeyboardInterrupt):
@@ -42,7 +43,24 @@ def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: lis
     if not faulthandler.is_enabled():  # a library crashing in this process (SIGSEGV) says where, in Python
         faulthandler.enable()
     module = importlib.import_module(args._module)
+    threading.excepthook = _thread_error_hook(f"{prog} {args.command}")
     return run_interruptible(f"{prog} {args.command}", module, args)
+
+
+def _thread_error_hook(name: str):
+    """A library's background thread ending on an error of the machine (TensorBoard's writer on a full disk)
+    says it in one line, as the command does; any other error gets Python's usual traceback."""
+    default = threading.__excepthook__
+
+    def hook(info):
+        from curate.os_errors import machine_error
+
+        said = machine_error(info.exc_value) if info.exc_value is not None else None
+        if said is None:
+            return default(info)
+        print(f"{name}: error in a background thread: {said}", file=sys.stderr, flush=True)
+
+    return hook
 
 
 def run_interruptible(name: str, module, args) -> int:
