@@ -81,6 +81,18 @@ class OutputLock:
         return False
 
 
+def read_holder(folder: Path) -> dict:
+    """What ``folder``'s lock file says of the process holding it ({} when there is none or it is unreadable)."""
+    try:
+        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return {}
+    try:
+        return _read(fd)
+    finally:
+        os.close(fd)
+
+
 def _read(fd: int) -> dict:
     try:
         raw = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()

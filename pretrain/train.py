@@ -39,6 +39,7 @@ def train(cfg: Config) -> dict:
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
     device = pick_device(cfg, local_rank)
+    lock, made = hold_checkpoint_dir(cfg, rank)  # one run per checkpoint.dir (rank 0 holds it)
     start_process_group(device, cfg.parallel.timeout_s)  # before the checkpoint check: the ranks share its hashing
     try:
         ckpt.check_shared_storage(cfg)  # every rank sees rank 0's checkpoint.dir, log.dir and data, or all stop
@@ -62,6 +63,40 @@ def train(cfg: Config) -> dict:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        if lock is not None:
+            lock.release()
+            if made and not any(Path(cfg.checkpoint.dir).iterdir()):
+                Path(cfg.checkpoint.dir).rmdir()  # a run stopped at start leaves no folder behind
+
+
+def hold_checkpoint_dir(cfg: Config, rank: int):
+    """Rank 0 locks ``checkpoint.dir`` for the run (``run.lock``, as ``curate run`` locks its output): a second
+    ``pretrain train`` on the same folder stops at once naming the run that holds it (two runs would write
+    each other's checkpoints and move ``latest`` in turn); the kernel drops the lock of a run that died. A
+    group torchrun restarted (``TORCHELASTIC_RESTART_COUNT``) whose lock is still held from another host
+    goes on without it: that is the run's own lock, on a node that was lost (a network file system keeps it
+    until its lease ends). -> (the lock or None, whether the folder was made here)."""
+    import os
+    import socket
+    import sys
+
+    from curate.lock import LockError, OutputLock, read_holder
+
+    if rank != 0 or not cfg.checkpoint.dir:
+        return None, False
+    folder = Path(cfg.checkpoint.dir)
+    made = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return OutputLock(folder).acquire(), made
+    except LockError as e:
+        holder = read_holder(folder)
+        restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
+        if restarted and holder.get("host") not in (None, socket.gethostname()):
+            print(f"warning: {e}; going on without the lock: this is a restart of the run after a lost node",
+                  file=sys.stderr, flush=True)
+            return None, False
+        raise ConfigError(f"checkpoint.dir: {e}") from None
 
 
 def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict:
