@@ -131,6 +131,30 @@ def test_main_container_lifts_unsure_paragraphs_in_it_and_drops_unsure_teasers_f
     assert main_container(texts, groups, np.zeros(5, np.float32), 0.3).tolist() == [0.0] * 5
 
 
+def test_a_block_next_to_the_article_is_not_taken_for_a_teaser_far_from_it():
+    """A credit line or a lead in a container of its own sits outside the article's element, as a teaser
+    does; kept narrowly right next to the article's kept text (at most ``NEXT_TO`` block between), it stays:
+    only the nearest kept block on each side of the article is spared."""
+    from curate.extract.blocks import main_container
+    from curate.extract.region import NEXT_TO, next_to
+
+    para = "A long paragraph of the article, with more than ten words in it, plainly prose."
+    credit = "Additional reporting by Steve Gorman; Editing by Nick Zieminski"
+    teaser = "Teaser headline of another story, kept narrowly"
+    texts = [para, para + " Two.", credit, teaser, "Share this", teaser + " again"]
+    groups = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [7, 8, 9, 10], [11, 12, 13, 14], [15, 16, 17, 18],
+                       [19, 20, 21, 22]])
+    prob = np.array([0.9, 0.9, 0.35, 0.35, 0.01, 0.35], np.float32)
+    out = main_container(texts, groups, prob, 0.3)
+    assert out.tolist() == pytest.approx([0.9, 0.9, 0.35, 0.0, 0.01, 0.0])  # the credit line right after: kept
+    # kept: 0 2 5 6 8 9, the article's (inside): 2 and 6; 0 is one block before 2, 5 right before 6, 8 one
+    # block after 6; 9's nearest kept block is 8, not the article's
+    keep = np.array([1, 0, 1, 0, 0, 1, 1, 0, 1, 1], bool)
+    inside = np.array([0, 0, 1, 0, 0, 0, 1, 0, 0, 0], bool)
+    assert NEXT_TO == 1
+    assert np.flatnonzero(next_to(keep, inside) & keep & ~inside).tolist() == [0, 5, 8]
+
+
 def test_link_lists_of_a_prose_page_are_dropped_and_those_of_a_listing_kept():
     from curate.extract.blocks import link_lists
 

@@ -22,6 +22,7 @@ import numpy as np
 PROSE_LINKS = 0.2   # a page whose kept text has less than this share inside links reads as prose (an article)
 SHARE = 0.9         # the main region holds at least this share of the kept characters
 SURE = 0.9          # a kept block outside it stays when the classifier gives it at least this
+NEXT_TO = 1         # blocks at most between a kept block and the article's for it to sit next to it (next_to)
 
 
 @nb.njit(cache=True)
@@ -69,3 +70,20 @@ def main_region(texts: list[str], owner, parent, links, prob, threshold: float) 
     prob = prob.copy()
     prob[drop] = 0.0
     return prob
+
+
+def next_to(keep: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Per block: whether the nearest kept block before it or after it, in page order, is a kept block
+    ``inside`` (the article's) with at most ``NEXT_TO`` blocks between them (a caption, a photo credit). So
+    of the kept blocks outside the article, at most the nearest one on each side of a run of the article's
+    kept blocks: the kept block beyond it has that one, not the article's, as its nearest."""
+    n = keep.size
+    idx = np.arange(n)
+    prev = np.maximum.accumulate(np.concatenate([[-1], np.where(keep, idx, -1)[:-1]]))  # nearest kept before
+    nxt = np.minimum.accumulate(np.concatenate([[n], np.where(keep, idx, n)[::-1][:-1]]))[::-1]  # ... after
+    out = np.zeros(n, dtype=bool)
+    ok = (prev >= 0) & (idx - prev <= NEXT_TO + 1)
+    out[ok] |= inside[prev[ok]]
+    ok = (nxt < n) & (nxt - idx <= NEXT_TO + 1)
+    out[ok] |= inside[nxt[ok]]
+    return out
