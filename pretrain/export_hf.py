@@ -21,6 +21,7 @@ earlier export's files (``quarry_export.json`` and the names an export writes); 
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -43,7 +44,8 @@ class ExportError(ValueError):
 # quarry_export.json among them, is an earlier export and is written over without --force.
 EXPORT_FILES = frozenset({"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
                           "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                          "added_tokens.json", "chat_template.jinja", "quarry_export.json"})
+                          "added_tokens.json", "chat_template.jinja", "quarry_export.json",
+                          ".export-tmp"})  # (the folder an export writes in when OUT's parent is read-only)
 
 
 def check_out_dir(out_dir, force: bool = False) -> None:
@@ -269,10 +271,7 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
     if missing or unexpected:
         raise ExportError(f"parameter mapping mismatch: missing {missing}, unexpected {unexpected}")
     out = Path(out_dir)
-    staging = out.resolve().parent / f".{out.resolve().name}.export-tmp"  # the folder is written here, then moved into place
-    if staging.exists():
-        shutil.rmtree(staging)  # left by an export that failed (disk full) or was killed
-    staging.mkdir(parents=True)
+    staging = _staging(out)  # the folder is written there, then moved into place
     try:
         try:
             hf.save_pretrained(str(staging))
@@ -292,6 +291,21 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _staging(out: Path) -> Path:
+    """An empty folder to write the export in: beside ``out`` (``.NAME.export-tmp``), or inside it where its
+    parent cannot be written (an export into a folder of the home directory's parent, say); one left by an
+    export that failed or was killed is emptied first."""
+    for staging in (out.resolve().parent / f".{out.resolve().name}.export-tmp", out / ".export-tmp"):
+        try:
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir(parents=True)
+            return staging
+        except PermissionError:
+            continue
+    raise PermissionError(errno.EACCES, "Permission denied", str(out))
 
 
 def _publish(staging: Path, out: Path) -> None:

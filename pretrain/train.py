@@ -40,8 +40,8 @@ def train(cfg: Config) -> dict:
     check_data_paths(cfg)
     device = pick_device(cfg, local_rank)
     lock, made = hold_checkpoint_dir(cfg, rank)  # one run per checkpoint.dir (rank 0 holds it)
-    start_process_group(device, cfg.parallel.timeout_s)  # before the checkpoint check: the ranks share its hashing
     try:
+        start_process_group(device, cfg.parallel.timeout_s)  # before the checkpoint check: the ranks share its hashing
         ckpt.check_shared_storage(cfg)  # every rank sees rank 0's checkpoint.dir, log.dir and data, or all stop
         # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
         resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None

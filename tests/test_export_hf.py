@@ -309,3 +309,25 @@ def test_an_export_that_fails_leaves_the_folder_as_it_was(tmp_path, monkeypatch)
     with pytest.raises(OSError):
         export_model(model, cfg, out)  # over the earlier export: it is left whole
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before and sorted(tmp_path.iterdir()) == [out]
+
+
+def test_an_export_whose_folder_s_parent_cannot_be_written_is_staged_inside_it(tmp_path, monkeypatch):
+    """OUT exists and can be written, its parent cannot (no folder can be made beside OUT): the export is
+    written in OUT/.export-tmp and moved out of it, which is then gone."""
+    from pretrain.export_hf import export_model
+
+    model, cfg = tiny_model(**ARCHS["gpt2"])
+    out = tmp_path / "hf"
+    out.mkdir()
+    real = Path.mkdir
+
+    def mkdir(self, *a, **kw):
+        if self.parent == tmp_path and self.name.endswith(".export-tmp"):
+            raise PermissionError(1, "Operation not permitted", str(self))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    export_model(model, cfg, out)
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "quarry_export.json"} <= names and ".export-tmp" not in names
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
