@@ -7,6 +7,7 @@ A run whose checkpoint.dir already holds a checkpoint resumes from it and trains
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from pathlib import Path
@@ -65,8 +66,9 @@ def train(cfg: Config) -> dict:
             dist.destroy_process_group()
         if lock is not None:
             lock.release()
-            if made and not any(Path(cfg.checkpoint.dir).iterdir()):
-                Path(cfg.checkpoint.dir).rmdir()  # a run stopped at start leaves no folder behind
+            if made:  # a run stopped at start leaves no folder behind (rmdir fails on one that holds files)
+                with contextlib.suppress(OSError):
+                    Path(cfg.checkpoint.dir).rmdir()
 
 
 def hold_checkpoint_dir(cfg: Config, rank: int):
