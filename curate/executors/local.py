@@ -32,7 +32,6 @@ from typing import Callable, Sequence
 from curate.executors import WorkerLost, collect, describe
 from curate.executors.driver_watch import end_with_driver
 from curate.native_threads import cpus, limit_native_threads
-from curate.shards import read_record, write_json
 
 
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE)
@@ -69,6 +68,8 @@ class LocalExecutor:
         if on_crash is None or journal is None:
             yield from ((i, fn(item)) for i, item in enumerate(items))
             return
+        from curate.shards import read_record, write_json  # (not at import: workers import this module)
+
         last = read_record(journal)
         journal.unlink(missing_ok=True)
         died_in = last.get("running") if last else None
@@ -152,10 +153,17 @@ class LocalExecutor:
         """Why the pool's dead workers ended, in words (their exit signals), and whether one crashed (a
         signal of a failing library, not of a kill)."""
         processes = list((getattr(self._pool, "_processes", None) or {}).values())  # (CPython's pool keeps them there)
+        # the pool's manager thread ends the other workers and reaps them all; read the statuses only after
+        # it is done: a forkserver child's status is read once from a pipe, and two threads reading it at once
+        # leave one of them "exit 255" (which had made a SIGSEGV read as an unknown death now and then)
+        manager = getattr(self._pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=10)
+        telling = {-s for s in CRASH_SIGNALS} | {-signal.SIGKILL}
         deadline = time.monotonic() + 2
-        while True:  # the dead worker's status may be a moment away (another thread reaping it); the pool
-            codes = {p.exitcode for p in processes if p.exitcode not in (None, 0)}  # ends the rest with SIGTERM
-            if codes - {-signal.SIGTERM} or time.monotonic() > deadline:
+        while True:  # a status may still be a moment away: wait for a signal that says what happened, or for
+            codes = {p.exitcode for p in processes if p.exitcode not in (None, 0)}  # every worker's status
+            if codes & telling or all(p.exitcode is not None for p in processes) or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
         for sig in CRASH_SIGNALS:
