@@ -21,7 +21,11 @@ LOCK_FILE = "run.lock"
 
 
 class LockError(ValueError):
-    """The output folder is in use by another run."""
+    """The output folder is in use by another run (``holder``: what its lock file says of that run)."""
+
+    def __init__(self, message: str, holder: dict | None = None):
+        super().__init__(message)
+        self.holder = holder or {}
 
 
 class OutputLock:
@@ -38,7 +42,7 @@ class OutputLock:
             except BlockingIOError:
                 holder = _read(fd)
                 os.close(fd)
-                raise LockError(in_use(self.path.parent, holder)) from None
+                raise LockError(in_use(self.path.parent, holder), holder) from None
             except OSError as e:
                 if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                     raise
@@ -46,7 +50,7 @@ class OutputLock:
                 holder = _read(fd)
                 if holder and _alive(holder):
                     os.close(fd)
-                    raise LockError(in_use(self.path.parent, holder)) from None
+                    raise LockError(in_use(self.path.parent, holder), holder) from None
             try:  # the file we locked may have been removed by a run finishing meanwhile: lock the current one
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -79,18 +83,6 @@ class OutputLock:
     def __exit__(self, *exc):
         self.release()
         return False
-
-
-def read_holder(folder: Path) -> dict:
-    """What ``folder``'s lock file says of the process holding it ({} when there is none or it is unreadable)."""
-    try:
-        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY)
-    except OSError:
-        return {}
-    try:
-        return _read(fd)
-    finally:
-        os.close(fd)
 
 
 def _read(fd: int) -> dict:

@@ -82,7 +82,7 @@ def hold_checkpoint_dir(cfg: Config, rank: int):
     import socket
     import sys
 
-    from curate.lock import LockError, OutputLock, read_holder
+    from curate.lock import LockError, OutputLock
 
     if rank != 0 or not cfg.checkpoint.dir:
         return None, False
@@ -92,7 +92,7 @@ def hold_checkpoint_dir(cfg: Config, rank: int):
         folder.mkdir(parents=True, exist_ok=True)
         return OutputLock(folder).acquire(), made
     except LockError as e:
-        holder = read_holder(folder)
+        holder = e.holder
         restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
         if restarted and holder.get("host") not in (None, socket.gethostname()):
             print(f"warning: {e}; going on without the lock: this is a restart of the run after a lost node",

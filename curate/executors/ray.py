@@ -97,18 +97,14 @@ class RayExecutor:
                 i = index.pop(ref)
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.WorkerCrashedError as e:
-                    if on_crash is None:
-                        raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker died "
-                                         f"({type(e).__name__}), {describe(items[i])}; max_retries = "
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as e:
+                    if on_crash is None or not isinstance(e, ray.exceptions.WorkerCrashedError):
+                        raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or "
+                                         f"node died ({type(e).__name__}), {describe(items[i])}; max_retries = "
                                          f"{self.max_retries}") from None
                     result = on_crash(items[i], f"its Ray worker died {self.max_retries + 1} times (a library "
                                                 f"crashed on its input, or the worker was killed: out of memory?)")
-                except (ray.exceptions.NodeDiedError,
-                        ray.exceptions.ObjectLostError) as e:
-                    raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or node "
-                                     f"died ({type(e).__name__}), {describe(items[i])}; max_retries = "
-                                     f"{self.max_retries}") from None
                 except ray.exceptions.RayTaskError as e:
                     raise e.as_instanceof_cause() from None
                 yield i, result

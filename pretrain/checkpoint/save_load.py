@@ -64,7 +64,7 @@ def write_failure(e: BaseException, path: Path) -> Exception:
     from curate.os_errors import MACHINE_ERRNOS, errno_of
 
     code = errno_of(e)
-    if code is None or code not in MACHINE_ERRNOS:
+    if code not in MACHINE_ERRNOS:
         try:
             existing = next(p for p in (path, *path.parents) if p.exists())
             free = shutil.disk_usage(existing).free
