@@ -1,10 +1,12 @@
 """What hostile table inputs and duplicated giant documents cost: peak memory (VmHWM of a fresh child process)
 of reading a Parquet / Arrow file whose dictionary-encoded text column repeats one large text in every row,
-and of exact_dedup's plan over many copies of one large document; and the time to read the last split of a
-zstd Arrow IPC file against reading the whole file (a split decodes only its own batches).
+and of one Parquet value of hundreds of MB between small rows (at two sizes: the peak should grow with the
+value, a few times its size); of exact_dedup's plan over many copies of one large document; and the time to
+read the last split of a zstd Arrow IPC file against reading the whole file (a split decodes only its own
+batches).
 
     python benchmarks/hostile_memory.py                      # 200 rows of 5 MiB, 200 documents of 5 MB
-    python benchmarks/hostile_memory.py --rows 50 --mib 2
+    python benchmarks/hostile_memory.py --rows 50 --mib 2 --huge-mib 50,100
 
 Each figure is measured in its own child process, side by side with what the rows would hold decoded.
 """
@@ -68,6 +70,20 @@ def tables(tmp: Path, rows: int, mib: int) -> None:
               f"peak {r['peak_mb']} MB ({r['peak_mb'] / (rows * mib):.2f} x the decoded size)")
 
 
+def huge_value(tmp: Path, sizes: list[int]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    print("one huge Parquet value between two small rows (written by pyarrow's defaults: dictionary-encoded, "
+          "snappy); the reader sets it aside as too_large after reading it")
+    for mib in sizes:
+        path = tmp / f"huge-{mib}.parquet"
+        pq.write_table(pa.table({"text": ["a small document", "x" * (mib << 20), "another small document"]}), path)
+        r = _child(_READ, path, "parquet")
+        print(f"  {mib:5d} MiB value: {r['docs']} documents, peak {r['peak_mb']} MB "
+              f"({r['peak_mb'] / mib:.2f} x the value)")
+
+
 def dedup(tmp: Path, docs: int, mib: int) -> None:
     from curate.schema import documents_to_table
     from curate.shards import write_shard
@@ -110,10 +126,13 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=200, help="rows (and duplicated documents) (default 200)")
     ap.add_argument("--mib", type=int, default=5, help="size of the repeated text in MiB (default 5)")
+    ap.add_argument("--huge-mib", default="100,200",
+                    help="sizes of the one huge Parquet value, MiB, comma-separated (default 100,200)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         tables(tmp, args.rows, args.mib)
+        huge_value(tmp, [int(x) for x in args.huge_mib.split(",") if x])
         dedup(tmp, args.rows, args.mib)
         splits(tmp)
 

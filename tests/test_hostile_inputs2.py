@@ -155,6 +155,38 @@ def test_dictionary_texts_are_not_expanded_per_row(tmp_path):
         assert n == 200 and peak_mb < 700, (name, n, peak_mb)  # decoded per row: over 1000 MB
 
 
+def test_one_huge_parquet_value_is_read_plain(tmp_path):
+    """A 200 MiB value between two small rows (pyarrow's defaults write it dictionary-encoded): set aside as
+    too_large, the small rows kept, in a child whose peak stays under 4.75 x the value (a dictionary read of
+    the value's one-row batch held it once more: 1.17 GB)."""
+    mib = 200
+    pq.write_table(pa.table({"text": ["a small document", "x" * (mib << 20), "another small document"]}),
+                   tmp_path / "huge.parquet")
+    code = ("import sys, collections\nfrom curate import readers\n"
+            "kinds = collections.Counter(it[0] if it[0] == 'doc' else it[2] "
+            "for it in readers.read_file(sys.argv[1], 'parquet'))\n"
+            "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0].split()[1]\n"
+            "print(kinds['doc'], kinds['too_large'], int(peak) // 1024)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "huge.parquet")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    docs, too_large, peak_mb = map(int, out.stdout.split())
+    assert (docs, too_large) == (2, 1)
+    assert peak_mb < 4.75 * mib, peak_mb
+
+
+def test_one_row_batches_of_a_dictionary_column_read_the_same(tmp_path, monkeypatch):
+    """Rows read one per batch (large rows: read plain) give the documents a dictionary read gives."""
+    texts = [f"text {i % 3} " * 50 for i in range(30)]
+    pq.write_table(pa.table({"id": [str(i) for i in range(30)], "text": texts}), tmp_path / "d.parquet",
+                   row_group_size=7)
+    path = str(tmp_path / "d.parquet")
+    whole = [it[1] for it in readers.read_file(path, "parquet")]
+    monkeypatch.setattr(tables, "SLICE_BYTES", 1)
+    one_by_one = [it[1] for it in readers.read_file(path, "parquet")]
+    assert [d["text"] for d in whole] == texts
+    assert one_by_one == whole
+
+
 def test_read_batches_are_bounded_by_bytes(tmp_path, monkeypatch):
     """shard_rows documents, or BATCH_CHARS of text, whichever first."""
     monkeypatch.setattr(tasks, "BATCH_CHARS", 2000)
