@@ -110,3 +110,25 @@ def test_a_tokenizer_path_that_is_no_regular_file_is_refused(tmp_path, path):
     path = str(tmp_path) if path == "folder" else path
     with pytest.raises(ValueError, match="not a regular file"):
         load_tokenizer(path)
+
+
+def test_a_model_with_a_piece_that_is_not_text_is_refused_at_load(bpe, tmp_path):
+    """A damaged or crafted .model whose protobuf holds a piece of non-UTF-8 bytes loads in SentencePiece, and
+    its decode then raised UnicodeDecodeError in whatever wrote a token out; it is refused at load, naming it."""
+    tok = bpe
+    data = Path(tok.model_path).read_bytes()
+    piece = next(tok.id_to_piece(i) for i in range(tok.vocab_size - 1, 0, -1)
+                 if len(tok.id_to_piece(i)) >= 4 and tok.id_to_piece(i).isascii() and
+                 data.count(tok.id_to_piece(i).encode()) == 1)
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(data.replace(piece.encode(), b"\xff" + piece.encode()[1:]))
+    with pytest.raises(ValueError, match="is not UTF-8 text"):
+        load_tokenizer(bad)
+
+
+def test_a_model_file_larger_than_any_sentencepiece_model_is_not_read(tmp_path):
+    big = tmp_path / "huge.model"
+    with open(big, "wb") as f:
+        f.truncate((1 << 30) + 1)  # sparse: no disk used, SentencePiece would read it all
+    with pytest.raises(ValueError, match="more than any SentencePiece model"):
+        load_tokenizer(big)

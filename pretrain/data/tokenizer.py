@@ -22,6 +22,7 @@ import numpy as np
 from curate import json_files
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
+MAX_MODEL_BYTES = 1 << 30  # larger than any SentencePiece model (a 256k vocabulary is about 5 MB)
 MAX_LINE_BYTES = 4096  # SentencePiece skips training sentences longer than max_sentence_length (4192)
 SPECIALS = {"unk_id": 0, "bos_id": 1, "eod_id": 2, "pad_id": 3}
 
@@ -38,12 +39,17 @@ class Tokenizer:
                 raise ValueError(f"tokenizer model {self.model_path}: not a regular file; give a SentencePiece "
                                  ".model (`pretrain tokenizer train` writes one)")
             raise FileNotFoundError(f"tokenizer model {self.model_path} not found")
+        size = os.path.getsize(self.model_path)
+        if size > MAX_MODEL_BYTES:  # SentencePiece reads the whole file into memory before it checks anything
+            raise ValueError(f"tokenizer model {self.model_path}: {size:,} bytes, more than any SentencePiece model "
+                             f"({MAX_MODEL_BYTES >> 20} MiB); give a SentencePiece .model")
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.Load(self.model_path)
         except (OSError, RuntimeError) as e:
             raise ValueError(f"{self.model_path} is not a SentencePiece model: {e}") from None
         self.vocab_size = int(self._sp.GetPieceSize())
+        _check_pieces(self._sp, self.model_path)
         if specials is None:
             specials = _specials_from_model(self._sp, self.model_path)
         self.eod_id = int(specials["eod_id"])
@@ -91,6 +97,23 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer({self.model_path!r}, vocab_size={self.vocab_size}, eod={self.eod_id}, "
                 f"bos={self.bos_id}, pad={self.pad_id}, unk={self.unk_id})")
+
+
+def _check_pieces(sp, where: str) -> None:
+    """Every piece is text (UTF-8): a model whose protobuf holds other bytes in a piece loads, and then
+    ``decode`` raises ``UnicodeDecodeError`` in whatever command first writes a token out (generate, eval)."""
+    n = int(sp.GetPieceSize())
+    if n == 0:
+        raise ValueError(f"{where}: the SentencePiece model has no pieces")
+    try:
+        sp.IdToPiece(list(range(n)))
+    except UnicodeDecodeError:
+        for i in range(n):
+            try:
+                sp.IdToPiece(i)
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{where}: piece {i} of the SentencePiece model is not UTF-8 text ({e.reason}); "
+                                 "the file is damaged or not a SentencePiece model") from None
 
 
 def specials_path(model_path: str | os.PathLike) -> Path:
