@@ -204,9 +204,9 @@ def steps_at_batch(cfg: Config, consumed_samples: int, batch: int) -> int | None
     return max(1, math.ceil((boundary - consumed_samples) / batch) - 1)
 
 
-def total_train_samples(cfg: Config) -> int:
-    """Samples the run consumes in ``train.steps`` steps (the ramp's batch sizes, then ``train.global_batch``)."""
-    step = consumed = 0
+def total_train_samples(cfg: Config, step: int = 0, consumed: int = 0) -> int:
+    """Samples the run has consumed after ``train.steps`` steps (the ramp's batch sizes, then
+    ``train.global_batch``), from ``step`` with ``consumed`` samples consumed (a resumed run)."""
     while step < cfg.train.steps:
         batch = batch_size_at(cfg, consumed)
         same = steps_at_batch(cfg, consumed, batch)

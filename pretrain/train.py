@@ -109,11 +109,14 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
     step, consumed = 0, 0
     if resume_dir is not None:
         meta = ckpt.load(resume_dir, parts.parts, optimizers)
-        step, consumed = int(meta["step"]), int(meta["consumed_samples"])
-        sched.load_state_dict(meta["scheduler"])
+        step, consumed, sched_state = ckpt.resume_point(meta, resume_dir, t.global_batch)
+        sched.load_state_dict(sched_state)
         log.info(f"resumed from {resume_dir} at step {step} ({consumed} samples consumed)")
     n_valid = t.eval_iters * t.global_batch if t.eval_interval else 0
-    train_ds, valid_ds = build_data(cfg, env, total_train_samples(cfg), n_valid)
+    n_train = total_train_samples(cfg)
+    if step < t.steps:  # a run that took larger batches before (global_batch lowered) reads past this config's plan
+        n_train = max(n_train, total_train_samples(cfg, step, consumed))
+    train_ds, valid_ds = build_data(cfg, env, n_train, n_valid)
     trainer = Trainer(cfg, parts, device, dtype)
     tasks = prepare_eval_tasks(cfg, log)
     describe_run(cfg, env, device, dtype, log)

@@ -233,16 +233,24 @@ def test_a_checkpoint_file_of_deeply_nested_json_is_refused_with_a_message(name,
         assert "Traceback" not in err and "RecursionError" not in err and name.split("/")[-1] in err, err
 
 
+_GONE = object()
+
+
 @pytest.mark.parametrize("change", [{"step": "400"}, {"consumed_samples": -1}, {"config": {"data": "x"}},
-                                    {"scheduler": [1]}])
+                                    {"scheduler": [1]}, {"scheduler": _GONE}, {"scheduler": {}},
+                                    {"scheduler": {"step": "x"}}, {"step": 10**30}, {"consumed_samples": 10**20},
+                                    {"consumed_samples": 10**6}])
 def test_a_meta_json_of_wrong_types_is_refused_with_a_message(change, clean_checkpoint, tmp_path, capsys):
+    """Wrong types, counts past any run (10^20 overflowed the sample arithmetic), a missing or empty scheduler
+    (KeyError) and more samples consumed than steps x the global batch (the data index would be built for
+    them: IndexError, or memory for 10^12 samples) are each one message naming meta.json and the field."""
     import json
 
     root = tmp_path / "ckpt"
     shutil.copytree(clean_checkpoint, root)
     d = ckpt.resolve(root)
     meta = json.loads((d / "meta.json").read_text())
-    (d / "meta.json").write_text(json.dumps({**meta, **change}))
+    (d / "meta.json").write_text(json.dumps({k: v for k, v in {**meta, **change}.items() if v is not _GONE}))
     _reseal(d)
     capsys.readouterr()
     assert _train(root, 3) == 2

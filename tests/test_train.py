@@ -86,6 +86,15 @@ def test_resume_trains_on_to_train_steps(tmp_path):
     assert done["losses"] == {} and done["step"] == 5
 
 
+def test_resume_with_a_smaller_global_batch_reads_on_past_the_new_plan(tmp_path):
+    """3 steps of 8 samples, then 2 of 4: the new config's plan (5 x 4 = 20 samples) ends before the 24 the
+    checkpoint consumed; the data is built for the samples the run reads (it raised IndexError)."""
+    common = {"checkpoint.dir": str(tmp_path / "ckpt"), "log.dir": "", "train.decay_steps": 5}
+    train_losses(config_dict(tiny_config({**common, "train.steps": 3})))
+    second = train_losses(config_dict(tiny_config({**common, "train.steps": 5, "train.global_batch": 4})))
+    assert sorted(second["losses"]) == [4, 5] and second["consumed_samples"] == 3 * 8 + 2 * 4
+
+
 def test_data_parallel_ranks_split_the_global_batch_in_order():
     ds = SyntheticDataset(100, 8, 256, seed=3)
     whole = local_batch(ds, 16, n_micro=4, mbs=2, dp=1, dp_rank=0).numpy()

@@ -41,5 +41,5 @@ from pretrain.checkpoint.async_save import wait as wait_async
 from pretrain.checkpoint.shared_storage import SharedStorageError, check_shared_storage
 from pretrain.checkpoint.save_load import (
     check_shapes, load, load_model_for_inference, model_state, nonfinite_names, optim_state, read_meta,
-    read_model_config, rng_state_json, save, saved_layer_count, set_rng_state_json,
+    read_model_config, resume_point, rng_state_json, save, saved_layer_count, set_rng_state_json,
 )

@@ -312,14 +312,47 @@ def read_meta(d: Path) -> dict:
     for key, kind in (("step", int), ("consumed_samples", int), ("world_size", int), ("scheduler", dict),
                       ("config", dict)):
         value = meta.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)
-                                  or (kind is int and value < 0)):
+        if value is not None and not (_is_count(value) if kind is int else isinstance(value, kind)):
             raise CheckpointError(f"{path}: {key} = {str(value)[:80]!r} is not a {'count' if kind is int else 'table'};"
                                   " use another checkpoint")
+    sched_step = (meta.get("scheduler") or {}).get("step", 0)
+    if not _is_count(sched_step):
+        raise CheckpointError(f"{path}: scheduler.step = {str(sched_step)[:80]!r} is not a count; use another checkpoint")
     for key, value in (meta.get("config") or {}).items():
         if not isinstance(value, dict):
             raise CheckpointError(f"{path}: config.{key} is not a table; use another checkpoint")
     return meta
+
+
+MAX_COUNT = 1 << 53  # steps and samples past this are no run's (and overflow the int64 sample arithmetic)
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
+
+
+def resume_point(meta: dict, d: Path, largest_batch: int) -> tuple[int, int, dict]:
+    """(step, samples consumed, scheduler state) a run resumes from, from a checkpoint's ``meta.json``
+    (``read_meta``): each present and in reason. ``largest_batch``: the most samples a step of the run could
+    take (the larger of this config's ``train.global_batch`` and the one the checkpoint's run recorded), so a
+    count past ``step x largest_batch`` is a damaged or tampered file, not a run (the data index would be
+    built for that many samples)."""
+    path = Path(d) / "meta.json"
+    missing = [k for k in ("step", "consumed_samples", "scheduler") if k not in meta]
+    if missing:
+        raise CheckpointError(f"{path}: no {missing[0]!r}, which a run resumes from; use another checkpoint")
+    if not _is_count(meta["scheduler"].get("step")):
+        raise CheckpointError(f"{path}: scheduler.step = {str(meta['scheduler'].get('step'))[:80]!r} is not a count; "
+                              "use another checkpoint")
+    step, consumed = meta["step"], meta["consumed_samples"]
+    recorded = ((meta.get("config") or {}).get("train") or {}).get("global_batch")
+    if _is_count(recorded):
+        largest_batch = max(largest_batch, recorded)
+    if consumed > step * largest_batch:
+        raise CheckpointError(f"{path}: consumed_samples = {consumed:,} at step {step:,} is more than {largest_batch:,} "
+                              "samples a step (the largest global batch of this run and the one that wrote it): "
+                              "the file is damaged or was tampered with; use another checkpoint")
+    return step, consumed, meta["scheduler"]
 
 
 def read_model_config(d: Path) -> ModelConfig:
