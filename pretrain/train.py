@@ -112,6 +112,9 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
         step, consumed, sched_state = ckpt.resume_point(meta, resume_dir, t.global_batch)
         sched.load_state_dict(sched_state)
         log.info(f"resumed from {resume_dir} at step {step} ({consumed} samples consumed)")
+        if step >= t.steps:
+            log.info(f"step {step} already reaches train.steps = {t.steps}: nothing to train (raise train.steps to "
+                     "train on)")
     n_valid = t.eval_iters * t.global_batch if t.eval_interval else 0
     n_train = total_train_samples(cfg)
     if step < t.steps:  # a run that took larger batches before (global_batch lowered) reads past this config's plan

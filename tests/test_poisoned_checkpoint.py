@@ -239,11 +239,12 @@ _GONE = object()
 @pytest.mark.parametrize("change", [{"step": "400"}, {"consumed_samples": -1}, {"config": {"data": "x"}},
                                     {"scheduler": [1]}, {"scheduler": _GONE}, {"scheduler": {}},
                                     {"scheduler": {"step": "x"}}, {"step": 10**30}, {"consumed_samples": 10**20},
-                                    {"consumed_samples": 10**6}])
+                                    {"consumed_samples": 10**6}, {"step": 10**6}])
 def test_a_meta_json_of_wrong_types_is_refused_with_a_message(change, clean_checkpoint, tmp_path, capsys):
     """Wrong types, counts past any run (10^20 overflowed the sample arithmetic), a missing or empty scheduler
-    (KeyError) and more samples consumed than steps x the global batch (the data index would be built for
-    them: IndexError, or memory for 10^12 samples) are each one message naming meta.json and the field."""
+    (KeyError), more samples consumed than steps x the global batch (the data index would be built for
+    them: IndexError, or memory for 10^12 samples) and fewer than one a step (a run at step 10^6 "resumed"
+    and did nothing) are each one message naming meta.json and the field."""
     import json
 
     root = tmp_path / "ckpt"

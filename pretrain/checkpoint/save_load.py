@@ -335,8 +335,8 @@ def resume_point(meta: dict, d: Path, largest_batch: int) -> tuple[int, int, dic
     """(step, samples consumed, scheduler state) a run resumes from, from a checkpoint's ``meta.json``
     (``read_meta``): each present and in reason. ``largest_batch``: the most samples a step of the run could
     take (the larger of this config's ``train.global_batch`` and the one the checkpoint's run recorded), so a
-    count past ``step x largest_batch`` is a damaged or tampered file, not a run (the data index would be
-    built for that many samples)."""
+    count past ``step x largest_batch`` (or under one sample a step) is a damaged or tampered file, not a run
+    (the data index would be built for that many samples)."""
     path = Path(d) / "meta.json"
     missing = [k for k in ("step", "consumed_samples", "scheduler") if k not in meta]
     if missing:
@@ -348,6 +348,9 @@ def resume_point(meta: dict, d: Path, largest_batch: int) -> tuple[int, int, dic
     recorded = ((meta.get("config") or {}).get("train") or {}).get("global_batch")
     if _is_count(recorded):
         largest_batch = max(largest_batch, recorded)
+    if consumed < step:  # every step takes a global batch of at least one sample
+        raise CheckpointError(f"{path}: consumed_samples = {consumed:,} at step {step:,} is fewer than one sample a "
+                              "step: the file is damaged or was tampered with; use another checkpoint")
     if consumed > step * largest_batch:
         raise CheckpointError(f"{path}: consumed_samples = {consumed:,} at step {step:,} is more than {largest_batch:,} "
                               "samples a step (the largest global batch of this run and the one that wrote it): "
