@@ -41,6 +41,7 @@ from curate.stages import STAGES, stage_class
 
 
 DEFAULT_STAGE_TIMEOUT_S = 60.0
+MIN_STAGE_TIMEOUT_S = 0.05  # the stage watcher reads the child's CPU time every 0.05 s (stage_watch.POLL_S)
 
 
 @dataclass
@@ -155,9 +156,10 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
         if head.get(key, low) < low:
             raise ConfigError(f"{where}: [pipeline].{key} must be >= {low}, got {head[key]}")
     timeout = head.get("stage_timeout_s", DEFAULT_STAGE_TIMEOUT_S)
-    if not 0 <= timeout < float("inf"):
+    if not (timeout == 0 or MIN_STAGE_TIMEOUT_S <= timeout < float("inf")):
+        # under the watcher's poll interval a limit is not measured (it read its CPU time every 0.05 s)
         raise ConfigError(f"{where}: [pipeline].stage_timeout_s = {timeout!r}: CPU seconds per document and map "
-                          "stage, a number >= 0 (0: no limit)")
+                          f"stage, 0 (no limit) or at least {MIN_STAGE_TIMEOUT_S}")
     for spec in stages:
         spec.stage_timeout_s = float(timeout)
     return Pipeline(

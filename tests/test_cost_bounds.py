@@ -70,8 +70,22 @@ def test_pipeline_key_checked():
            "stages": [{"type": "normalize"}]}
     with pytest.raises(ConfigError, match="stage_timeout_s"):
         parse_pipeline(raw)
+    raw["pipeline"]["stage_timeout_s"] = 1e-7  # under what the watcher measures: a limit that did not hold
+    with pytest.raises(ConfigError, match="at least 0.05"):
+        parse_pipeline(raw)
     raw["pipeline"]["stage_timeout_s"] = 7
     assert parse_pipeline(raw).stages[0].stage_timeout_s == 7.0
+
+
+@pytest.mark.parametrize("value", [1e-320, 1e-7, -1.0, float("nan"), 1e9])
+def test_an_extract_timeout_the_timer_cannot_hold_is_refused(value):
+    """setitimer rounds to microseconds: 1e-320 s was a timer of 0, which disarms it, so every page ran
+    unlimited; such a value is refused at start, naming the key."""
+    from curate.extract.stage import Params
+
+    with pytest.raises(ValueError, match="timeout_s"):
+        Params(timeout_s=value)
+    assert Params(timeout_s=0).timeout_s == 0 and Params(timeout_s=0.01).timeout_s == 0.01
 
 
 # --- extract ------------------------------------------------------------------------------------------

@@ -55,11 +55,13 @@ REASONS = {
 }
 
 
+MIN_TIMEOUT_S = 0.01  # the shortest per-document limit: the kernel's CPU accounting is in ticks of about this
+
 
 @dataclass
 class Params:
     engine: str = "blocks"             # "blocks" (default, learned), "resiliparse" (rules) or "trafilatura"
-    timeout_s: float = 5.0             # CPU seconds per document; 0 disables the timer
+    timeout_s: float = 5.0             # CPU seconds per document (>= MIN_TIMEOUT_S); 0 disables the timer
     max_html_bytes: int = 2_000_000    # UTF-8 bytes of HTML once scripts, styles and comments are cut out
     model: str = ""                    # blocks: model file; "" = the shipped curate/extract/models/extract_blocks.json
     min_chars: int = 50                # fewer characters of main text: no_main_text
@@ -71,9 +73,11 @@ class Params:
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise ValueError(f"engine = {self.engine!r}; allowed: {', '.join(ENGINES)}")
-        if not 0 <= self.timeout_s <= 86400:  # nan fails too; the CPU timer cannot take much more than a day's
-            raise ValueError(f"timeout_s = {self.timeout_s}; CPU seconds per document, between 0 (no timer) and "
-                             "86400")
+        # nan fails too; the CPU timer cannot take much more than a day's, and rounds to microseconds: a
+        # value under one was a timer of 0, which disarms it (no limit at all)
+        if not (self.timeout_s == 0 or MIN_TIMEOUT_S <= self.timeout_s <= 86400):
+            raise ValueError(f"timeout_s = {self.timeout_s}; CPU seconds per document, 0 (no timer) or between "
+                             f"{MIN_TIMEOUT_S} and 86400")
         if self.max_html_bytes <= 0:
             raise ValueError(f"max_html_bytes = {self.max_html_bytes}; must be > 0")
         if self.min_chars < 0:
