@@ -8,6 +8,7 @@ never sees half a shard and a killed run leaves nothing that looks finished.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -165,19 +166,23 @@ class atomic_path:
         self.path = Path(path)
 
     def __enter__(self) -> str:
+        if self.path.is_dir():  # the rename would fail after the work: say so naming the path, not the temp file
+            raise IsADirectoryError(errno.EISDIR, "is a folder, where a file is to be written", str(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         os.close(fd)
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            with open(self.tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600 files; shards are meant to be shared
-            os.replace(self.tmp, self.path)
-        elif os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        try:
+            if exc_type is None:
+                with open(self.tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.chmod(self.tmp, 0o644)  # mkstemp makes 0600 files; shards are meant to be shared
+                os.replace(self.tmp, self.path)  # (fails where ``path`` is a folder: the temp file goes below)
+        finally:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
         return False
 
 

@@ -22,3 +22,18 @@ def overwrite_problem(writes, reads) -> str | None:
             if rw.startswith(rr.rstrip(os.sep) + os.sep) and os.path.isdir(rr):
                 return f"{w} lies inside {r}, an input of this command: write it outside that folder"
     return None
+
+
+def output_file_problem(path) -> str | None:
+    """A message when ``path``, a file a command is to write, cannot be one: an existing folder, or a path
+    below a file. Checked at start: the atomic write at the end would fail after all the work."""
+    if not path:
+        return None
+    if os.path.isdir(path):
+        return f"{path} is a folder: give the path of a file to write inside it or elsewhere"
+    above = os.path.dirname(os.path.abspath(path))
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above)
+    if above and not os.path.isdir(above):
+        return f"{path} lies below {above}, which is a file, not a folder"
+    return None

@@ -244,8 +244,25 @@ def check(cfg: Config, world_size: int) -> None:
     _check_choices(cfg, err)
     _check_values(cfg, err)
     _check_eval(cfg, err)
+    _check_folders(cfg, err)
     if errors:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(errors))
+
+
+def _check_folders(cfg: Config, err) -> None:
+    """The folders a run writes into: each is a folder or can be made one (not a file, a device, or below one:
+    mkdir raised FileExistsError / NotADirectoryError after the run had started)."""
+    for name, value in (("checkpoint.dir", cfg.checkpoint.dir), ("log.dir", cfg.log.dir),
+                        ("data.cache_dir", cfg.data.cache_dir)):
+        if not value:
+            continue
+        path = Path(value)
+        for above in (path, *path.parents):
+            if above.exists() or above.is_symlink():
+                if not above.is_dir():
+                    what = "is" if above == path else f"is below {above}, which is"
+                    err(f"{name} = {value!r} {what} not a folder: give a folder (it is made if missing)")
+                break
 
 
 def _check_eval(cfg: Config, err) -> None:

@@ -161,6 +161,17 @@ def test_nonsense_values_stop_the_cli_before_training_without_a_traceback(capsys
     assert "train.lr = -0.0003: must be >= 0" in err and "train.beta2 = 1.5" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("key", ["checkpoint.dir", "log.dir", "data.cache_dir"])
+def test_a_folder_that_is_a_file_or_below_one_is_refused_at_start(key, tmp_path):
+    """mkdir raised FileExistsError (a device, a file) or NotADirectoryError (below a file) once the run had
+    started: a traceback. Each is named at start; a folder that is missing is made."""
+    (tmp_path / "a_file").write_text("x")
+    assert f"{key} = '/dev/zero' is not a folder" in errors(cfg(f"{key}='/dev/zero'"), 1)
+    below = str(tmp_path / "a_file" / "sub")
+    assert f"is below {tmp_path / 'a_file'}, which is not a folder" in errors(cfg(f"{key}='{below}'"), 1)
+    check(cfg(f"{key}='{tmp_path / 'new' / 'folder'}'"), 1)
+
+
 def test_each_problem_is_named_once():
     text = errors(cfg("train.lr=nan", "train.min_lr=-1.0"), 1)
     assert text.count("train.lr = nan") == 1 and text.count("train.min_lr = -1.0") == 1

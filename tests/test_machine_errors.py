@@ -24,6 +24,8 @@ def _command(exc):
     (OSError("8644 requested and 4064 written"), "No space left on device"),  # numpy's tofile
     (PermissionError(errno.EACCES, "Permission denied", "/ro/x"), "Permission denied: /ro/x"),
     (OSError(errno.EROFS, "Read-only file system", "/mnt/x"), "Read-only file system: /mnt/x"),
+    (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/etc/passwd/sub"), "Not a directory: /etc/passwd/sub"),
+    (FileExistsError(errno.EEXIST, "File exists", "/dev/null"), "File exists: /dev/null"),
 ])
 def test_a_machine_error_is_one_line(exc, said, capsys):
     assert run_interruptible("pretrain tokenize", _command(exc), None) == 1
@@ -33,7 +35,8 @@ def test_a_machine_error_is_one_line(exc, said, capsys):
 
 
 @pytest.mark.parametrize("exc", [ValueError("a bug"), FileNotFoundError(errno.ENOENT, "No such file", "x"),
-                                 RuntimeError("unexpected pos 704 vs 598")])
+                                 RuntimeError("unexpected pos 704 vs 598"),
+                                 NotADirectoryError(errno.ENOTDIR, "Not a directory")])  # a path error naming no path
 def test_other_errors_are_not_taken_for_the_machines(exc):
     assert machine_error(exc) is None
     with pytest.raises(type(exc)):
@@ -96,3 +99,33 @@ def test_a_background_thread_ending_on_a_full_disk_says_it_in_one_line(capsys):
     err = capsys.readouterr().err
     assert "pretrain train: error in a background thread: No space left on device\n" in err
     assert "Traceback" in err and "ValueError: a bug" in err and err.count("Traceback") == 1
+
+
+def test_output_paths_that_cannot_be_written_are_one_line_and_leave_no_temp_file(tmp_path, capsys):
+    """Output paths below a file, or a file path that is a folder, in the commands that write one: one line
+    (tracebacks before: NotADirectoryError, FileExistsError), refused at start where the command checks its
+    output, and no temp file left beside the folder (the atomic write's rename used to fail after it)."""
+    from curate.cli import main as curate_main
+    from curate.shards import write_json
+    from pretrain.cli import main as pretrain_main
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        write_json({"a": 1}, folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "results"]
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document number {i} of some words"}}\n' for i in range(20)))
+    for out, said in ((folder, "is a folder"), (tmp_path / "a_file" / "q.bin", "which is a file, not a folder")):
+        assert curate_main(["train-quality", "--positive", str(docs), "--negative", str(docs),
+                            "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err and err.count("\n") == 1, err
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n')
+    assert pretrain_main(["eval", "--checkpoint", str(tmp_path / "none"), "--task", f"choice:{tasks}",
+                          "--output", str(folder)]) == 2
+    assert "--output " + str(folder) + " is a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "docs.jsonl", "results", "t.jsonl"]

@@ -69,8 +69,11 @@ def flag_problem(args) -> str | None:
     if have is not None and need > have:
         return (f"--bucket {args.bucket} x --dim {args.dim} is a {need / 2 ** 30:,.1f} GiB matrix, more than the "
                 f"{have / 2 ** 30:,.1f} GiB of memory available: lower --bucket or --dim")
-    from curate.write_guard import overwrite_problem
+    from curate.write_guard import output_file_problem, overwrite_problem
 
+    problem = output_file_problem(args.output)
+    if problem:
+        return f"--output {problem}"
     return overwrite_problem([args.output], list(args.positive) + list(args.negative))
 
 

@@ -46,11 +46,15 @@ def digests(d: Path, names: list[str]) -> dict:
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old file or the new."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():  # a write or rename that failed (a full disk) leaves no temp file behind
+            tmp.unlink()
 
 
 def write_manifest(d: Path, files: dict) -> None:

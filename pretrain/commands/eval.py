@@ -115,15 +115,16 @@ def _overwrite_problem(args, specs) -> str | None:
 def run(args) -> int:
     from curate.config import ConfigError
     from pretrain.checkpoint import CheckpointError
+    from curate.write_guard import output_file_problem
     from pretrain.eval.tasks import EvalDataError
 
     try:
         specs = _specs(args)
         if not specs:
             raise ConfigError("no task: give --task KIND:PATH[:NAME] or --tasks FILE")
-        problem = _overwrite_problem(args, specs)
+        problem = _overwrite_problem(args, specs) or output_file_problem(args.output)
         if problem:
-            raise ConfigError(problem)
+            raise ConfigError(f"--output {problem}" if problem.startswith(str(args.output)) else problem)
         if args.write_lm_eval_tasks:
             from pretrain.eval.lm_eval_tasks import write_lm_eval_tasks
 

@@ -369,10 +369,10 @@ def format_scores(name: str, s: dict[str, float]) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from curate.shards import atomic_path
+
+    with atomic_path(path) as tmp:  # (its temp file is removed when the rename fails: a folder at ``path``)
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 def main(argv=None) -> int:
