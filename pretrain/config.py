@@ -426,8 +426,8 @@ def _check_values(cfg: Config, err) -> None:
         err(f"train.decay_steps = {t.decay_steps} is shorter than train.warmup_steps = {t.warmup_steps}")
     if finite("model.init_std", m.init_std) and m.init_std <= 0:
         err(f"model.init_std = {m.init_std}: must be > 0 (e.g. 0.02)")
-    if finite("model.norm_eps", m.norm_eps) and m.norm_eps <= 0:
-        err(f"model.norm_eps = {m.norm_eps}: must be > 0 (e.g. 1e-5)")
+    if finite("model.norm_eps", m.norm_eps) and not 0 < m.norm_eps < 1:  # 1e308 trained a model of constant output
+        err(f"model.norm_eps = {m.norm_eps}: must be > 0 and below 1 (e.g. 1e-5)")
     if finite("model.rope_theta", m.rope_theta) and m.rope_theta <= 0:
         err(f"model.rope_theta = {m.rope_theta}: must be > 0 (e.g. 10000)")
     if m.ffn_hidden_size is not None and m.ffn_hidden_size < 1:

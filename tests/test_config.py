@@ -138,6 +138,7 @@ def test_batch_size_rampup_mt_nlg_style():
     ("train.decay_steps=2", "train.decay_steps = 2 is shorter than train.warmup_steps = 5"),
     ("model.init_std=0", "model.init_std = 0.0: must be > 0"),
     ("model.norm_eps=-1e-5", "model.norm_eps = -1e-05: must be > 0"),
+    ("model.norm_eps=1e308", "model.norm_eps = 1e+308: must be > 0 and below 1"),
     ("model.vocab_size=0", "model.vocab_size = 0: must be at least 1"),
     ("model.ffn_hidden_size=0", "model.ffn_hidden_size = 0: must be at least 1"),  # was a ZeroDivisionError
     ("model.ffn_hidden_size=-1", "model.ffn_hidden_size = -1: must be at least 1"),
