@@ -1,6 +1,7 @@
 """Errors of the machine rather than of a command's input or of Quarry (disk full, a read-only or vanished
 file system, permissions, too many open files), and paths that cannot be what a command asks of them (below a
-file, a file where a folder goes): a command says them in one line, with what to do, instead of a traceback. Libraries do not always set ``errno``: pyarrow says "[errno 28]" in its message, safetensors
+file, a file where a folder goes): a command says them in one line, with what to do, instead of a traceback.
+Libraries do not always set ``errno``: pyarrow says "[errno 28]" in its message, safetensors
 "(os error 28)", and the number is read from there; numpy's ``tofile`` says only "8644 requested and 4064
 written" (a short write: the disk filled), taken for ENOSPC."""
 from __future__ import annotations

@@ -122,9 +122,12 @@ def run(args) -> int:
         specs = _specs(args)
         if not specs:
             raise ConfigError("no task: give --task KIND:PATH[:NAME] or --tasks FILE")
-        problem = _overwrite_problem(args, specs) or output_file_problem(args.output)
+        problem = _overwrite_problem(args, specs)
         if problem:
-            raise ConfigError(f"--output {problem}" if problem.startswith(str(args.output)) else problem)
+            raise ConfigError(problem)
+        problem = output_file_problem(args.output)
+        if problem:
+            raise ConfigError(f"--output {problem}")
         if args.write_lm_eval_tasks:
             from pretrain.eval.lm_eval_tasks import write_lm_eval_tasks
 
