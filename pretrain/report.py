@@ -49,7 +49,12 @@ def read_metrics(log_dir: str | Path) -> list[dict]:
     path = Path(log_dir) / "metrics.jsonl"
     if not path.is_file():
         raise ReportError(f"{path} not found: is {log_dir} the trainer's log.dir?")
-    rows, lines = [], path.read_text().splitlines()
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise ReportError(f"{path}: not text (byte {e.start} is not UTF-8): is {log_dir} the trainer's log.dir?") \
+            from None
+    rows = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

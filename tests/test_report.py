@@ -116,6 +116,9 @@ def test_errors_name_the_file(tmp_path, capsys):
         (bad / "metrics.jsonl").write_text(f'{{"step": 1, "loss": 3}}\n{line}\n{{"step": 2, "loss": 2}}\n')
         with pytest.raises(ReportError, match=r"metrics.jsonl:2: not a metrics entry"):
             read_metrics(bad)
+    (bad / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 3}\n\xae\xff binary\n')  # was a bare decode error
+    with pytest.raises(ReportError, match=r"bad/metrics.jsonl: not text"):
+        read_metrics(bad)
     for content in (b"{bad", b"[1]", b'{"stages": [5]}', b"\xff"):
         damaged = tmp_path / "damaged"
         damaged.mkdir(exist_ok=True)
