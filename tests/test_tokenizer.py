@@ -132,3 +132,14 @@ def test_a_model_file_larger_than_any_sentencepiece_model_is_not_read(tmp_path):
         f.truncate((1 << 30) + 1)  # sparse: no disk used, SentencePiece would read it all
     with pytest.raises(ValueError, match="more than any SentencePiece model"):
         load_tokenizer(big)
+
+
+@pytest.mark.parametrize("argv", [["tokenizer", "train", "--seed", "-1"], ["blend", "build", "--seed", "4294967296"]])
+def test_a_seed_numpy_cannot_take_is_refused_naming_the_flag(argv, tmp_path, capsys):
+    """numpy said only "expected non-negative integer"; the stable blend order aliased -1 to 2**64 - 1."""
+    rest = (["--input", str(tmp_path), "--vocab-size", "400", "--output", str(tmp_path / "t.model")]
+            if argv[0] == "tokenizer" else [str(tmp_path / "b.toml"), "--seq-len", "8", "--samples", "4",
+                                            "--out", str(tmp_path / "c")])
+    with pytest.raises(SystemExit) as e:
+        pretrain_main(argv + rest)
+    assert e.value.code == 2 and "argument --seed:" in capsys.readouterr().err

@@ -23,6 +23,18 @@ def _count(text: str) -> int:
     return int(round(value))
 
 
+def seed_arg(text: str) -> int:
+    """A seed numpy's RandomState takes (Megatron's order), as ``train.seed``: 0 to 2**32 - 1 (the stable order
+    took any integer modulo 2**64, so -1 and 2**64 - 1 built the same blend)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"{value} is outside [0, 2**32 - 1]")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="blend_command", required=True, metavar="{build,inspect}")
     b = sub.add_parser("build", help="prebuild the index cache of a blend (as Megatron's tools/prepare_cache.py)",
@@ -41,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--samples", type=_count, required=True, help="train samples")
     b.add_argument("--valid-samples", type=_count, default=0, help="validation samples (default 0: not built)")
     b.add_argument("--test-samples", type=_count, default=0, help="test samples (default 0: not built)")
-    b.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
+    b.add_argument("--seed", type=seed_arg, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
     b.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
     b.add_argument("--out", required=True, help="cache folder")
     b.add_argument("--order", choices=ORDERS, default="stable",

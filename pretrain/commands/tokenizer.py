@@ -7,6 +7,7 @@ import json
 import sys
 
 from curate import json_files
+from pretrain.commands.blend import seed_arg
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
 
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                    help="map unknown characters to UNK instead of UTF-8 byte pieces")
     t.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
-    t.add_argument("--seed", type=int, default=0, help="sampling and training seed (default 0)")
+    t.add_argument("--seed", type=seed_arg, default=0, help="sampling and training seed (default 0)")
     t.add_argument("--threads", type=int, default=None, help="training threads (default: all cores)")
     t.add_argument("--text-column", default="text", help="default text")
     i = sub.add_parser("info", help="vocabulary size and special ids of a .model")
