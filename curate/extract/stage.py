@@ -61,7 +61,7 @@ MIN_TIMEOUT_S = 0.01  # the shortest per-document limit: the kernel's CPU accoun
 @dataclass
 class Params:
     engine: str = "blocks"             # "blocks" (default, learned), "resiliparse" (rules) or "trafilatura"
-    timeout_s: float = 5.0             # CPU seconds per document (>= MIN_TIMEOUT_S); 0 disables the timer
+    timeout_s: float = 5.0             # CPU seconds per document, at least 0.01; 0 disables the timer
     max_html_bytes: int = 2_000_000    # UTF-8 bytes of HTML once scripts, styles and comments are cut out
     model: str = ""                    # blocks: model file; "" = the shipped curate/extract/models/extract_blocks.json
     min_chars: int = 50                # fewer characters of main text: no_main_text
