@@ -24,6 +24,18 @@ def overwrite_problem(writes, reads) -> str | None:
     return None
 
 
+def blocking_file(path) -> str | None:
+    """The nearest existing path at or above ``path`` when it is not a folder (a file, a device, a dangling
+    link: making ``path``, or a folder on the way to it, would fail there), else None."""
+    p = os.path.abspath(path)
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+    return None if os.path.isdir(p) else p
+
+
 def output_file_problem(path) -> str | None:
     """A message when ``path``, a file a command is to write, cannot be one: an existing folder, or a path
     below a file. Checked at start: the atomic write at the end would fail after all the work."""
@@ -31,9 +43,7 @@ def output_file_problem(path) -> str | None:
         return None
     if os.path.isdir(path):
         return f"{path} is a folder: give the path of a file to write inside it or elsewhere"
-    above = os.path.dirname(os.path.abspath(path))
-    while above and not os.path.exists(above):
-        above = os.path.dirname(above)
-    if above and not os.path.isdir(above):
+    above = blocking_file(os.path.dirname(os.path.abspath(path)))
+    if above:
         return f"{path} lies below {above}, which is a file, not a folder"
     return None

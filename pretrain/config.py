@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from curate.config import ConfigError, check_keys, coerce, load_toml  # noqa: F401 - ConfigError: pretrain's too
+from curate.write_guard import blocking_file
 
 
 @dataclass
@@ -256,13 +258,10 @@ def _check_folders(cfg: Config, err) -> None:
                         ("data.cache_dir", cfg.data.cache_dir)):
         if not value:
             continue
-        path = Path(value)
-        for above in (path, *path.parents):
-            if above.exists() or above.is_symlink():
-                if not above.is_dir():
-                    what = "is" if above == path else f"is below {above}, which is"
-                    err(f"{name} = {value!r} {what} not a folder: give a folder (it is made if missing)")
-                break
+        above = blocking_file(value)
+        if above:
+            what = "is" if above == os.path.abspath(value) else f"is below {above}, which is"
+            err(f"{name} = {value!r} {what} not a folder: give a folder (it is made if missing)")
 
 
 def _check_eval(cfg: Config, err) -> None:

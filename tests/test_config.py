@@ -171,6 +171,11 @@ def test_a_folder_that_is_a_file_or_below_one_is_refused_at_start(key, tmp_path)
     below = str(tmp_path / "a_file" / "sub")
     assert f"is below {tmp_path / 'a_file'}, which is not a folder" in errors(cfg(f"{key}='{below}'"), 1)
     check(cfg(f"{key}='{tmp_path / 'new' / 'folder'}'"), 1)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")  # a link to nothing: mkdir fails there too
+    assert "dangling' is not a folder" in errors(cfg(f"{key}='{tmp_path / 'dangling'}'"), 1)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "to_folder").symlink_to(tmp_path / "real")  # a link to a folder is one
+    check(cfg(f"{key}='{tmp_path / 'to_folder' / 'run'}'"), 1)
 
 
 def test_each_problem_is_named_once():
