@@ -455,7 +455,7 @@ curate.readers.read_split = read_split
 '''
 
 
-def _run_with_a_crashing_reader(tmp_path: Path, out: Path, workers: int):
+def _run_with_a_crashing_reader(tmp_path: Path, out: Path, workers: int, executor: str = "local"):
     """``curate run`` over three JSONL files, ``crash.jsonl`` among them, in a process whose reader crashes
     (SIGSEGV) on that file, as do its workers."""
     import subprocess
@@ -470,8 +470,8 @@ def _run_with_a_crashing_reader(tmp_path: Path, out: Path, workers: int):
             _jsonl(tmp_path / f"{name}.jsonl", 20)
     toml = _pipeline(tmp_path, tmp_path / "*.jsonl", out, extra=f"workers = {workers}\nmax_retries = 1")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(root)])}
-    return subprocess.run([sys.executable, "-m", "curate", "run", str(toml), "--quiet"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "curate", "run", str(toml), "--quiet", "--executor", executor],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_path):
@@ -491,6 +491,19 @@ def test_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_pa
     rows = [r for t in dropped for r in t.to_pylist()]
     assert len(rows) == 1 and rows[0]["reason"] == "read_crashed" and "crash.jsonl" in rows[0]["id"]
     assert "SIGSEGV" in rows[0]["text"]
+
+
+@pytest.mark.slow
+def test_on_ray_a_split_that_crashes_its_reader_is_set_aside_and_the_run_goes_on(tmp_path):
+    """The same on Ray, which says only that a task's worker died (``WorkerCrashedError``): the task's run alone
+    in a child process tells the crash (SIGSEGV) from a kill, and the split is set aside as above."""
+    pytest.importorskip("ray")
+    out = tmp_path / "out"
+    r = _run_with_a_crashing_reader(tmp_path, out, workers=2, executor="ray")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "crash.jsonl" in r.stderr and "SIGSEGV" in r.stderr and "read_crashed" in r.stderr
+    read = json.loads((out / "stats.json").read_text())["stages"][0]
+    assert read == {"name": "read", "type": "read", "in": 41, "kept": 40, "dropped": {"read_crashed": 1}}, read
 
 
 def test_a_crash_in_process_ends_the_run_and_the_rerun_sets_the_split_aside(tmp_path):

@@ -54,9 +54,49 @@ def test_ray_executor_matches_local(tmp_path, sample_dir, monkeypatch):
 
         blamed = []
         assert ex.map(crash_on_3, range(6), on_crash=lambda item, why: blamed.append(why) or -1) == [0, 10, 20, -1, 40, 50]
-        assert len(blamed) == 1 and "died 2 times" in blamed[0]
+        # Ray says only that the worker died; the task's run alone in a child process says how
+        assert len(blamed) == 1 and "died 2 times" in blamed[0] and "SIGSEGV" in blamed[0], blamed
         with pytest.raises(WorkerLost, match="3; max_retries = 1"):
             ex.map(crash_on_3, range(6))
+
+        # a worker killed every time (SIGKILL: out of memory?) is not the input's fault: the run stops naming
+        # the task, on_crash or not, as with the local executor
+        def killed_on_2(x):
+            if x == 2:
+                import os
+                import signal
+
+                os.kill(os.getpid(), signal.SIGKILL)
+            return x
+
+        with pytest.raises(WorkerLost, match="SIGKILL") as e:
+            ex.map(killed_on_2, range(4), on_crash=lambda item, why: -1)
+        assert "2" in str(e.value) and "out of memory" in str(e.value)
+
+        # a worker that died every time, but not when the task ran alone in the child: the child's result, or
+        # the child's exception raised as the task's own
+        def dies_in_workers(x):
+            import ctypes
+            import sys
+
+            if x == 1 and "child_call" not in sys.argv[0]:
+                ctypes.string_at(0)
+            return x + 1
+
+        assert ex.map(dies_in_workers, range(3), on_crash=lambda item, why: -1) == [1, 2, 3]
+
+        def raises_in_child(x):
+            import ctypes
+            import sys
+
+            if x == 1:
+                if "child_call" not in sys.argv[0]:
+                    ctypes.string_at(0)
+                raise ValueError("bad item 1")
+            return x
+
+        with pytest.raises(ValueError, match="bad item 1"):
+            ex.map(raises_in_child, range(3), on_crash=lambda item, why: -1)
     finally:
         ex.close()
     assert digests(tmp_path / "ray") == digests(tmp_path / "local")

@@ -10,9 +10,11 @@ is handled in time independent of the number of tasks (``ray.wait`` over the bou
 so the driver's cost is linear in tasks. A task whose worker or node dies is retried by Ray up to
 ``max_retries`` times; then the run stops naming the task, or, for a task whose worker process died
 every time (``WorkerCrashedError``: a library crashing on its input, or the worker killed) where the caller
-gave ``on_crash``, that is the task's result (a read task sets its split aside as ``read_crashed``). A lost
-node (``NodeDiedError``) always stops the run after the retries. Without ``--address``, a local Ray instance
-is started with ``workers`` CPUs.
+gave ``on_crash``, runs once more alone in a child process inside a Ray worker (``child_call``), whose exit
+signal says which: a crash (SIGSEGV, SIGBUS, SIGABRT ...) makes ``on_crash`` the task's result (a read task
+sets its split aside as ``read_crashed``), a kill (SIGKILL: out of memory?) stops the run naming the task, as
+the local executor does. A lost node (``NodeDiedError``) always stops the run after the retries. Without
+``--address``, a local Ray instance is started with ``workers`` CPUs.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import socket
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect, describe
+from curate.executors.child_call import run_in_child, signal_name
+from curate.executors.local import CRASH_SIGNALS
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
@@ -66,6 +70,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, workers: int = 1, max_in_flight: int = 0, max_retries: int = 3):
         self.ray, self._started = connect_ray(address, max(1, workers))
         self._remote = self.ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
+        self._in_child = self.ray.remote(max_retries=0, retry_exceptions=False)(run_in_child)
         self.workers = workers
         self.max_in_flight = max_in_flight
         self.max_retries = max_retries
@@ -86,28 +91,49 @@ class RayExecutor:
         ray = self.ray
         limit = self._limit()
         fn_ref = ray.put(fn) if len(items) > 1 else fn
-        index: dict = {}
+        index: dict = {}  # ref -> (item index, run in a child process)
         nxt = 0
         while nxt < len(items) or index:
             while nxt < len(items) and len(index) < limit:
-                index[self._remote.remote(fn_ref, items[nxt])] = nxt
+                index[self._remote.remote(fn_ref, items[nxt])] = nxt, False
                 nxt += 1
             done, _ = ray.wait(list(index), num_returns=1)
             for ref in done:
-                i = index.pop(ref)
+                i, in_child = index.pop(ref)
                 try:
                     result = ray.get(ref)
                 except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                         ray.exceptions.ObjectLostError) as e:
-                    if on_crash is None or not isinstance(e, ray.exceptions.WorkerCrashedError):
-                        raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times because its worker or "
-                                         f"node died ({type(e).__name__}), {describe(items[i])}; max_retries = "
+                    if on_crash is None or in_child or not isinstance(e, ray.exceptions.WorkerCrashedError):
+                        again = " (and once more, running it in a child process)" if in_child else ""
+                        raise WorkerLost(f"a Ray task failed {self.max_retries + 1} times{again} because its worker "
+                                         f"or node died ({type(e).__name__}), {describe(items[i])}; max_retries = "
                                          f"{self.max_retries}") from None
-                    result = on_crash(items[i], f"its Ray worker died {self.max_retries + 1} times (a library "
-                                                f"crashed on its input, or the worker was killed: out of memory?)")
+                    # Ray does not say how the worker died: once more in a child process, whose signal says it
+                    index[self._in_child.remote(fn_ref, items[i])] = i, True
+                    continue
                 except ray.exceptions.RayTaskError as e:
                     raise e.as_instanceof_cause() from None
+                if in_child:
+                    result = self._child_result(result, items[i], on_crash)
                 yield i, result
+
+    def _child_result(self, outcome: tuple, item, on_crash: Callable):
+        """The result of a task whose Ray worker died every time, from its run in a child process
+        (``child_call``): its result, its exception raised, ``on_crash``'s result for a crash (SIGSEGV and the
+        like: a library failing on the input), or ``WorkerLost`` for a kill (SIGKILL: out of memory?)."""
+        kind, value = outcome
+        if kind == "ok":  # the worker's deaths were not the task's own (it runs alone in a child)
+            return value
+        if kind == "raised":
+            raise value
+        tried = f"its Ray worker died {self.max_retries + 1} times"
+        if kind == "signal" and value in CRASH_SIGNALS:
+            return on_crash(item, f"{tried}, and run alone in a child process it ended with {signal_name(value)}: "
+                                  "a library crashed on its input, damaged or crafted?")
+        how = f"ended with {signal_name(value)}" if kind == "signal" else f"exited with code {value}"
+        raise WorkerLost(f"{tried} running {describe(item)}, and run alone in a child process it {how} (killed, or "
+                         f"out of memory?); max_retries = {self.max_retries}")
 
     def close(self) -> None:
         if self._started:
