@@ -1,7 +1,8 @@
 """What hostile table inputs and duplicated giant documents cost: peak memory (VmHWM of a fresh child process)
 of reading a Parquet / Arrow file whose dictionary-encoded text column repeats one large text in every row,
 and of one Parquet value of hundreds of MB between small rows (at two sizes: the peak should grow with the
-value, a few times its size); of exact_dedup's plan over many copies of one large document; and the time to
+value, a few times its size); of decompression bombs (a value of NULs stored in KBs; Quarry's reader against
+pyarrow's own); of exact_dedup's plan over many copies of one large document; and the time to
 read the last split of a zstd Arrow IPC file against reading the whole file (a split decodes only its own
 batches).
 
@@ -84,6 +85,44 @@ def huge_value(tmp: Path, sizes: list[int]) -> None:
               f"({r['peak_mb'] / mib:.2f} x the value)")
 
 
+_PYARROW = """
+import sys, json
+import pyarrow as pa, pyarrow.parquet as pq
+if sys.argv[2] == "parquet":
+    n = sum(b.num_rows for b in pq.ParquetFile(sys.argv[1]).iter_batches(batch_size=1))
+else:
+    r = pa.ipc.open_file(sys.argv[1])
+    n = sum(r.get_batch(i).num_rows for i in range(r.num_record_batches))
+peak = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) // 1024
+print(json.dumps({"rows": n, "peak_mb": peak}))
+"""
+
+
+def bombs(tmp: Path, sizes: list[int]) -> None:
+    """Decompression bombs: one value of NULs that zstd stores in KBs, after a small row, as Parquet and as a
+    compressed Arrow IPC file; peak of Quarry's reader against pyarrow's own reading of the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    print("decompression bombs (one value of NULs, zstd, after a small row): Quarry's reader sets the page or "
+          "batch aside as decode_too_large, undecoded")
+    for mib in sizes:
+        small, big = pa.table({"text": ["a small document"]}), pa.table({"text": ["\0" * (mib << 20)]})
+        pq_path, ipc_path = tmp / f"bomb-{mib}.parquet", tmp / f"bomb-{mib}.arrow"
+        with pq.ParquetWriter(pq_path, small.schema, compression="zstd") as w:
+            w.write_table(small)
+            w.write_table(big)
+        with pa.ipc.new_file(ipc_path, small.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(small)
+            w.write_table(big)
+        del big
+        for path, fmt in ((pq_path, "parquet"), (ipc_path, "arrow")):
+            q, a = _child(_READ, path, fmt), _child(_PYARROW, path, fmt)
+            print(f"  {mib:5d} MiB value, {fmt:7s} file of {path.stat().st_size / 1024:6.0f} KB: Quarry "
+                  f"{q['docs']} document, peak {q['peak_mb']} MB; pyarrow reading it, peak {a['peak_mb']} MB "
+                  f"({a['peak_mb'] / q['peak_mb']:.1f} x)")
+
+
 def dedup(tmp: Path, docs: int, mib: int) -> None:
     from curate.schema import documents_to_table
     from curate.shards import write_shard
@@ -128,11 +167,14 @@ def main(argv=None) -> None:
     ap.add_argument("--mib", type=int, default=5, help="size of the repeated text in MiB (default 5)")
     ap.add_argument("--huge-mib", default="100,200",
                     help="sizes of the one huge Parquet value, MiB, comma-separated (default 100,200)")
+    ap.add_argument("--bomb-mib", default="300,1000",
+                    help="sizes of the decompression bombs' value, MiB, comma-separated (default 300,1000)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         tables(tmp, args.rows, args.mib)
         huge_value(tmp, [int(x) for x in args.huge_mib.split(",") if x])
+        bombs(tmp, [int(x) for x in args.bomb_mib.split(",") if x])
         dedup(tmp, args.rows, args.mib)
         splits(tmp)
 

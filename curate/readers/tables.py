@@ -12,7 +12,12 @@ Parquet dictionary pages). Other types (numbers, lists, structs) set the row asi
 
 Memory is bounded by bytes, not rows: Parquet batches are sized from the row group's bytes per row, a
 dictionary column is read as a dictionary (a text repeated in 4096 rows is held once, not 4096 times), and a
-batch is handed on in slices of at most ``SLICE_BYTES`` of text.
+batch is handed on in slices of at most ``SLICE_BYTES`` of text. pyarrow decodes a Parquet page, or a compressed
+Arrow batch, whole: the sizes they decode to are read first (Parquet's page headers, ``parquet_pages``; the
+lengths in front of an Arrow batch's compressed buffers), and one that decodes to more than ``decode_cap`` and
+to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is not decoded: its row group or
+batch is one ``decode_too_large`` row. A Parquet batch holds no more rows than its densest page's
+``SLICE_BYTES`` worth.
 
 Damage is set aside per unit: a Parquet row group or Arrow batch that cannot be decoded, or whose text, id or
 url column's offsets or views point outside its data (checked before any value is read), becomes one row
@@ -23,6 +28,7 @@ Only the text, id and url columns are read; a file without the text column sets 
 """
 from __future__ import annotations
 
+import io
 import os
 import struct
 
@@ -31,12 +37,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curate.readers.jsonl import table_row
+from curate.readers.parquet_pages import column_pages
 from curate.readers.text import row
 
 BATCH_ROWS = 4096
+MAX_DECODE_BYTES = 256 << 20  # a Parquet page or compressed Arrow batch decoding to more than this (or to twice
+MAX_DECODE_RATIO = 32         # max_doc_bytes) and to more than this many times its bytes on disk is not decoded
 SLICE_BYTES = 64 << 20  # text bytes decoded to Python at once (and per Parquet batch, by its average row)
 PREFIX = 10000  # bytes of a too-large text that are decoded (the row keeps a prefix only)
 _ARROW_MAGIC = b"ARROW1"
+
+
+class DecodeTooLarge(ValueError):
+    """A unit (Parquet row group, Arrow batch) that would decode one piece to more than ``decode_cap``."""
+
+
+def decode_cap(max_doc_bytes: int) -> int:
+    """Bytes one piece pyarrow decodes whole (a Parquet page, a compressed Arrow batch) may decode to before its
+    ratio to the bytes on disk is asked: ``MAX_DECODE_BYTES``, or twice ``max_doc_bytes`` when larger."""
+    return max(MAX_DECODE_BYTES, 2 * max_doc_bytes)
 
 
 def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
@@ -51,7 +70,7 @@ def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
             with pa.memory_map(path) as src:
                 n = pa.ipc.open_file(src).num_record_batches
             batches = ipc_batches(path, n)
-            sizes = [b for _, b in batches] if batches else [os.path.getsize(path) / max(n, 1)] * n
+            sizes = [b for _, b, _ in batches] if batches else [os.path.getsize(path) / max(n, 1)] * n
     except (pa.ArrowException, OSError, ValueError):
         return [{**base, "first": 0, "last": None}]
     splits, first, acc = [], 0, 0
@@ -69,7 +88,9 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
     first, last = split.get("first", 0), split.get("last")
     try:
         wanted = (text_field, id_field, "url")
-        units = _parquet_units(path, wanted, text_field) if fmt == "parquet" else _arrow_units(path, first)
+        cap = decode_cap(max_doc_bytes)
+        units = (_parquet_units(path, wanted, text_field, cap) if fmt == "parquet" else
+                 _arrow_units(path, first, cap))
     except (pa.ArrowException, OSError, ValueError) as e:
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
@@ -84,8 +105,13 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
         start = row0
         try:
             for batch in load():
-                yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes)
+                if isinstance(batch, Skipped):  # a stream's bomb: one row, its rows counted
+                    yield ("drop", row(f"{name}:{unit}{index}:{row0 + 1}", batch.why[:500], path), "decode_too_large")
+                else:
+                    yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes)
                 row0 += batch.num_rows
+        except DecodeTooLarge as e:  # not decoded: its rows are this one row, as a damaged unit's are
+            yield ("drop", row(f"{name}:{unit}{index}", str(e)[:500], path), "decode_too_large")
         except (pa.ArrowException, OSError, ValueError, EOFError) as e:
             reason = "truncated_arrow" if unit == "stream" else f"corrupt_{unit}"
             yield ("drop", row(f"{name}:{unit}{index}", f"{type(e).__name__}: {e}"[:500], path), reason)
@@ -94,7 +120,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
         row0 = max(row0, start + n_rows)  # a damaged unit's rows still count: ids do not depend on the split
 
 
-def _parquet_units(path: str, wanted: tuple, text_field: str):
+def _parquet_units(path: str, wanted: tuple, text_field: str, cap: int = MAX_DECODE_BYTES):
     import pyarrow.parquet as pq
 
     probe = pq.ParquetFile(path)
@@ -108,12 +134,43 @@ def _parquet_units(path: str, wanted: tuple, text_field: str):
     pf = pq.ParquetFile(path, read_dictionary=[text_field]) if _dictionary_pages(md, text_field) else probe
 
     def loader(i):
-        rg = md.row_group(i)
-        per_row = rg.total_byte_size / max(rg.num_rows, 1)
-        rows = int(max(1, min(BATCH_ROWS, SLICE_BYTES // max(per_row, 1))))
-        return lambda: (pf if rows > 1 else probe).iter_batches(batch_size=rows, row_groups=[i], columns=columns)
+        def load():
+            rg = md.row_group(i)
+            per_row = rg.total_byte_size / max(rg.num_rows, 1)
+            rows = int(max(1, min(BATCH_ROWS, SLICE_BYTES // max(per_row, 1))))
+            rows = min(rows, _rows_by_pages(path, rg, columns, cap, i))
+            return (pf if rows > 1 else probe).iter_batches(batch_size=rows, row_groups=[i], columns=columns)
+        return load
 
     return [(i, md.row_group(i).num_rows, loader(i), "row_group") for i in range(md.num_row_groups)]
+
+
+def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
+    """Rows a batch of row group ``index`` may hold, from the pages of the columns read (``parquet_pages``;
+    only a column chunk that decodes to more than ``SLICE_BYTES`` is walked): pyarrow decodes a page whole, so
+    a page that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a
+    decompression bomb: a few KB that decode to GBs) raises ``DecodeTooLarge`` when the unit is read, and a
+    batch holds no more rows than the densest page's ``SLICE_BYTES`` worth (the batch size by the row group's
+    average row alone let one batch span several huge values among small ones)."""
+    rows = BATCH_ROWS
+    for j in range(rg.num_columns):
+        c = rg.column(j)
+        if c.path_in_schema not in columns or c.total_uncompressed_size <= SLICE_BYTES:
+            continue
+        start = c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else c.data_page_offset
+        try:
+            with open(path, "rb") as f:
+                pages = column_pages(f, start, c.total_compressed_size)
+        except (OSError, ValueError):
+            continue  # headers that do not walk: pyarrow says what is wrong when it reads them
+        for p in pages:
+            if p.decoded_bytes > cap and p.decoded_bytes > MAX_DECODE_RATIO * max(p.stored_bytes, 1):
+                raise DecodeTooLarge(f"row group {index} ({_rows(rg.num_rows)}) not decoded: a page of column "
+                                     f"{c.path_in_schema!r} decodes to {p.decoded_bytes:,} bytes from "
+                                     f"{p.stored_bytes:,}")
+            if p.is_data and p.values and p.decoded_bytes:
+                rows = min(rows, max(1, SLICE_BYTES * p.values // p.decoded_bytes))
+    return rows
 
 
 def _dictionary_pages(md, field: str) -> bool:
@@ -130,18 +187,25 @@ def _dictionary_pages(md, field: str) -> bool:
     return False
 
 
-def _arrow_units(path: str, first: int = 0):
+def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES):
     """One unit per record batch of an IPC file, decoded only when its split reads it (the rows of the batches
-    before ``first`` come from their message headers); a file without a footer is read as one stream."""
+    before ``first`` come from their message headers); a file without a footer is read as one stream. A
+    compressed batch that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on
+    disk (a decompression bomb) is not decoded: ``DecodeTooLarge`` when its unit is read."""
     src = pa.memory_map(path)
     try:
         reader = pa.ipc.open_file(src)
     except pa.ArrowInvalid:
         src.seek(0)
         head = src.read(8)
-        src.seek(8 if head.startswith(_ARROW_MAGIC) else 0)  # a file whose footer is gone: read it as a stream
+        start = 8 if head.startswith(_ARROW_MAGIC) else 0  # a file whose footer is gone: read it as a stream
+        src.seek(start)
         stream = pa.ipc.open_stream(src)  # no readable schema: the caller sets the file aside as corrupt_file
-        return [(0, 0, lambda: stream, "stream")]
+        bombs = _stream_bombs(src, start, cap)
+        if not bombs:
+            src.seek(start)
+            return [(0, 0, lambda: pa.ipc.open_stream(src), "stream")]
+        return [(0, 0, lambda: _stream_batches(src, bombs), "stream")]
     n = reader.num_record_batches
     counted = ipc_batches(path, n)
     units = []
@@ -150,8 +214,100 @@ def _arrow_units(path: str, first: int = 0):
             rows = counted[i][0] if counted else _rows_of(reader, i)
             units.append((i, rows, None, "batch"))
         else:
-            units.append((i, counted[i][0] if counted else 0, (lambda i=i: [reader.get_batch(i)]), "batch"))
+            units.append((i, counted[i][0] if counted else 0, _batch_loader(reader, i, counted, cap), "batch"))
     return units
+
+
+class Skipped:
+    """A stream's record batch that was not decoded (``DecodeTooLarge``): its rows, and why."""
+
+    def __init__(self, rows: int, why: str):
+        self.num_rows, self.why = rows, why
+
+
+def _stream_bombs(src, start: int, cap: int) -> tuple[list, dict] | None:
+    """Where an Arrow stream's messages lie, when one of its compressed record batches is a bomb (see
+    ``_arrow_units``): (each message's byte range, {its index among the record batches: ``Skipped``}); else
+    None (no bomb, or messages that do not walk: the stream is read as it is)."""
+    ranges, bombs, k = [], {}, 0
+    try:
+        src.seek(start)
+        pos = start
+        for m in pa.ipc.MessageReader.open_stream(src):
+            end = src.tell()
+            if m.type == "record batch":
+                rows, buffers, compressed = _batch_header(m.metadata.to_pybytes())
+                body = m.body if m.body is not None else pa.py_buffer(b"")
+                decoded = _decoded_bytes(body, buffers) if compressed else body.size
+                if decoded > cap and decoded > MAX_DECODE_RATIO * max(body.size, 1):
+                    bombs[k] = Skipped(rows, f"batch {k} of the stream ({_rows(rows)}) not decoded: it decompresses "
+                                             f"to {decoded:,} bytes from {body.size:,}")
+                    pos = end
+                    k += 1
+                    continue
+                k += 1
+            ranges.append((pos, end))
+            pos = end
+    except (pa.ArrowException, OSError, ValueError, struct.error, IndexError):
+        pass  # the stream ends early or is damaged there: read up to that point as before
+    if not bombs:
+        return None
+    ranges.append((pos, src.size()))  # the end-of-stream marker, or what did not walk
+    return ranges, bombs
+
+
+def _stream_batches(src, found):
+    """The stream's record batches, read from its messages without its bombs, with a ``Skipped`` in the place
+    of each bomb."""
+    ranges, bombs = found
+    reader = pa.ipc.open_stream(_Ranges(src, ranges))
+    k = 0
+    while True:
+        while k in bombs:
+            yield bombs[k]
+            k += 1
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        yield batch
+        k += 1
+
+
+class _Ranges(io.RawIOBase):
+    """The byte ranges ``[a, b)`` of ``src`` (a pyarrow file) read one after the other, as one file."""
+
+    def __init__(self, src, ranges):
+        self.src, self.ranges, self.i, self.at = src, [r for r in ranges if r[1] > r[0]], 0, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        while self.i < len(self.ranges):
+            a, b = self.ranges[self.i]
+            if a + self.at < b:
+                n = min(len(out), b - a - self.at)
+                data = self.src.read_at(n, a + self.at)
+                out[:len(data)] = data
+                self.at += len(data)
+                return len(data)
+            self.i, self.at = self.i + 1, 0
+        return 0
+
+
+def _rows(n: int) -> str:
+    return f"{n:,} row" + ("" if n == 1 else "s")
+
+
+def _batch_loader(reader, i: int, counted, cap: int):
+    rows, stored, decoded = counted[i] if counted else (0, 0, 0)
+    if decoded > cap and decoded > MAX_DECODE_RATIO * max(stored, 1):
+        def refuse():
+            raise DecodeTooLarge(f"batch {i} ({_rows(rows)}) not decoded: it decompresses to {decoded:,} bytes "
+                                 f"from {stored:,}")
+        return refuse
+    return lambda: [reader.get_batch(i)]
 
 
 def _rows_of(reader, i: int) -> int:
@@ -161,24 +317,28 @@ def _rows_of(reader, i: int) -> int:
         return 0
 
 
-def ipc_batches(path: str, n: int) -> list[tuple[int, int]] | None:
-    """``(rows, body bytes)`` of each record batch of an Arrow IPC file, from the messages' headers (no
-    batch is decoded or decompressed); None when the messages cannot be walked, or are not ``n`` batches."""
+def ipc_batches(path: str, n: int) -> list[tuple[int, int, int]] | None:
+    """``(rows, body bytes, decoded bytes)`` of each record batch of an Arrow IPC file, from the messages'
+    headers and, for a compressed batch, the 8-byte length before each of its buffers (no batch is decoded or
+    decompressed); None when the messages cannot be walked, or are not ``n`` batches."""
     out = []
     try:
         with pa.memory_map(path) as src:
             src.seek(8)
             for m in pa.ipc.MessageReader.open_stream(src):
                 if m.type == "record batch":
-                    out.append((_batch_length(m.metadata.to_pybytes()), m.body.size if m.body is not None else 0))
+                    length, buffers, compressed = _batch_header(m.metadata.to_pybytes())
+                    body = m.body if m.body is not None else pa.py_buffer(b"")
+                    out.append((length, body.size, _decoded_bytes(body, buffers) if compressed else body.size))
     except (pa.ArrowException, OSError, ValueError, struct.error, IndexError):
         return None
     return out if len(out) == n else None
 
 
-def _batch_length(md: bytes) -> int:
-    """``RecordBatch.length`` from an IPC ``Message`` flatbuffer (Message.header is field 2; RecordBatch.length,
-    an int64, is field 0 of the header table)."""
+def _batch_header(md: bytes) -> tuple[int, list[tuple[int, int]], bool]:
+    """(``RecordBatch.length``, its buffers as (offset, length) in the body, whether the body is compressed)
+    from an IPC ``Message`` flatbuffer: Message.header is field 2; of the RecordBatch table, ``length`` (int64)
+    is field 0, ``buffers`` (a vector of 16-byte structs) field 2 and ``compression`` field 3."""
     def field(table: int, k: int) -> int:
         vt = table - struct.unpack_from("<i", md, table)[0]
         return struct.unpack_from("<H", md, vt + 4 + 2 * k)[0] if 4 + 2 * k + 2 <= struct.unpack_from("<H", md, vt)[0] else 0
@@ -192,7 +352,30 @@ def _batch_length(md: bytes) -> int:
     length = struct.unpack_from("<q", md, header + lo)[0] if lo else 0
     if length < 0:
         raise ValueError("a negative batch length")
-    return length
+    buffers = []
+    bo = field(header, 2)
+    if bo:
+        vec = header + bo + struct.unpack_from("<I", md, header + bo)[0]
+        count = struct.unpack_from("<I", md, vec)[0]
+        if 4 + 16 * count > len(md) - vec:
+            raise ValueError("a buffer list past the message's end")
+        buffers = [struct.unpack_from("<qq", md, vec + 4 + 16 * k) for k in range(count)]
+    return length, buffers, bool(field(header, 3))
+
+
+def _decoded_bytes(body: pa.Buffer, buffers: list[tuple[int, int]]) -> int:
+    """Bytes a compressed batch's buffers decompress to: each buffer starts with its decompressed length as an
+    int64 (-1: stored as is)."""
+    view = memoryview(body)
+    total = 0
+    for offset, length in buffers:
+        if length <= 0:
+            continue
+        if offset < 0 or length < 8 or offset + 8 > len(view):
+            raise ValueError("a compressed buffer outside the batch's body")
+        n = struct.unpack_from("<q", view, offset)[0]
+        total += length - 8 if n == -1 else max(n, 0)
+    return total
 
 
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):

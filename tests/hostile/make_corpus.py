@@ -429,6 +429,12 @@ def build_parquet(d: Path) -> dict:
     # the same short text repeated in a dictionary-encoded column (Parquet dictionary pages; read as a dictionary)
     pq.write_table(pa.table({"text": pa.array(["repeated dictionary text"] * 300).dictionary_encode()}), d / "dictionary.parquet")
     e["dictionary.parquet"] = _expect("parquet", docs=300)
+    # a decompression bomb: 300 MiB of NULs stored in ~10 KB (zstd), in a row group after a small one
+    bomb = pa.table({"text": ["\0" * (300 << 20)]})
+    with pq.ParquetWriter(d / "bomb.parquet", bomb.schema, compression="zstd") as w:
+        w.write_table(pa.table({"text": ["a small document before the bomb"]}))
+        w.write_table(bomb)
+    e["bomb.parquet"] = _expect("parquet", docs=1, drops={"decode_too_large": 1})
     return e
 
 
@@ -448,6 +454,10 @@ def build_arrow(d: Path) -> dict:
         w.write_batch(pa.record_batch([["s1", "s2"], ["stream one", "stream two"]], schema=schema))
     (d / "stream.arrow").write_bytes(sink.getvalue())
     e["stream.arrow"] = _expect("arrow", docs=2)
+    with pa.ipc.new_file(d / "bomb.arrow", schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(pa.record_batch([["b1"], ["a small document before the bomb"]], schema=schema))
+        w.write_batch(pa.record_batch([["b2"], ["\0" * (300 << 20)]], schema=schema))  # ~10 KB stored
+    e["bomb.arrow"] = _expect("arrow", docs=1, drops={"decode_too_large": 1})
     (d / "garbage.arrow").write_bytes(random.Random(3).randbytes(5000))
     e["garbage.arrow"] = _expect("arrow", drops={"corrupt_file": 1})
     (d / "empty.arrow").write_bytes(b"")
