@@ -168,6 +168,18 @@ def lying_copy(cur: Path, tmp_path: Path, how: str) -> tuple[Path, str]:
 
         table = feather.read_table(path)
         feather.write_feather(table.slice(0, table.num_rows - 2), path, compression="zstd")
+    elif how == "a decompression bomb":  # the same rows, one text 4 MiB of NULs that zstd stores in KBs
+        import hashlib
+
+        import pyarrow as pa
+        import pyarrow.feather as feather
+
+        table = feather.read_table(path)
+        texts = table.column("text").to_pylist()
+        texts[0] = "\0" * (4 << 20)
+        table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts, table.schema.field("text").type))
+        feather.write_feather(table, path, compression="zstd")
+        first["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     elif how == "rows lie":
         first["rows"] += 3
     elif how == "no sha256":
@@ -177,7 +189,16 @@ def lying_copy(cur: Path, tmp_path: Path, how: str) -> tuple[Path, str]:
 
 
 LIES = {"listed twice": "twice", "listed twice under another spelling": "twice", "cut short": "sha256",
-        "rewritten with fewer rows": "sha256", "rows lie": "rows", "no sha256": "'sha256'"}
+        "rewritten with fewer rows": "sha256", "rows lie": "rows", "no sha256": "'sha256'",
+        "a decompression bomb": "decompression bomb"}
+
+
+@pytest.fixture(autouse=True)
+def small_decode_cap(monkeypatch):
+    """A bomb of 4 MiB is one here (the cap is 256 MiB: tests/test_decode_bombs.py reads one of that size)."""
+    from curate.readers import tables
+
+    monkeypatch.setattr(tables, "MAX_DECODE_BYTES", 1 << 20)
 
 
 @pytest.mark.parametrize("how", sorted(LIES))
@@ -192,7 +213,7 @@ def test_a_manifest_that_lies_is_refused_naming_the_shard(setup, tmp_path, capsy
     assert not (tmp_path / "x.bin").exists() and not (tmp_path / "x" / "parts.json").exists()
 
 
-@pytest.mark.parametrize("how", ["listed twice", "cut short", "rows lie"])
+@pytest.mark.parametrize("how", ["listed twice", "cut short", "rows lie", "a decompression bomb"])
 def test_tokenizer_training_refuses_a_manifest_that_lies(setup, tmp_path, capsys, how):
     root, cur, tok, one = setup
     copy, name = lying_copy(cur, tmp_path, how)

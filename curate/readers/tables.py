@@ -173,6 +173,30 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
     return rows
 
 
+def decode_bomb(path: str, fmt: str, cap: int | None = None) -> str | None:
+    """Where a Parquet or Arrow IPC file holds a decompression bomb (a page or compressed batch that decodes to
+    more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk), in words; else None. Reads
+    headers only. For files read whole rather than through ``read`` (a curation folder's shards)."""
+    import pyarrow.parquet as pq
+
+    cap = MAX_DECODE_BYTES if cap is None else cap
+    if fmt == "parquet":
+        md = pq.ParquetFile(path).metadata
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            try:
+                _rows_by_pages(path, rg, [rg.column(j).path_in_schema for j in range(rg.num_columns)], cap, i)
+            except DecodeTooLarge as e:
+                return str(e)
+        return None
+    with pa.memory_map(path) as src:
+        n = pa.ipc.open_file(src).num_record_batches
+    for i, (rows, stored, decoded) in enumerate(ipc_batches(path, n) or []):
+        if decoded > cap and decoded > MAX_DECODE_RATIO * max(stored, 1):
+            return f"batch {i} ({_rows(rows)}) decompresses to {decoded:,} bytes from {stored:,}"
+    return None
+
+
 def _dictionary_pages(md, field: str) -> bool:
     """Does any row group store ``field`` (a top-level column) with a dictionary page?"""
     try:

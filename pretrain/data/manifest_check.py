@@ -4,8 +4,9 @@
 shard twice (under the same or another spelling of its path) would tokenize it twice; a shard cut short, rewritten
 or swapped after curation would be read as it is now. So: every entry needs ``path``, ``rows`` and ``sha256``; no
 shard may be listed twice; every shard must exist (:func:`manifest_entries`, on the driver, no shard read); and
-before a task reads a shard it checks its row count and sha256 against the manifest (:func:`verify_shard`, in the
-worker: the hashing runs where the reading does, in parallel). Each refusal names the shard.
+before a task reads a shard it checks its row count and sha256 against the manifest, and that no page or batch of it
+is a decompression bomb (:func:`verify_shard`, in the worker: the hashing runs where the reading does, in
+parallel). Each refusal names the shard.
 """
 from __future__ import annotations
 
@@ -94,3 +95,9 @@ def verify_shard(shard: ManifestShard, check_hash: bool = True) -> None:
     if rows != shard.rows:
         raise ValueError(f"shard {shard.name} holds {rows:,} rows, its manifest entry says {shard.rows:,}: the "
                          "manifest or the shard was changed after curation; rerun `curate run` to rewrite the folder")
+    from curate.readers.tables import decode_bomb
+
+    bomb = decode_bomb(shard.path, "parquet" if shard.path.endswith(".parquet") else "arrow")
+    if bomb:  # a shard is read whole: a few KB that decode to GBs would be decoded in the worker
+        raise ValueError(f"shard {shard.name} is a decompression bomb, not what curation writes: {bomb}; rerun "
+                         "`curate run` on the raw data to rewrite the folder")
