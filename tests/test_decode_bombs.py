@@ -221,3 +221,12 @@ def test_a_bomb_in_an_arrow_stream_is_skipped_and_the_stream_read_on(tmp_path, m
     assert "batch 1 of the stream (2 rows)" in items[2][1]["text"]
     assert [it[1]["id"] for it in items if it[0] == "doc"] == ["s.arrows:1", "s.arrows:2", "s.arrows:5"]
     assert [it[1]["text"] for it in items if it[0] == "doc"] == ["small one", "small two", "small three"]
+
+
+def test_a_header_nesting_containers_deeply_is_a_value_error():
+    """Lists of lists 10,000 deep (one byte each) in a header: a ValueError, not Python's recursion limit."""
+    from curate.readers.parquet_pages import _page_header
+
+    header = bytes([0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x19]) + bytes([0x19]) * 10000 + bytes(10000) + b"\0"
+    with pytest.raises(ValueError, match="nested"):
+        _page_header(header)

@@ -136,6 +136,15 @@ class _Reader:
             if element:
                 self.byte()
             return
+        if ftype in (9, 10, 11):
+            self.depth += 1
+            try:
+                if self.depth > 64:
+                    raise ValueError("containers nested more than 64 deep")
+                self._skip_container(ftype)
+            finally:
+                self.depth -= 1
+            return
         if ftype == 3:
             self.byte()
         elif ftype in (4, 5, 6):
@@ -144,7 +153,14 @@ class _Reader:
             self._advance(8)
         elif ftype == 8:
             self._advance(self.varint())
-        elif ftype in (9, 10):
+        elif ftype == 12:
+            for _, t in self.fields():
+                self.skip(t)
+        else:
+            raise ValueError(f"a Thrift field of unknown type {ftype}")
+
+    def _skip_container(self, ftype: int) -> None:
+        if ftype in (9, 10):
             b = self.byte()
             n, etype = b >> 4, b & 0x0F
             if n == 15:
@@ -158,11 +174,6 @@ class _Reader:
                 for _ in range(n):
                     self.skip(b >> 4, True)
                     self.skip(b & 0x0F, True)
-        elif ftype == 12:
-            for _, t in self.fields():
-                self.skip(t)
-        else:
-            raise ValueError(f"a Thrift field of unknown type {ftype}")
 
     def _advance(self, n: int) -> None:
         if n < 0:
