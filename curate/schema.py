@@ -50,7 +50,7 @@ READ_REASONS = {
     "corrupt_batch": "an Arrow record batch that does not decode",
     "corrupt_file": "a Parquet/Arrow file whose footer or schema cannot be read",
     "decode_too_large": "a Parquet row group or Arrow batch not decoded: a page or compressed batch of it decodes "
-                        "to more than 256 MiB (or twice max_doc_bytes) and to more than 32x its bytes on disk (a "
+                        "to more than 256 MiB (or twice max_doc_bytes) and to more than 100x its bytes on disk (a "
                         "decompression bomb); one row names it",
     "wrong_compression": "the name says compressed (.gz, .zst, .bz2, .xz) but the bytes are neither that, "
                          "another compression that is read, nor text; the file is set aside whole",

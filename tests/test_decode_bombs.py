@@ -67,7 +67,7 @@ def test_a_compressed_arrow_batch_that_decodes_to_hundreds_of_mb_is_not_decoded(
 
 
 def test_large_values_that_do_not_compress_are_still_read(tmp_path, monkeypatch):
-    """The limit asks for both: decoded past the cap, and past 32x the bytes on disk. A page of random text
+    """The limit asks for both: decoded past the cap, and past 100x the bytes on disk. A page of random text
     (about 1.3x) past the cap is decoded as before (it is set aside as too_large by max_doc_bytes, not undecoded)."""
     monkeypatch.setattr(tables, "MAX_DECODE_BYTES", 1 << 20)
     monkeypatch.setattr(tables, "SLICE_BYTES", 1 << 19)

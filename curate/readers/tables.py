@@ -42,7 +42,7 @@ from curate.readers.text import row
 
 BATCH_ROWS = 4096
 MAX_DECODE_BYTES = 256 << 20  # a Parquet page or compressed Arrow batch decoding to more than this (or to twice
-MAX_DECODE_RATIO = 32         # max_doc_bytes) and to more than this many times its bytes on disk is not decoded
+MAX_DECODE_RATIO = 100        # max_doc_bytes) and to more than this many times its bytes on disk is not decoded
 SLICE_BYTES = 64 << 20  # text bytes decoded to Python at once (and per Parquet batch, by its average row)
 PREFIX = 10000  # bytes of a too-large text that are decoded (the row keeps a prefix only)
 _ARROW_MAGIC = b"ARROW1"
