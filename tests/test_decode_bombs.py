@@ -230,3 +230,34 @@ def test_a_header_nesting_containers_deeply_is_a_value_error():
     header = bytes([0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x19]) + bytes([0x19]) * 10000 + bytes(10000) + b"\0"
     with pytest.raises(ValueError, match="nested"):
         _page_header(header)
+
+
+def test_bytes_between_arrow_messages_do_not_hide_a_bomb(tmp_path, monkeypatch):
+    """The batches' sizes are read where the file's footer says the batches are (where pyarrow reads them), not
+    by walking the messages one after another: junk between two messages made that walk fail, and the bomb
+    after it was decoded."""
+    monkeypatch.setattr(tables, "MAX_DECODE_BYTES", 1 << 20)
+    schema = pa.schema([("text", pa.string())])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(pa.record_batch([["small one"]], schema=schema))
+        w.write_batch(pa.record_batch([["\0" * (8 << 20)]], schema=schema))
+    data = bytearray(sink.getvalue().to_pybytes())
+    first = tables._footer_batches(pa.BufferReader(bytes(data)))[0]
+    n = int.from_bytes(data[-10:-6], "little")
+    md = bytes(data[len(data) - 10 - n:len(data) - 10])
+    root = int.from_bytes(md[:4], "little")
+    vec = root + tables._fb_field(md, root, 3)
+    vec += int.from_bytes(md[vec:vec + 4], "little")
+    for k in range(int.from_bytes(md[vec:vec + 4], "little")):  # each batch 16 bytes further on
+        at = len(data) - 10 - n + vec + 4 + 24 * k
+        data[at:at + 8] = (int.from_bytes(data[at:at + 8], "little") + 16).to_bytes(8, "little")
+    data[first:first] = b"\xab" * 16
+    path = tmp_path / "gap.arrow"
+    path.write_bytes(bytes(data))
+    reader = pa.ipc.open_file(str(path))
+    assert reader.get_batch(0).column(0).to_pylist() == ["small one"]  # pyarrow reads it by the footer
+    counted = tables.ipc_batches(str(path), 2)
+    assert counted is not None and counted[1][2] > 8 << 20
+    items = list(readers.read_file(str(path), "arrow", max_doc_bytes=64 << 10))
+    assert [it[0] if it[0] == "doc" else it[2] for it in items] == ["doc", "decode_too_large"]

@@ -348,8 +348,16 @@ def ipc_batches(path: str, n: int) -> list[tuple[int, int, int]] | None:
     out = []
     try:
         with pa.memory_map(path) as src:
-            src.seek(8)
-            for m in pa.ipc.MessageReader.open_stream(src):
+            offsets = _footer_batches(src)
+            if offsets is not None:  # where get_batch reads them (bytes between messages do not hide one)
+                messages = []
+                for offset in offsets:
+                    src.seek(offset)
+                    messages.append(pa.ipc.read_message(src))
+            else:
+                src.seek(8)
+                messages = pa.ipc.MessageReader.open_stream(src)
+            for m in messages:
                 if m.type == "record batch":
                     length, buffers, compressed = _batch_header(m.metadata.to_pybytes())
                     body = m.body if m.body is not None else pa.py_buffer(b"")
@@ -359,13 +367,42 @@ def ipc_batches(path: str, n: int) -> list[tuple[int, int, int]] | None:
     return out if len(out) == n else None
 
 
+def _footer_batches(src) -> list[int] | None:
+    """The offsets of an Arrow IPC file's record batches as its footer lists them (``Footer.recordBatches``,
+    field 3: a vector of 24-byte ``Block`` structs, ``offset`` first), or None when the footer cannot be read."""
+    size = src.size()
+    if size < 18:
+        return None
+    tail = src.read_at(10, size - 10)
+    if tail[4:] != _ARROW_MAGIC:
+        return None
+    n = struct.unpack_from("<i", tail, 0)[0]
+    if not 0 < n <= size - 18:
+        return None
+    md = src.read_at(n, size - 10 - n)
+    root = struct.unpack_from("<I", md, 0)[0]
+    fo = _fb_field(md, root, 3)
+    if not fo:
+        return []
+    vec = root + fo + struct.unpack_from("<I", md, root + fo)[0]
+    count = struct.unpack_from("<I", md, vec)[0]
+    if 4 + 24 * count > len(md) - vec:
+        raise ValueError("a footer's batch list past its end")
+    return [struct.unpack_from("<q", md, vec + 4 + 24 * k)[0] for k in range(count)]
+
+
+def _fb_field(md: bytes, table: int, k: int) -> int:
+    """The offset of field ``k`` of the flatbuffer table at ``table`` (0: absent)."""
+    vt = table - struct.unpack_from("<i", md, table)[0]
+    return struct.unpack_from("<H", md, vt + 4 + 2 * k)[0] if 4 + 2 * k + 2 <= struct.unpack_from("<H", md, vt)[0] else 0
+
+
 def _batch_header(md: bytes) -> tuple[int, list[tuple[int, int]], bool]:
     """(``RecordBatch.length``, its buffers as (offset, length) in the body, whether the body is compressed)
     from an IPC ``Message`` flatbuffer: Message.header is field 2; of the RecordBatch table, ``length`` (int64)
     is field 0, ``buffers`` (a vector of 16-byte structs) field 2 and ``compression`` field 3."""
     def field(table: int, k: int) -> int:
-        vt = table - struct.unpack_from("<i", md, table)[0]
-        return struct.unpack_from("<H", md, vt + 4 + 2 * k)[0] if 4 + 2 * k + 2 <= struct.unpack_from("<H", md, vt)[0] else 0
+        return _fb_field(md, table, k)
 
     root = struct.unpack_from("<I", md, 0)[0]
     fo = field(root, 2)
