@@ -261,3 +261,25 @@ def test_bytes_between_arrow_messages_do_not_hide_a_bomb(tmp_path, monkeypatch):
     assert counted is not None and counted[1][2] > 8 << 20
     items = list(readers.read_file(str(path), "arrow", max_doc_bytes=64 << 10))
     assert [it[0] if it[0] == "doc" else it[2] for it in items] == ["doc", "decode_too_large"]
+
+
+def test_bytes_after_a_column_chunks_last_page_do_not_hide_a_bomb(tmp_path, monkeypatch):
+    """pyarrow reads a column chunk's pages until their values add up to the chunk's ``num_values``; bytes after
+    that page (inside the chunk's stated size) are never read. The walk stops there too: junk after the last
+    page made it fail, which skipped the check."""
+    import io
+
+    path = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": ["\0" * (8 << 20)]}), path, compression="zstd", use_dictionary=False)
+    (rg, c, start), = _chunks(path)
+    with open(path, "rb") as f:
+        f.seek(start)
+        chunk = f.read(c.total_compressed_size) + b"\xff" * 64  # as if the chunk's size said 64 bytes more
+    pages = column_pages(io.BytesIO(chunk), 0, len(chunk), c.num_values)
+    assert sum(p.values for p in pages if p.is_data) == c.num_values and pages[-1].decoded_bytes > 8 << 20
+    with pytest.raises(ValueError):
+        column_pages(io.BytesIO(chunk), 0, len(chunk))  # walked to the stated end: the junk is no page
+    monkeypatch.setattr(tables, "MAX_DECODE_BYTES", 1 << 20)
+    monkeypatch.setattr(tables, "SLICE_BYTES", 1 << 20)
+    items = list(readers.read_file(str(path), "parquet", max_doc_bytes=64 << 10))
+    assert [it[2] for it in items] == ["decode_too_large"]

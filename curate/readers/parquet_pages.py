@@ -31,13 +31,16 @@ class _Truncated(Exception):
     """The header runs past the bytes read so far."""
 
 
-def column_pages(f, start: int, total: int) -> list[Page]:
+def column_pages(f, start: int, total: int, values: int | None = None) -> list[Page]:
     """The pages of the column chunk stored at ``start`` for ``total`` bytes (its ``dictionary_page_offset``, or
     ``data_page_offset`` when it has no dictionary page, and its ``total_compressed_size``) in the binary file
-    ``f``. ``ValueError`` when the headers do not walk to the end of the chunk."""
+    ``f``, up to the data page that brings the chunk's ``values`` (its ``num_values``; pyarrow reads no further,
+    so bytes after that page cannot hide one). ``ValueError`` when the headers do not walk to the end of the
+    chunk."""
     pages: list[Page] = []
     pos, end = start, start + total
-    while pos < end:
+    seen = 0
+    while pos < end and (values is None or seen < values):
         if len(pages) >= MAX_PAGES:
             raise ValueError(f"more than {MAX_PAGES} pages in one column chunk")
         page, size = _header_at(f, pos)
@@ -45,7 +48,8 @@ def column_pages(f, start: int, total: int) -> list[Page]:
             raise ValueError(f"a page header at byte {pos} with a negative size")
         pages.append(page)
         pos += size + page.stored_bytes
-    if pos != end:
+        seen += page.values if page.is_data else 0
+    if pos > end or (values is None and pos != end):
         raise ValueError(f"the pages end at byte {pos}, not at the column chunk's end {end}")
     return pages
 

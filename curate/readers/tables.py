@@ -160,7 +160,7 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
         start = c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else c.data_page_offset
         try:
             with open(path, "rb") as f:
-                pages = column_pages(f, start, c.total_compressed_size)
+                pages = column_pages(f, start, c.total_compressed_size, c.num_values)
         except (OSError, ValueError):
             continue  # headers that do not walk: pyarrow says what is wrong when it reads them
         for p in pages:
