@@ -146,8 +146,8 @@ def _parquet_units(path: str, wanted: tuple, text_field: str, cap: int = MAX_DEC
 
 
 def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
-    """Rows a batch of row group ``index`` may hold, from the pages of the columns read (``parquet_pages``;
-    only a column chunk that decodes to more than ``SLICE_BYTES`` is walked): pyarrow decodes a page whole, so
+    """Rows a batch of row group ``index`` may hold, from the pages of the columns read (``parquet_pages``):
+    pyarrow decodes a page whole, so
     a page that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a
     decompression bomb: a few KB that decode to GBs) raises ``DecodeTooLarge`` when the unit is read, and a
     batch holds no more rows than the densest page's ``SLICE_BYTES`` worth (the batch size by the row group's
@@ -155,7 +155,7 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
     rows = BATCH_ROWS
     for j in range(rg.num_columns):
         c = rg.column(j)
-        if c.path_in_schema not in columns or c.total_uncompressed_size <= SLICE_BYTES:
+        if c.path_in_schema not in columns:  # (every chunk read is walked: its stated sizes could lie)
             continue
         start = c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else c.data_page_offset
         try:
