@@ -146,12 +146,12 @@ def _parquet_units(path: str, wanted: tuple, text_field: str, cap: int = MAX_DEC
 
 
 def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
-    """Rows a batch of row group ``index`` may hold, from the pages of the columns read (``parquet_pages``):
-    pyarrow decodes a page whole, so
-    a page that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a
-    decompression bomb: a few KB that decode to GBs) raises ``DecodeTooLarge`` when the unit is read, and a
-    batch holds no more rows than the densest page's ``SLICE_BYTES`` worth (the batch size by the row group's
-    average row alone let one batch span several huge values among small ones)."""
+    """Rows a batch of row group ``index`` may hold, from the pages of the columns read (``parquet_pages``).
+    pyarrow decodes a page whole, so a page that decodes to more than ``cap`` and to more than
+    ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb: a few KB that decode to GBs) raises
+    ``DecodeTooLarge`` when the unit is read; and a batch holds no more rows than the densest page's
+    ``SLICE_BYTES`` worth (the batch size by the row group's average row alone let one batch span several huge
+    values among small ones)."""
     rows = BATCH_ROWS
     for j in range(rg.num_columns):
         c = rg.column(j)
