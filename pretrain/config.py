@@ -206,6 +206,9 @@ def steps_at_batch(cfg: Config, consumed_samples: int, batch: int) -> int | None
     return max(1, math.ceil((boundary - consumed_samples) / batch) - 1)
 
 
+SEED_LIMIT = 2 ** 32  # numpy's and the blend's seeds are 32-bit: train.seed, --seed of blend and tokenizer
+
+
 def total_train_samples(cfg: Config, step: int = 0, consumed: int = 0) -> int:
     """Samples the run has consumed after ``train.steps`` steps (the ramp's batch sizes, then
     ``train.global_batch``), from ``step`` with ``consumed`` samples consumed (a resumed run)."""
@@ -413,7 +416,7 @@ def _check_values(cfg: Config, err) -> None:
     if finite("train.eps", t.eps) and t.eps <= 0:
         err(f"train.eps = {t.eps}: must be > 0 (e.g. 1e-8)")
     for name, value in (("train.seed", t.seed), ("model.init_seed", m.init_seed)):
-        if value is not None and not 0 <= value < 2 ** 32:  # numpy's and the blend's seeds are 32-bit
+        if value is not None and not 0 <= value < SEED_LIMIT:
             err(f"{name} = {value}: must be in [0, 2**32 - 1]")
     for name, value in (("train.warmup_steps", t.warmup_steps), ("train.eval_interval", t.eval_interval),
                         ("checkpoint.interval", c.interval)):

@@ -54,6 +54,14 @@ def column_pages(f, start: int, total: int, values: int | None = None) -> list[P
     return pages
 
 
+def chunk_pages(f, chunk) -> list[Page]:
+    """``column_pages`` of a column chunk given by its pyarrow metadata (``ColumnChunkMetaData``): from its
+    dictionary page, or its first data page, up to its ``num_values``."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page and chunk.dictionary_page_offset else \
+        chunk.data_page_offset
+    return column_pages(f, start, chunk.total_compressed_size, chunk.num_values)
+
+
 def _header_at(f, pos: int) -> tuple[Page, int]:
     want = 256
     while True:

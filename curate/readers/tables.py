@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curate.readers.jsonl import table_row
-from curate.readers.parquet_pages import column_pages
+from curate.readers.parquet_pages import chunk_pages
 from curate.readers.text import row
 
 BATCH_ROWS = 4096
@@ -50,6 +50,12 @@ _ARROW_MAGIC = b"ARROW1"
 
 class DecodeTooLarge(ValueError):
     """A unit (Parquet row group, Arrow batch) that would decode one piece to more than ``decode_cap``."""
+
+
+def _is_bomb(decoded: int, stored: int, cap: int) -> bool:
+    """A piece pyarrow decodes whole that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO``
+    times its bytes on disk (``stored``): a decompression bomb, not decoded."""
+    return decoded > cap and decoded > MAX_DECODE_RATIO * max(stored, 1)
 
 
 def decode_cap(max_doc_bytes: int) -> int:
@@ -153,18 +159,22 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
     ``SLICE_BYTES`` worth (the batch size by the row group's average row alone let one batch span several huge
     values among small ones)."""
     rows = BATCH_ROWS
-    for j in range(rg.num_columns):
-        c = rg.column(j)
-        if c.path_in_schema not in columns:  # (every chunk read is walked: its stated sizes could lie)
-            continue
-        start = c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else c.data_page_offset
-        try:
-            with open(path, "rb") as f:
-                pages = column_pages(f, start, c.total_compressed_size, c.num_values)
-        except (OSError, ValueError):
-            continue  # headers that do not walk: pyarrow says what is wrong when it reads them
+    chunks = [rg.column(j) for j in range(rg.num_columns)]
+    chunks = [c for c in chunks if c.path_in_schema in columns]  # every chunk read is walked: sizes could lie
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return rows  # pyarrow says what is wrong when it reads the file
+    with f:
+        walked = []
+        for c in chunks:
+            try:
+                walked.append((c, chunk_pages(f, c)))
+            except (OSError, ValueError):
+                pass  # headers that do not walk: pyarrow says what is wrong when it reads them
+    for c, pages in walked:
         for p in pages:
-            if p.decoded_bytes > cap and p.decoded_bytes > MAX_DECODE_RATIO * max(p.stored_bytes, 1):
+            if _is_bomb(p.decoded_bytes, p.stored_bytes, cap):
                 raise DecodeTooLarge(f"row group {index} ({_rows(rg.num_rows)}) not decoded: a page of column "
                                      f"{c.path_in_schema!r} decodes to {p.decoded_bytes:,} bytes from "
                                      f"{p.stored_bytes:,}")
@@ -192,7 +202,7 @@ def decode_bomb(path: str, fmt: str, cap: int | None = None) -> str | None:
     with pa.memory_map(path) as src:
         n = pa.ipc.open_file(src).num_record_batches
     for i, (rows, stored, decoded) in enumerate(ipc_batches(path, n) or []):
-        if decoded > cap and decoded > MAX_DECODE_RATIO * max(stored, 1):
+        if _is_bomb(decoded, stored, cap):
             return f"batch {i} ({_rows(rows)}) decompresses to {decoded:,} bytes from {stored:,}"
     return None
 
@@ -260,12 +270,10 @@ def _stream_bombs(src, start: int, cap: int) -> tuple[list, dict] | None:
         for m in pa.ipc.MessageReader.open_stream(src):
             end = src.tell()
             if m.type == "record batch":
-                rows, buffers, compressed = _batch_header(m.metadata.to_pybytes())
-                body = m.body if m.body is not None else pa.py_buffer(b"")
-                decoded = _decoded_bytes(body, buffers) if compressed else body.size
-                if decoded > cap and decoded > MAX_DECODE_RATIO * max(body.size, 1):
+                rows, stored, decoded = _batch_sizes(m)
+                if _is_bomb(decoded, stored, cap):
                     bombs[k] = Skipped(rows, f"batch {k} of the stream ({_rows(rows)}) not decoded: it decompresses "
-                                             f"to {decoded:,} bytes from {body.size:,}")
+                                             f"to {decoded:,} bytes from {stored:,}")
                     pos = end
                     k += 1
                     continue
@@ -326,7 +334,7 @@ def _rows(n: int) -> str:
 
 def _batch_loader(reader, i: int, counted, cap: int):
     rows, stored, decoded = counted[i] if counted else (0, 0, 0)
-    if decoded > cap and decoded > MAX_DECODE_RATIO * max(stored, 1):
+    if _is_bomb(decoded, stored, cap):
         def refuse():
             raise DecodeTooLarge(f"batch {i} ({_rows(rows)}) not decoded: it decompresses to {decoded:,} bytes "
                                  f"from {stored:,}")
@@ -359,12 +367,18 @@ def ipc_batches(path: str, n: int) -> list[tuple[int, int, int]] | None:
                 messages = pa.ipc.MessageReader.open_stream(src)
             for m in messages:
                 if m.type == "record batch":
-                    length, buffers, compressed = _batch_header(m.metadata.to_pybytes())
-                    body = m.body if m.body is not None else pa.py_buffer(b"")
-                    out.append((length, body.size, _decoded_bytes(body, buffers) if compressed else body.size))
+                    out.append(_batch_sizes(m))
     except (pa.ArrowException, OSError, ValueError, struct.error, IndexError):
         return None
     return out if len(out) == n else None
+
+
+def _batch_sizes(m) -> tuple[int, int, int]:
+    """(rows, body bytes, decoded bytes) of a record batch ``Message``, from its header (and, compressed, the
+    lengths in front of its buffers)."""
+    rows, buffers, compressed = _batch_header(m.metadata.to_pybytes())
+    body = m.body if m.body is not None else pa.py_buffer(b"")
+    return rows, body.size, _decoded_bytes(body, buffers) if compressed else body.size
 
 
 def _footer_batches(src) -> list[int] | None:
@@ -401,27 +415,24 @@ def _batch_header(md: bytes) -> tuple[int, list[tuple[int, int]], bool]:
     """(``RecordBatch.length``, its buffers as (offset, length) in the body, whether the body is compressed)
     from an IPC ``Message`` flatbuffer: Message.header is field 2; of the RecordBatch table, ``length`` (int64)
     is field 0, ``buffers`` (a vector of 16-byte structs) field 2 and ``compression`` field 3."""
-    def field(table: int, k: int) -> int:
-        return _fb_field(md, table, k)
-
     root = struct.unpack_from("<I", md, 0)[0]
-    fo = field(root, 2)
+    fo = _fb_field(md, root, 2)
     if not fo:
         raise ValueError("a record batch message without a header")
     header = root + fo + struct.unpack_from("<I", md, root + fo)[0]
-    lo = field(header, 0)
+    lo = _fb_field(md, header, 0)
     length = struct.unpack_from("<q", md, header + lo)[0] if lo else 0
     if length < 0:
         raise ValueError("a negative batch length")
     buffers = []
-    bo = field(header, 2)
+    bo = _fb_field(md, header, 2)
     if bo:
         vec = header + bo + struct.unpack_from("<I", md, header + bo)[0]
         count = struct.unpack_from("<I", md, vec)[0]
         if 4 + 16 * count > len(md) - vec:
             raise ValueError("a buffer list past the message's end")
         buffers = [struct.unpack_from("<qq", md, vec + 4 + 16 * k) for k in range(count)]
-    return length, buffers, bool(field(header, 3))
+    return length, buffers, bool(_fb_field(md, header, 3))
 
 
 def _decoded_bytes(body: pa.Buffer, buffers: list[tuple[int, int]]) -> int:

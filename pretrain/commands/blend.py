@@ -30,7 +30,9 @@ def seed_arg(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= value < 2 ** 32:
+    from pretrain.config import SEED_LIMIT
+
+    if not 0 <= value < SEED_LIMIT:
         raise argparse.ArgumentTypeError(f"{value} is outside [0, 2**32 - 1]")
     return value
 
