@@ -226,3 +226,29 @@ def test_a_ray_address_where_nothing_answers_fails_at_once_saying_what_to_do():
         check_address(f"ray://127.0.0.1:{s.getsockname()[1]}")
     check_address("auto")
     check_address("local")  # ray.init starts a cluster here: nothing to reach
+
+
+def _exits(code):
+    import sys
+
+    sys.exit(code)
+
+
+def _segfaults(_):
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def test_a_task_run_in_a_child_says_how_it_ended():
+    """What the Ray executor reads when a task killed its worker every time: a result, the task's own error (a
+    library calling sys.exit is one too, not a kill), or the signal that ended the child."""
+    pytest.importorskip("ray")
+    from curate.executors.child_call import run_in_child
+
+    assert run_in_child(lambda x: x * 2, 21) == ("ok", 42)
+    how, err = run_in_child(int, "not a number")
+    assert how == "raised" and isinstance(err, ValueError)
+    how, err = run_in_child(_exits, 3)
+    assert how == "raised" and "sys.exit(3)" in str(err)
+    assert run_in_child(_segfaults, None) == ("signal", 11)

@@ -53,6 +53,8 @@ def _main(task: str, result: str) -> int:
         out = ("ok", fn(item))
     except Exception as e:  # noqa: BLE001 - handed back to the caller, which raises it as the task's error
         out = ("raised", e)
+    except SystemExit as e:  # a library that calls sys.exit: an error of the task, said as such (not a kill)
+        out = ("raised", RuntimeError(f"the task called sys.exit({e.code!r})"))
     try:
         data = cloudpickle.dumps(out)
     except Exception as e:  # noqa: BLE001 - an exception or result that does not pickle: said in words

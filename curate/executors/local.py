@@ -160,7 +160,7 @@ class LocalExecutor:
         if manager is not None:
             manager.join(timeout=10)
         telling = {-s for s in CRASH_SIGNALS} | {-signal.SIGKILL}
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 10  # (2 s was once too short on a loaded 2-core machine)
         while True:  # a status may still be a moment away: wait for a signal that says what happened, or for
             codes = {p.exitcode for p in processes if p.exitcode not in (None, 0)}  # every worker's status
             if codes & telling or all(p.exitcode is not None for p in processes) or time.monotonic() > deadline:
