@@ -243,7 +243,7 @@ def test_bytes_between_arrow_messages_do_not_hide_a_bomb(tmp_path, monkeypatch):
         w.write_batch(pa.record_batch([["small one"]], schema=schema))
         w.write_batch(pa.record_batch([["\0" * (8 << 20)]], schema=schema))
     data = bytearray(sink.getvalue().to_pybytes())
-    first = tables._footer_batches(pa.BufferReader(bytes(data)))[0]
+    first = tables._footer_batches(pa.BufferReader(bytes(data)))[1][0]
     n = int.from_bytes(data[-10:-6], "little")
     md = bytes(data[len(data) - 10 - n:len(data) - 10])
     root = int.from_bytes(md[:4], "little")

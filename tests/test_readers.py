@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from curate.readers import infer_format, read_file
+from curate.readers import infer_format, plan_splits, read_file, read_split
 
 COMPRESS = {"gz": gzip.compress, "zst": zstandard.ZstdCompressor().compress, "bz2": bz2.compress, "xz": lzma.compress}
 
@@ -447,6 +447,28 @@ def test_parquet_splits_by_row_group_and_arrow_by_batch(tmp_path):
                 w.write_batch(batch)
     whole = _assert_split_invariant(tmp_path / "t.arrow", "arrow", [1, 1500, 1 << 30], min_splits=10)
     assert len(whole[0]) == n and [it[1]["id"] for it in whole[0]][4] == "t.arrow:5"
+
+
+def test_an_arrow_split_walks_only_its_own_batches(tmp_path, monkeypatch):
+    """The plan counts the rows before each split, so reading the last split reads the headers of its own
+    batches only (walking every batch of the file for every split made a file of many batches quadratic)."""
+    from curate.readers import tables
+
+    table = pa.table({"text": [f"text of row {i}" for i in range(200)]})
+    with pa.OSFile(str(tmp_path / "t.arrow"), "wb") as sink:
+        with pa.ipc.new_file(sink, table.schema) as w:
+            for batch in table.to_batches(max_chunksize=2):
+                w.write_batch(batch)
+    splits = plan_splits(str(tmp_path / "t.arrow"), "arrow", target_bytes=1000)
+    last = splits[-1]
+    assert len(splits) > 3 and last["rows_before"] == 2 * last["first"]
+    walked = []
+    real = tables._batch_sizes
+    monkeypatch.setattr(tables, "_batch_sizes", lambda m: walked.append(1) or real(m))
+    items = list(read_split(last))
+    assert len(walked) == 100 - last["first"]
+    assert [it[1]["id"] for it in items][0] == f"t.arrow:{last['rows_before'] + 1}"
+    assert [it[1]["text"] for it in items] == [f"text of row {i}" for i in range(last["rows_before"], 200)]
 
 
 def test_zstd_skippable_frames_are_skipped(tmp_path):

@@ -79,13 +79,19 @@ def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
             sizes = [b for _, b, _ in batches] if batches else [os.path.getsize(path) / max(n, 1)] * n
     except (pa.ArrowException, OSError, ValueError):
         return [{**base, "first": 0, "last": None}]
-    splits, first, acc = [], 0, 0
+    # an Arrow split also says how many rows come before it (its documents' ids count them), so that reading it
+    # walks only its own batches' headers, not every batch of the file (which made a file's splits quadratic)
+    rows = [r for r, _, _ in batches] if fmt != "parquet" and batches else None
+    splits, first, acc, before = [], 0, 0, 0
     for i, s in enumerate(sizes):
         if acc and acc + s > target_bytes:
             splits.append({**base, "first": first, "last": i})
             first, acc = i, 0
         acc += s
     splits.append({**base, "first": first, "last": None})
+    if rows is not None:
+        for split in splits:
+            split["rows_before"] = sum(rows[:split["first"]])
     return splits
 
 
@@ -95,13 +101,15 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
     try:
         wanted = (text_field, id_field, "url")
         cap = decode_cap(max_doc_bytes)
+        before = split.get("rows_before") if fmt != "parquet" else None
         units = (_parquet_units(path, wanted, text_field, cap) if fmt == "parquet" else
-                 _arrow_units(path, first, cap))
+                 _arrow_units(path, first, cap, last=last, rows_before=before))
     except (pa.ArrowException, OSError, ValueError) as e:
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
         return
-    row0 = 0
+    starts_at_first = first > 0 and bool(units) and units[0][0] == first  # (the batches before it not listed)
+    row0 = before if before is not None and starts_at_first else 0
     for index, n_rows, load, unit in units:
         if index < first:
             row0 += n_rows
@@ -221,11 +229,14 @@ def _dictionary_pages(md, field: str) -> bool:
     return False
 
 
-def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES):
-    """One unit per record batch of an IPC file, decoded only when its split reads it (the rows of the batches
-    before ``first`` come from their message headers); a file without a footer is read as one stream. A
-    compressed batch that decodes to more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on
-    disk (a decompression bomb) is not decoded: ``DecodeTooLarge`` when its unit is read."""
+def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: int | None = None,
+                 rows_before: int | None = None):
+    """One unit per record batch of an IPC file, decoded only when its split reads it; a file without a footer
+    is read as one stream. With ``rows_before`` (the plan counted the rows before ``first``) only the batches
+    from ``first`` to ``last`` are units; else the rows of the batches before ``first`` come from their
+    message headers. A compressed batch that decodes to more than ``cap`` and to more than
+    ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is not decoded: ``DecodeTooLarge`` when
+    its unit is read."""
     src = pa.memory_map(path)
     try:
         reader = pa.ipc.open_file(src)
@@ -241,6 +252,12 @@ def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES):
             return [(0, 0, lambda: pa.ipc.open_stream(src), "stream")]
         return [(0, 0, lambda: _stream_batches(src, bombs), "stream")]
     n = reader.num_record_batches
+    if rows_before is not None and 0 < first < n:
+        end = n if last is None else min(last, n)
+        counted = ipc_batches(path, n, first, end)
+        return [(i, counted[i - first][0] if counted else 0,
+                 _batch_loader(reader, i, counted[i - first] if counted else None, cap), "batch")
+                for i in range(first, end)]
     counted = ipc_batches(path, n)
     units = []
     for i in range(n):
@@ -248,7 +265,8 @@ def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES):
             rows = counted[i][0] if counted else _rows_of(reader, i)
             units.append((i, rows, None, "batch"))
         else:
-            units.append((i, counted[i][0] if counted else 0, _batch_loader(reader, i, counted, cap), "batch"))
+            units.append((i, counted[i][0] if counted else 0, _batch_loader(reader, i, counted[i] if counted else None,
+                                                                          cap), "batch"))
     return units
 
 
@@ -332,8 +350,8 @@ def _rows(n: int) -> str:
     return f"{n:,} row" + ("" if n == 1 else "s")
 
 
-def _batch_loader(reader, i: int, counted, cap: int):
-    rows, stored, decoded = counted[i] if counted else (0, 0, 0)
+def _batch_loader(reader, i: int, sizes: tuple[int, int, int] | None, cap: int):
+    rows, stored, decoded = sizes or (0, 0, 0)
     if _is_bomb(decoded, stored, cap):
         def refuse():
             raise DecodeTooLarge(f"batch {i} ({_rows(rows)}) not decoded: it decompresses to {decoded:,} bytes "
@@ -349,28 +367,34 @@ def _rows_of(reader, i: int) -> int:
         return 0
 
 
-def ipc_batches(path: str, n: int) -> list[tuple[int, int, int]] | None:
-    """``(rows, body bytes, decoded bytes)`` of each record batch of an Arrow IPC file, from the messages'
-    headers and, for a compressed batch, the 8-byte length before each of its buffers (no batch is decoded or
-    decompressed); None when the messages cannot be walked, or are not ``n`` batches."""
+def ipc_batches(path: str, n: int, first: int = 0, last: int | None = None) -> list[tuple[int, int, int]] | None:
+    """``(rows, body bytes, decoded bytes)`` of record batches ``first`` to ``last`` (all by default) of an Arrow
+    IPC file of ``n`` batches, from the messages' headers and, for a compressed batch, the 8-byte length before
+    each of its buffers (no batch is decoded or decompressed); None when the messages cannot be walked, or the
+    file is not ``n`` batches."""
+    last = n if last is None else min(last, n)
     out = []
     try:
         with pa.memory_map(path) as src:
-            offsets = _footer_batches(src)
-            if offsets is not None:  # where get_batch reads them (bytes between messages do not hide one)
-                messages = []
+            found = _footer_batches(src, first, last)
+            if found is not None:  # where get_batch reads them (bytes between messages do not hide one)
+                count, offsets = found
+                if count != n:
+                    return None
                 for offset in offsets:
                     src.seek(offset)
-                    messages.append(pa.ipc.read_message(src))
-            else:
-                src.seek(8)
-                messages = pa.ipc.MessageReader.open_stream(src)
-            for m in messages:
+                    m = pa.ipc.read_message(src)
+                    if m.type != "record batch":
+                        return None
+                    out.append(_batch_sizes(m))
+                return out
+            src.seek(8)
+            for m in pa.ipc.MessageReader.open_stream(src):
                 if m.type == "record batch":
                     out.append(_batch_sizes(m))
     except (pa.ArrowException, OSError, ValueError, struct.error, IndexError):
         return None
-    return out if len(out) == n else None
+    return out[first:last] if len(out) == n else None
 
 
 def _batch_sizes(m) -> tuple[int, int, int]:
@@ -381,9 +405,10 @@ def _batch_sizes(m) -> tuple[int, int, int]:
     return rows, body.size, _decoded_bytes(body, buffers) if compressed else body.size
 
 
-def _footer_batches(src) -> list[int] | None:
-    """The offsets of an Arrow IPC file's record batches as its footer lists them (``Footer.recordBatches``,
-    field 3: a vector of 24-byte ``Block`` structs, ``offset`` first), or None when the footer cannot be read."""
+def _footer_batches(src, first: int = 0, last: int | None = None) -> tuple[int, list[int]] | None:
+    """How many record batches an Arrow IPC file's footer lists (``Footer.recordBatches``, field 3: a vector of
+    24-byte ``Block`` structs, ``offset`` first), and the offsets of batches ``first`` to ``last`` (all by
+    default); None when the footer cannot be read."""
     size = src.size()
     if size < 18:
         return None
@@ -397,12 +422,13 @@ def _footer_batches(src) -> list[int] | None:
     root = struct.unpack_from("<I", md, 0)[0]
     fo = _fb_field(md, root, 3)
     if not fo:
-        return []
+        return 0, []
     vec = root + fo + struct.unpack_from("<I", md, root + fo)[0]
     count = struct.unpack_from("<I", md, vec)[0]
     if 4 + 24 * count > len(md) - vec:
         raise ValueError("a footer's batch list past its end")
-    return [struct.unpack_from("<q", md, vec + 4 + 24 * k)[0] for k in range(count)]
+    last = count if last is None else min(last, count)
+    return count, [struct.unpack_from("<q", md, vec + 4 + 24 * k)[0] for k in range(first, last)]
 
 
 def _fb_field(md: bytes, table: int, k: int) -> int:
