@@ -258,3 +258,37 @@ def test_format_characters_inside_words_come_out_as_the_rules_engine_gives_them(
     out = extract_blocks(page)
     assert "Während Sie über den Markt schlendern" in out and "Arbeit zu sehen" in out
     assert not any(c in out for c in "\u00ad\u200b\u00a0")
+
+
+_PLAIN_PAGE = ("<html><body><nav><a href=/>Home</a> <a href=/news>News</a> <a href=/sport>Sport</a> <a href=/about>"
+               "About us</a></nav><h1>Bridge</h1>{paras}<aside><h3>Popular</h3><p>Storm hits the coast at last, "
+               "say forecasters</p></aside><footer><p>Copyright 2024 The Town Paper. All rights reserved.</p>"
+               "<a href=/privacy>Privacy</a></footer></body></html>")
+_PARAS = ["The river rose quickly after three days of rain, and the town council met on Tuesday evening to decide "
+          "whether the old bridge should be closed.", "Engineers said the stone piers were sound but the wooden "
+          "deck had rotted in places.", "Residents asked for a temporary crossing while repairs are made."]
+
+
+@pytest.mark.parametrize("n", [3, 12])
+def test_a_small_plain_page_keeps_its_text_without_its_menu_aside_and_footer(n):
+    """A page of a dozen blocks, unlike the hundreds the classifier learned on: it kept the menu and the
+    copyright line at 0.65-0.8; blocks inside nav, footer and aside now need the classifier to be sure."""
+    paras = [_PARAS[i % 3] + f" ({i})" for i in range(n)]
+    text = extract_blocks(_PLAIN_PAGE.format(paras="".join(f"<p>{p}</p>" for p in paras)))
+    assert [line for line in text.split("\n") if line != "Bridge"] == paras
+
+
+def test_page_chrome_drops_what_the_classifier_is_unsure_of_inside_nav_footer_aside():
+    from curate.extract.blocks import _CHROME_SURE, page_chrome
+    from curate.extract.features import chrome_blocks
+
+    b = features(_PLAIN_PAGE.format(paras="".join(f"<p>{p}</p>" for p in _PARAS)))
+    chrome = chrome_blocks(b.features)
+    inside = [t for t, c in zip(b.texts, chrome) if c]
+    assert inside == ["Home News Sport About us", "Popular", "Storm hits the coast at last, say forecasters",
+                      "Copyright 2024 The Town Paper. All rights reserved.", "Privacy"]
+    prob = np.full(len(b.texts), 0.8, np.float32)
+    out = page_chrome(chrome, prob)
+    assert (out[chrome] == 0).all() and (out[~chrome] == 0.8).all() and (prob == 0.8).all()
+    sure = np.full(len(b.texts), _CHROME_SURE, np.float32)  # the classifier sure of them: kept
+    assert (page_chrome(chrome, sure) == sure).all()

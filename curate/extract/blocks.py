@@ -1,8 +1,8 @@
 """The ``blocks`` engine (the default): the page cut into blocks on lexbor's DOM (``features``), each block
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
-page order, after three readability-style rules on the classifier's output (``main_container``: unsure blocks
-near the page's article; ``link_lists``: link lists on a prose page; ``region.main_region``: prose outside the
-page's main region). Pages nested too deep for lexbor, with
+page order, after four readability-style rules on the classifier's output (``page_chrome``: unsure blocks inside
+nav, footer and aside; ``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a
+prose page; ``region.main_region``: prose outside the page's main region). Pages nested too deep for lexbor, with
 no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier
 keeps fewer than ``MIN_WORDS`` words go to the rules engine
 (``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page,
@@ -18,7 +18,7 @@ import numpy as np
 from curate.extract.boilerplate import normalize_chars
 from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
-from curate.extract.features import dense_words, features, link_columns
+from curate.extract.features import chrome_blocks, dense_words, features, link_columns
 from curate.extract.model import cached
 from curate.extract.region import PROSE_LINKS, main_region, next_to
 from curate.extract.rules import extract_resiliparse
@@ -135,6 +135,24 @@ def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
     return prob
 
 
+_CHROME_SURE = 0.9   # a kept block inside nav, footer or aside stays only when the classifier gives it this
+
+
+def page_chrome(chrome, prob) -> np.ndarray:
+    """``prob`` with the kept blocks inside the page's chrome, its ``nav``, ``footer`` and ``aside`` elements
+    (``features.chrome_blocks``), set to 0 unless the classifier is sure of them (``_CHROME_SURE``). In both
+    gold sets 2-5% of such blocks are content, and the classifier learned them on pages of hundreds of blocks:
+    on a small plain page (a dozen blocks) it kept a menu and a copyright line at 0.65-0.8. Chosen on the
+    cross-validated predictions of both sets and three training seeds (docs/benchmarks.md)."""
+    prob = np.asarray(prob, dtype=np.float32)
+    drop = np.asarray(chrome, dtype=bool) & (prob < _CHROME_SURE)
+    if not drop.any():
+        return prob
+    prob = prob.copy()
+    prob[drop] = 0.0
+    return prob
+
+
 def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
     """(each block's index among the distinct ``owner`` values, the index holding the most ``chars``)."""
     ids, inv = np.unique(owner, return_inverse=True)
@@ -142,14 +160,17 @@ def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
-              links=None, tree=None, comments: bool = True) -> str:
-    """The engine's text of one page from its blocks and their probabilities (``main_container``, then
-    ``link_lists`` when ``links`` is given, then ``region.main_region`` when ``tree`` is too, then
-    ``assemble``), or, when that keeps fewer than ``MIN_WORDS`` words, the rules engine's text of the page
-    where it holds more (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then).
-    ``tree``: (each block's owning element, each element's parent), ``Blocks.owner`` and ``Blocks.parent``.
-    ``comments``: the rules engine's text keeps comment threads (its ``comments``)."""
+              links=None, tree=None, comments: bool = True, chrome=None) -> str:
+    """The engine's text of one page from its blocks and their probabilities (``page_chrome`` when
+    ``chrome`` is given, ``main_container``, then ``link_lists`` when ``links`` is given, then
+    ``region.main_region`` when ``tree`` is too, then ``assemble``), or, when that keeps fewer than
+    ``MIN_WORDS`` words, the rules engine's text of the page where it holds more (``html``: ``str``, UTF-8
+    bytes, or a function giving them, called only then). ``tree``: (each block's owning element, each
+    element's parent), ``Blocks.owner`` and ``Blocks.parent``. ``comments``: the rules engine's text keeps
+    comment threads (its ``comments``). ``chrome``: per block, whether it is inside nav, footer or aside."""
     if len(texts):
+        if chrome is not None:
+            prob = page_chrome(chrome, prob)
         prob = main_container(texts, groups, prob, threshold)
         if links is not None:
             prob = link_lists(texts, links, prob, threshold)
@@ -201,7 +222,7 @@ def _assemble_blocks(b, html, url: str, model: str, comments: bool = True) -> st
                                    comments=comments)
     m = cached(model)
     return page_text(b.texts, b.tags, b.groups, m.predict(b.features, b.groups), m.threshold, html, url,
-                     link_columns(b.features), (b.owner, b.parent), comments)
+                     link_columns(b.features), (b.owner, b.parent), comments, chrome_blocks(b.features))
 
 
 _WARM: set[str] = set()

@@ -462,5 +462,17 @@ def link_columns(feats: np.ndarray) -> np.ndarray:
     return feats[:, _LINK_COLUMNS]
 
 
+_CHROME_COLUMNS: list[int] = []
+
+
+def chrome_blocks(feats: np.ndarray) -> np.ndarray:
+    """Per block, whether it lies inside a ``nav``, ``footer`` or ``aside`` element (the ``in_nav``,
+    ``in_footer`` and ``in_aside`` feature columns), ``[n]`` bool."""
+    if not _CHROME_COLUMNS:
+        names = feature_names()
+        _CHROME_COLUMNS.extend(names.index(c) for c in ("in_nav", "in_footer", "in_aside"))
+    return (feats[:, _CHROME_COLUMNS] > 0).any(axis=1)
+
+
 def n_features() -> int:
     return len(feature_names())
