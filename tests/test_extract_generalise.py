@@ -278,8 +278,8 @@ def test_a_small_plain_page_keeps_its_text_without_its_menu_aside_and_footer(n):
     assert [line for line in text.split("\n") if line != "Bridge"] == paras
 
 
-def test_page_chrome_drops_what_the_classifier_is_unsure_of_inside_nav_footer_aside():
-    from curate.extract.blocks import _CHROME_SURE, page_chrome
+def test_page_chrome_drops_what_lies_inside_nav_footer_aside():
+    from curate.extract.blocks import page_chrome
     from curate.extract.features import chrome_blocks
 
     b = features(_PLAIN_PAGE.format(paras="".join(f"<p>{p}</p>" for p in _PARAS)))
@@ -287,8 +287,16 @@ def test_page_chrome_drops_what_the_classifier_is_unsure_of_inside_nav_footer_as
     inside = [t for t, c in zip(b.texts, chrome) if c]
     assert inside == ["Home News Sport About us", "Popular", "Storm hits the coast at last, say forecasters",
                       "Copyright 2024 The Town Paper. All rights reserved.", "Privacy"]
-    prob = np.full(len(b.texts), 0.8, np.float32)
+    prob = np.full(len(b.texts), 0.99, np.float32)
     out = page_chrome(chrome, prob)
-    assert (out[chrome] == 0).all() and (out[~chrome] == 0.8).all() and (prob == 0.8).all()
-    sure = np.full(len(b.texts), _CHROME_SURE, np.float32)  # the classifier sure of them: kept
-    assert (page_chrome(chrome, sure) == sure).all()
+    assert (out[chrome] == 0).all() and (out[~chrome] == 0.99).all() and (prob == 0.99).all()
+
+
+@pytest.mark.parametrize("chrome", ["nav", "footer"])
+def test_an_article_inside_an_unclosed_nav_or_footer_is_found_whole(chrome):
+    """Every block inside the chrome dropped: the page goes to the rules engine, which finds the article (a
+    block the classifier was sure of kept alone would have left a few paragraphs of it)."""
+    paras = [_PARAS[i % 3] + f" ({i})" for i in range(9)]
+    html = (f"<html><body><{chrome}><a href=/>Home</a><h1>Bridge</h1>" + "".join(f"<p>{p}</p>" for p in paras)
+            + "</body></html>")
+    assert word_f1(extract_blocks(html), "\n".join(paras)) >= 0.95
