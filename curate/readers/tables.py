@@ -29,6 +29,7 @@ Only the text, id and url columns are read; a file without the text column sets 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import struct
 
@@ -82,7 +83,7 @@ def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
     # an Arrow split also says how many rows come before it (its documents' ids count them), so that reading it
     # walks only its own batches' headers, not every batch of the file (which made a file's splits quadratic)
     rows = [r for r, _, _ in batches] if fmt != "parquet" and batches else None
-    splits, first, acc, before = [], 0, 0, 0
+    splits, first, acc = [], 0, 0
     for i, s in enumerate(sizes):
         if acc and acc + s > target_bytes:
             splits.append({**base, "first": first, "last": i})
@@ -90,8 +91,9 @@ def plan(path: str, fmt: str, target_bytes: int) -> list[dict]:
         acc += s
     splits.append({**base, "first": first, "last": None})
     if rows is not None:
+        before = [0, *itertools.accumulate(rows)]  # rows before each batch
         for split in splits:
-            split["rows_before"] = sum(rows[:split["first"]])
+            split["rows_before"] = before[split["first"]]
     return splits
 
 
