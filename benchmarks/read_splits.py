@@ -6,7 +6,9 @@
 Builds JSONL of real prose (``../shared/corpora/prose/english_prose.jsonl`` repeated, else the repository's
 ``pipelines/sample/prose.jsonl.gz``) at each size as plain ``.jsonl``, one-member ``.jsonl.gz``, many-member
 ``.jsonl.gz`` (1 MiB members, as bgzip writes them) and ``.jsonl.zst``, plus a per-record ``.warc.gz`` made of
-the sample crawl's pages. For each it prints: the number of splits, planning seconds (and MB planned per
+the sample crawl's pages, and an Arrow IPC file of the prose's paragraphs, one per record batch (as a writer
+that flushes every row makes: tens of thousands of batches; splits by batch, each split walks only its own
+batches' headers, the rows before it come from the plan). For each it prints: the number of splits, planning seconds (and MB planned per
 second), and CPU seconds to read every split one after the other against one whole read (``split/whole``:
 what splitting adds in total work). A one-stream gzip is planned twice: with a seek index (``gz-1-member``,
 what the read step does: planning decompresses once, each split reads its own range) and without one
@@ -71,6 +73,23 @@ def _warc(mb: int, d: Path) -> str:
     return str(out)
 
 
+def _arrow(base: bytes, mb: int, d: Path) -> str:
+    """The prose's paragraphs as an Arrow IPC file of one-row record batches (a writer that flushes every row)."""
+    import json
+
+    import pyarrow as pa
+
+    texts = [p for line in base.splitlines() if line.strip() for p in json.loads(line)["text"].split("\n\n") if p]
+    out = d / f"a{mb}.arrow"
+    schema = pa.schema([("text", pa.string())])
+    with pa.OSFile(str(out), "wb") as f, pa.ipc.new_file(f, schema) as w:
+        i = 0
+        while f.tell() < mb * (1 << 20):
+            w.write_batch(pa.record_batch([pa.array([texts[i % len(texts)]])], schema=schema))
+            i += 1
+    return str(out)
+
+
 def _cpu_read(splits) -> tuple[float, int]:
     t0, n = time.process_time(), 0
     for s in splits:
@@ -93,10 +112,11 @@ def main(argv=None) -> None:
         for mb in args.mb:
             files = _build(base, mb, tmp)
             files["warc.gz"] = _warc(mb, tmp)
+            files["arrow-1-row"] = _arrow(base, mb, tmp)
             rows = list(files.items())
             rows.insert(2, ("gz-1-no-index", files["gz-1-member"]))
             for name, path in rows:
-                fmt = "warc" if "warc" in path else "jsonl"
+                fmt = "warc" if "warc" in path else "arrow" if path.endswith(".arrow") else "jsonl"
                 size = os.path.getsize(path) / (1 << 20)
                 index = str(tmp / f"{name}.gzidx") if name == "gz-1-member" else None
                 t0 = time.perf_counter()
