@@ -25,6 +25,7 @@ development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -450,28 +451,23 @@ def feature_names() -> list[str]:
     return names
 
 
-_LINK_COLUMNS: list[int] = []
+@functools.lru_cache(maxsize=None)
+def _columns(*names: str) -> list[int]:
+    """The feature matrix's column numbers of ``names``."""
+    all_names = feature_names()
+    return [all_names.index(c) for c in names]
 
 
 def link_columns(feats: np.ndarray) -> np.ndarray:
     """The block's and its parent element's share of characters inside links, ``[n, 2]`` (columns of a
     feature matrix)."""
-    if not _LINK_COLUMNS:
-        names = feature_names()
-        _LINK_COLUMNS.extend([names.index("link_density"), names.index("up1_link_density")])
-    return feats[:, _LINK_COLUMNS]
-
-
-_CHROME_COLUMNS: list[int] = []
+    return feats[:, _columns("link_density", "up1_link_density")]
 
 
 def chrome_blocks(feats: np.ndarray) -> np.ndarray:
     """Per block, whether it lies inside a ``nav``, ``footer`` or ``aside`` element (the ``in_nav``,
     ``in_footer`` and ``in_aside`` feature columns), ``[n]`` bool."""
-    if not _CHROME_COLUMNS:
-        names = feature_names()
-        _CHROME_COLUMNS.extend(names.index(c) for c in ("in_nav", "in_footer", "in_aside"))
-    return (feats[:, _CHROME_COLUMNS] > 0).any(axis=1)
+    return (feats[:, _columns("in_nav", "in_footer", "in_aside")] > 0).any(axis=1)
 
 
 def n_features() -> int:

@@ -110,8 +110,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
         return
-    starts_at_first = first > 0 and bool(units) and units[0][0] == first  # (the batches before it not listed)
-    row0 = before if before is not None and starts_at_first else 0
+    row0 = 0
     for index, n_rows, load, unit in units:
         if index < first:
             row0 += n_rows
@@ -234,9 +233,9 @@ def _dictionary_pages(md, field: str) -> bool:
 def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: int | None = None,
                  rows_before: int | None = None):
     """One unit per record batch of an IPC file, decoded only when its split reads it; a file without a footer
-    is read as one stream. With ``rows_before`` (the plan counted the rows before ``first``) only the batches
-    from ``first`` to ``last`` are units; else the rows of the batches before ``first`` come from their
-    message headers. A compressed batch that decodes to more than ``cap`` and to more than
+    is read as one stream. With ``rows_before`` (the plan counted the rows before ``first``) the batches before
+    ``first`` are one unit of that many rows and only those from ``first`` to ``last`` are walked; else the
+    rows of the batches before ``first`` come from their message headers. A compressed batch that decodes to more than ``cap`` and to more than
     ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is not decoded: ``DecodeTooLarge`` when
     its unit is read."""
     src = pa.memory_map(path)
@@ -254,21 +253,16 @@ def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: i
             return [(0, 0, lambda: pa.ipc.open_stream(src), "stream")]
         return [(0, 0, lambda: _stream_batches(src, bombs), "stream")]
     n = reader.num_record_batches
-    if rows_before is not None and 0 < first < n:
-        end = n if last is None else min(last, n)
-        counted = ipc_batches(path, n, first, end)
-        return [(i, counted[i - first][0] if counted else 0,
-                 _batch_loader(reader, i, counted[i - first] if counted else None, cap), "batch")
-                for i in range(first, end)]
-    counted = ipc_batches(path, n)
-    units = []
-    for i in range(n):
+    lo = first if rows_before is not None and 0 < first < n else 0  # the first batch whose header is walked
+    end = n if last is None else min(last, n)
+    counted = ipc_batches(path, n, lo, end)
+    units = [(lo - 1, rows_before, None, "batch")] if lo else []  # the batches before the split: the plan's count
+    for i in range(lo, end):
+        sizes = counted[i - lo] if counted else None
         if i < first:
-            rows = counted[i][0] if counted else _rows_of(reader, i)
-            units.append((i, rows, None, "batch"))
+            units.append((i, sizes[0] if sizes else _rows_of(reader, i), None, "batch"))
         else:
-            units.append((i, counted[i][0] if counted else 0, _batch_loader(reader, i, counted[i] if counted else None,
-                                                                          cap), "batch"))
+            units.append((i, sizes[0] if sizes else 0, _batch_loader(reader, i, sizes, cap), "batch"))
     return units
 
 
