@@ -4,7 +4,8 @@
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy --train-seeds 1,2  # + seeds
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 4 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 7 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-set wcxb   # one set (about 4 min)
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
 over pages; ``curate/extract/training/labels.py``) on two sets, each side by side with
@@ -27,7 +28,8 @@ languages, ``lorem`` the synthetic Lorem-ipsum pages; ``not en`` = other + lorem
 
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
-(``--speed-pages``, default 150), in interleaved rounds (``--rounds``, default 5; the order rotates each
+(``--speed-pages``, default 150), of each set in turn (``--speed-set``: the ratio differs by set, trafilatura
+being about twice as fast on Readability's smaller article pages as on WCXB's), in interleaved rounds (``--rounds``, default 5; the order rotates each
 round: A B C D, B C D A, ...; on a shared machine one round's ratio can be off by a third); a figure is
 the median over rounds, a ratio the median of per-round ratios (each round's ratio is printed too), after
 a warm-up of every engine on 30 other pages. Quarry is timed as
@@ -186,6 +188,9 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
+    ap.add_argument("--speed-set", choices=("both", "wcxb", "readability"), default="both",
+                    help="the pages timed: WCXB's (larger pages, many listings and products), Readability's "
+                         "(smaller pages, mostly articles: trafilatura is about twice as fast on them), or both")
     ap.add_argument("--snippets-only", action="store_true",
                     help="only the third set (trafilatura's regression pages, must / must-not snippets)")
     return ap.parse_args(argv)
@@ -200,12 +205,14 @@ def main(argv=None) -> int:
         return 0
     pages = T.load_pages(a.warc, a.gold, a.limit)
     print(f"WCXB development split: {len(pages)} pages (WCXB, Murrough Foley, 2026, CC-BY-4.0)")
-    if a.speed_only:
-        return speed(pages, a.speed_pages, a.rounds)
     rpages = T.load_pages(a.readability_warc, a.readability_gold)
     print(f"Mozilla Readability test pages: {len(rpages)} pages (Apache-2.0)")
-    quality(a, pages, rpages)
-    return speed(pages, a.speed_pages, a.rounds)
+    if not a.speed_only:
+        quality(a, pages, rpages)
+    for name, ps in (("WCXB", pages), ("Readability", rpages)):
+        if a.speed_set in ("both", name.lower()):
+            speed(ps, a.speed_pages, a.rounds, name)
+    return 0
 
 
 def quality(a, pages, rpages) -> None:
@@ -321,8 +328,9 @@ def below_trafilatura(rows: dict[str, dict[str, float]]) -> None:
             print(f"  {k} below trafilatura on: {', '.join(below) if below else 'none'}")
 
 
-def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
-    """docs/s per core of the three engines on the same pages, side by side (see the module's doc)."""
+def speed(pages, n_pages: int, rounds: int, name: str = "WCXB", n_warm: int = 30) -> None:
+    """docs/s per core of the three engines on the same pages of one set, side by side (see the module's doc).
+    Where the set has fewer pages than ``n_pages`` plus the warm-up's, the warm-up takes pages timed too."""
     from resiliparse.extract.html2text import extract_plain_text
 
     from curate.extract.stage import Extract, Params
@@ -349,7 +357,7 @@ def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
     # kernels, a process's first allocations, caches of common class names) out of the figures, while the
     # first timed round still meets its pages for the first time
     timed = {id(p) for p in sp}
-    warm = [p for p in pages[1:: max(1, n // n_pages)] if id(p) not in timed][:n_warm]
+    warm = [p for p in pages[1:: max(1, n // n_pages)] if id(p) not in timed][:n_warm] or pages[:n_warm]
     warm_table = documents_to_table([{"id": str(i), "text": p.html, "source": "wcxb", "url": "",
                                       "content_type": HTML} for i, p in enumerate(warm)])
     stage.apply(warm_table)
@@ -364,8 +372,8 @@ def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
             t0 = time.process_time()
             fns[k]()
             times[k].append(time.process_time() - t0)
-    print(f"\nspeed on {len(sp)} pages ({mb:.1f} MB HTML), {rounds} interleaved rounds after a warm-up on {len(warm)} "
-          f"other pages, CPU time of this process")
+    print(f"\nspeed on {len(sp)} {name} pages ({mb:.1f} MB HTML), {rounds} interleaved rounds after a warm-up on "
+          f"{len(warm)} {'other ' if not timed & {id(p) for p in warm} else ''}pages, CPU time of this process")
     label = {"quarry": "quarry extract stage (blocks)", "trafilatura": "trafilatura.extract(html)",
              "resiliparse": "resiliparse main_content", "trafilatura_stage": "extract stage, engine=trafilatura"}
     for k in names:
@@ -376,7 +384,6 @@ def speed(pages, n_pages: int, rounds: int, n_warm: int = 30) -> int:
               f"  (rounds: {rounds_x})")
     print("  (the extract stage cuts scripts and styles out before any engine; trafilatura.extract(html) gets the "
           "page as fetched)")
-    return 0
 
 
 if __name__ == "__main__":
