@@ -6,6 +6,7 @@
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy --train-seeds 1,2  # + seeds
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 7 min)
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-set wcxb   # one set (about 4 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-parts      # + where the time goes
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
 over pages; ``curate/extract/training/labels.py``) on two sets, each side by side with
@@ -188,6 +189,8 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved timing rounds (the figures are medians over them)")
     ap.add_argument("--speed-only", action="store_true", help="skip the quality part: only docs/s per core")
+    ap.add_argument("--speed-parts", action="store_true",
+                    help="after each set's speed, where the blocks engine's time goes per page, part by part")
     ap.add_argument("--speed-set", choices=("both", "wcxb", "readability"), default="both",
                     help="the pages timed: WCXB's (larger pages, many listings and products), Readability's "
                          "(smaller pages, mostly articles: trafilatura is about twice as fast on them), or both")
@@ -212,6 +215,8 @@ def main(argv=None) -> int:
     for name, ps in (("WCXB", pages), ("Readability", rpages)):
         if a.speed_set in ("both", name.lower()):
             speed(ps, a.speed_pages, a.rounds, name)
+            if a.speed_parts:
+                speed_parts(ps, a.speed_pages, name)
     return 0
 
 
@@ -326,6 +331,60 @@ def below_trafilatura(rows: dict[str, dict[str, float]]) -> None:
         if k.startswith("quarry blocks") or k.startswith("quarry trained"):
             below = sorted(t for t in tr if r.get(t, 1.0) < tr[t])
             print(f"  {k} below trafilatura on: {', '.join(below) if below else 'none'}")
+
+
+def speed_parts(pages, n_pages: int, name: str, passes: int = 3) -> None:
+    """CPU time per page of each part of the blocks engine, in the order the stage runs them, on the pages
+    ``speed`` timed (mean over ``passes`` passes). Each part is timed on its own from the output of the one
+    before; "the rest of the features" is ``features()`` less its parse and DOM walk (timed apart)."""
+    from curate.extract import dom_scan
+    from curate.extract.blocks import extract_blocks_utf8, page_text, warm_blocks
+    from curate.extract.depth import too_deep_utf8
+    from curate.extract.dom_walk import MAX_DEPTH, parse
+    from curate.extract.features import chrome_blocks, features, link_columns
+    from curate.extract.model import cached
+    from curate.extract.shape import bound_shape
+    from curate.extract.strip import strip_utf8
+
+    n = len(pages)
+    sp = pages[:: max(1, n // n_pages)][: n_pages]
+    raws = [p.html.encode("utf-8", "surrogatepass") for p in sp]
+    warm_blocks()
+    m = cached("")
+    t: dict[str, float] = defaultdict(float)
+
+    def timed(part, fn, *args):
+        t0 = time.process_time()
+        out = fn(*args)
+        t[part] += time.process_time() - t0
+        return out
+
+    for _ in range(passes):
+        for raw in raws:
+            data = timed("cut scripts and styles (strip_utf8)", strip_utf8, raw)
+            data = timed("page-shape scan (bound_shape)", bound_shape, data)[0]
+            timed("depth scan (too_deep_utf8)", too_deep_utf8, data, MAX_DEPTH)
+            tree = timed("lexbor parse", parse, None, data)
+            if tree is not None:
+                timed("  lexbor serialization (within the DOM walk)", lambda: tree.body.html)
+                timed("DOM walk (serialization, compiled scan)", dom_scan.walk_arrays, tree)
+            b = timed("features, whole", features, None, True, data)
+            if b is not None:
+                prob = timed("classifier", m.predict, b.features, b.groups)
+                timed("assembling the text (and the rules engine where it falls back)", page_text, b.texts,
+                      b.tags, b.groups, prob, m.threshold, data, "", link_columns(b.features), (b.owner, b.parent),
+                      True, chrome_blocks(b.features))
+            timed("the engine as the stage calls it (extract_blocks_utf8)", extract_blocks_utf8, data)
+    t["features, the rest"] = (t.pop("features, whole") - t["lexbor parse"]
+                               - t["DOM walk (serialization, compiled scan)"])
+    print(f"\nwhere the blocks engine's time goes on {len(sp)} {name} pages (CPU ms per page, mean of {passes} "
+          f"passes; each part timed on its own)")
+    for k, v in t.items():  # in the order of the stage, the rest of the features after the DOM walk
+        if k != "features, the rest":
+            print(f"  {k:<66} {1000 * v / (passes * len(sp)):6.3f}")
+        if k.startswith("DOM walk"):
+            print(f"  {'features, the rest':<66} {1000 * t['features, the rest'] / (passes * len(sp)):6.3f}")
+    print("  (the stage cuts scripts and runs the shape scan before it calls the engine)")
 
 
 def speed(pages, n_pages: int, rounds: int, name: str = "WCXB", n_warm: int = 30) -> None:
