@@ -4,8 +4,8 @@
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --limit 200 --folds 3   # quick look
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy  # CV once, then reused
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --cv-probs /tmp/wcxb_cv.npy --train-seeds 1,2  # + seeds
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (about 7 min)
-    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-set wcxb   # one set (about 4 min)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only             # docs/s only (a few minutes)
+    PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-set wcxb   # one set
     PYTHONPATH=$PWD python benchmarks/extract_quality.py --speed-only --speed-parts      # + where the time goes
 
 Quality: WCXB's word F1 (lower-cased ``\\w+`` tokens, multiset precision / recall per page, F1 per page, mean
@@ -30,10 +30,12 @@ languages, ``lorem`` the synthetic Lorem-ipsum pages; ``not en`` = other + lorem
 Speed: docs/s per core (this process, one thread; BLAS pinned to one thread) of the three (and of the
 stage with ``engine = "trafilatura"``, which hands trafilatura the page with scripts cut out) on the same pages
 (``--speed-pages``, default 150), of each set in turn (``--speed-set``: the ratio differs by set, trafilatura
-being about twice as fast on Readability's smaller article pages as on WCXB's), in interleaved rounds (``--rounds``, default 5; the order rotates each
-round: A B C D, B C D A, ...; on a shared machine one round's ratio can be off by a third); a figure is
-the median over rounds, a ratio the median of per-round ratios (each round's ratio is printed too), after
-a warm-up of every engine on 30 other pages. Quarry is timed as
+being about twice as fast on Readability's smaller article pages as on WCXB's), in interleaved rounds
+(``--rounds``, default 5; the order rotates each round: A B C D, B C D A, ...; on a shared machine one round's
+ratio can be off by a third); a figure is the median over rounds, a ratio the median of per-round ratios (each
+round's ratio is printed too), after a warm-up of every engine on 30 other pages (Readability's set has 130
+pages in all: 30 of the timed ones). ``--speed-parts`` then prints where the blocks engine's time goes on
+those pages, part by part (``speed_parts``). Quarry is timed as
 the stage runs it on an Arrow table of the pages: reading the rows' UTF-8 bytes, cutting scripts and
 styles, parsing, features, the classifier, assembling the text, writing the output column;
 trafilatura and resiliparse get the same pages as Python strings.
