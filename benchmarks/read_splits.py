@@ -8,9 +8,9 @@ Builds JSONL of real prose (``../shared/corpora/prose/english_prose.jsonl`` repe
 ``.jsonl.gz`` (1 MiB members, as bgzip writes them) and ``.jsonl.zst``, plus a per-record ``.warc.gz`` made of
 the sample crawl's pages, and an Arrow IPC file of the prose's paragraphs, one per record batch (as a writer
 that flushes every row makes: tens of thousands of batches; splits by batch, each split walks only its own
-batches' headers, the rows before it come from the plan). For each it prints: the number of splits, planning seconds (and MB planned per
-second), and CPU seconds to read every split one after the other against one whole read (``split/whole``:
-what splitting adds in total work). A one-stream gzip is planned twice: with a seek index (``gz-1-member``,
+batches' headers, the rows before it come from the plan). For each it prints: the number of splits, planning
+seconds (and MB planned per second), and CPU seconds to read every split one after the other against one
+whole read (``split/whole``: what splitting adds in total work). A one-stream gzip is planned twice: with a seek index (``gz-1-member``,
 what the read step does: planning decompresses once, each split reads its own range) and without one
 (``gz-1-no-index``, the fallback for a damaged file: each split decompresses from the start, about
 ``(n + 1) / 2`` times the work, capped at 8 splits), as is a one-frame ``.jsonl.zst`` (capped at 32). All figures are measured

@@ -235,9 +235,9 @@ def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: i
     """One unit per record batch of an IPC file, decoded only when its split reads it; a file without a footer
     is read as one stream. With ``rows_before`` (the plan counted the rows before ``first``) the batches before
     ``first`` are one unit of that many rows and only those from ``first`` to ``last`` are walked; else the
-    rows of the batches before ``first`` come from their message headers. A compressed batch that decodes to more than ``cap`` and to more than
-    ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is not decoded: ``DecodeTooLarge`` when
-    its unit is read."""
+    rows of the batches before ``first`` come from their message headers. A compressed batch that decodes to
+    more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is
+    not decoded: ``DecodeTooLarge`` when its unit is read."""
     src = pa.memory_map(path)
     try:
         reader = pa.ipc.open_file(src)
