@@ -667,11 +667,22 @@ def test_title_overlap_counts_words_like_python_sets():
 
     rng = random.Random(0)
     words = ["Hello", "hello", "WORLD", "wörld", "İstanbul", "ΣΑΣ", "σας", "东京", "_", "a_b", "12", "x" * 301, "",
-             "\U0001F600", "-", "  ", "ﬁne", "Straße", "STRASSE"]
-    for _ in range(300):
-        texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(1, 12))]
-        title = " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))
-        assert (_title_overlap(texts, title) == by_sets(texts, title)).all(), (texts, title)
+             "\U0001F600", "-", "  ", "ﬁne", "Straße", "STRASSE", "a\x00b", "ǅemal", "Ａｂｃ", "ΑΒΓ"]
+    # with and without the letters that lower-case in context or into two (counted in Python), a NUL in a
+    # block, letters whose lower case the compiled scan meets for the first time (Cyrillic, Armenian, ...)
+    for pool in (words, [w for w in words if w not in ("İstanbul", "ΣΑΣ")]):
+        for _ in range(300):
+            texts = [" ".join(rng.choice(pool) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(1, 12))]
+            title = " ".join(rng.choice(pool) for _ in range(rng.randint(0, 5)))
+            assert (_title_overlap(texts, title) == by_sets(texts, title)).all(), (texts, title)
+    from curate.extract.features import _hashes, _word_hash
+    some = ["hello", "東京", "\U0001F600x", "a" * 40]
+    cps = np.frombuffer("\x00".join(some).encode("utf-32-le"), dtype=np.uint32)
+    assert _hashes(cps, len(some)).tolist() == [_word_hash(w) for w in some]
+    fresh = [chr(cp) + chr(cp + 1).upper() for cp in range(0x410, 0x44F, 2)] + ["Աբգ", "ԱԲԳ", "ⰀⰁ"]
+    texts = [" ".join(fresh[i:i + 5]) for i in range(0, len(fresh), 3)] + ["y" * 299 + " Q", "z" * 300 + " Q"]
+    title = " ".join(fresh[::2]) + " q"
+    assert (_title_overlap(texts, title) == by_sets(texts, title)).all()
 
 
 def test_lone_surrogates_parse_as_without_them():

@@ -46,6 +46,24 @@ def classes(cps: np.ndarray) -> np.ndarray:
     return cls
 
 
+# code point -> the one code point ``str.lower`` makes of it (0: not looked up yet; ``SPECIAL_LOWER``: lower-cased
+# in context or into more than one code point, U+03A3 and U+0130); zeros cost no memory until written
+LOWER_TABLE = np.zeros(0x110000, dtype=np.uint32)
+SPECIAL_LOWER = np.uint32(0xFFFFFFFF)
+
+
+def lowers(cps: np.ndarray) -> None:
+    """Fill ``LOWER_TABLE`` (and ``CLASS_TABLE`` for the lower-cased code points) for the code points of
+    ``cps`` not looked up yet."""
+    for cp in np.unique(cps[LOWER_TABLE[cps] == 0]).tolist():
+        low = chr(cp).lower()
+        if len(low) != 1 or cp == 0x3A3:  # "Σ" lower-cases to "ς" at the end of a word, to "σ" elsewhere
+            LOWER_TABLE[cp] = SPECIAL_LOWER
+        else:
+            LOWER_TABLE[cp] = ord(low)
+    classes(LOWER_TABLE[cps][LOWER_TABLE[cps] != SPECIAL_LOWER])  # the classes of the lower-cased code points
+
+
 def is_word(cps: np.ndarray) -> np.ndarray:
     """``\\w`` (as ``re`` reads it) for each code point; NUL (past the end of the page) is not one."""
     return (classes(cps) & IS_WORD).astype(bool)

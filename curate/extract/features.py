@@ -18,10 +18,11 @@ break inside the block. Each block gets one row of numeric, language-neutral fea
 
 The page is stripped (``strip``), parsed by lexbor (``dom_walk.parse``) and walked once (``dom_scan``: a
 compiled scan of lexbor's serialization, with the Python ``dom_walk.walk`` as its definition and fallback).
-The per-block arithmetic here is numpy over the finished block table, with compiled scans (numba) for the
-text statistics and title overlap over the code points of all blocks at once and for the container
-ancestors. ``benchmarks/extract_features_check.py`` checks that a change leaves the features of WCXB's
-development pages as they were (the shipped model reads them).
+The per-block arithmetic is compiled (numba): scans over the code points of all blocks at once for the
+text statistics (``_text_counts``, ``_text_columns``) and the title overlap (``_title_counts``), the
+container ancestors (``_ancestors``), and one pass that writes the feature matrix row by row (``_fill``);
+the sums over the page stay numpy's. ``benchmarks/extract_features_check.py`` checks that a change leaves
+the features of WCXB's development pages as they were (the shipped model reads them).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import numpy as np
 
 from curate.extract.ascii import COLON, NUL, SPACE
 from curate.extract.chars import (CLASS_TABLE, IS_COMMA, IS_DIGIT, IS_SENTENCE, IS_SEPARATOR, IS_UPPER, IS_WORD,
-                                  UNKNOWN, classes)
+                                  LOWER_TABLE, SPECIAL_LOWER, UNKNOWN, classes, lowers)
 from curate.extract.dom_scan import walk_arrays
 from curate.extract.dom_walk import parse
 from curate.extract.strip import strip_html
@@ -74,51 +75,45 @@ def _ancestors(el_parent, idx, levels):
     return out
 
 
-def _bits(words: np.ndarray, n_bits: int) -> np.ndarray:
-    """Bit sets given as 64-bit words (``[n, k]``, word 0 holding bits 0-63) as 0/1 columns ``[n, n_bits]``."""
-    w = np.ascontiguousarray(words).astype("<u8", copy=False)
-    bits = np.unpackbits(w.view(np.uint8).reshape(len(w), -1), axis=1, bitorder="little")
-    return bits[:, :n_bits].astype(np.float32)
-
-
-def _title_overlap(texts: list[str], title: str) -> np.ndarray:
+def _title_overlap(texts: list[str], title: str, n_chars: np.ndarray | None = None,
+                   cps: np.ndarray | None = None) -> np.ndarray:
     """Per block: share of its words in the page title, share of the title's words in it (blocks of up to
-    300 characters; words: lower-cased ``\\w+``, each counted once). All short blocks are lower-cased in one
-    pass and their words counted by one compiled scan (``_title_counts``): each word is a run of word
-    characters (``classes``, the same ``\\w`` as ``re``) and is told apart by a 64-bit polynomial hash of its
-    code points (``_word_hash``; two different words of one block sharing a hash: odds about 1e-17)."""
+    300 characters; words: lower-cased ``\\w+``, each counted once). One compiled scan over the code points
+    of all blocks (``_title_counts``; ``n_chars`` and ``cps``: each block's length and the code points of the
+    "\\x00"-joined blocks, as ``_text_stats`` reads them): each code point lower-cased through
+    ``chars.LOWER_TABLE``, each word a run of word characters (``classes``, the same ``\\w`` as ``re``) told
+    apart by a 64-bit polynomial hash of its code points (``_word_hash``; two different words of one block
+    sharing a hash: odds about 1e-17). A page whose short blocks hold a code point that ``str.lower`` maps in
+    context or to more than one (``Σ``, ``İ``) is counted block by block in Python."""
     tw = set(_WORD_RE.findall(title.lower()))
     out = np.zeros((len(texts), 2), dtype=np.float32)
     if not tw:
         return out
-    short = [i for i, n in enumerate(map(len, texts)) if n <= 300]
-    if not short:
-        return out
-    # "\x00" ends a block: neither a word character nor cased, so lower() and \w+ act per block as before
-    joined = "\x00".join([texts[i] for i in short]).lower()
-    if joined.count("\x00") != len(short) - 1:  # a block holding NUL itself: one block at a time
-        for i in short:
-            bw = set(_WORD_RE.findall(texts[i].lower()))
+    if cps is None:
+        n_chars, cps = _code_points(texts)
+    title_key = np.sort(_hashes(np.frombuffer("\x00".join(tw).encode("utf-32-le", "surrogatepass"),
+                                              dtype=np.uint32), len(tw)))
+    ok, n_words, common = _title_counts(cps, n_chars, LOWER_TABLE, CLASS_TABLE, title_key, SPECIAL_LOWER)
+    if ok == 0:  # code points not seen before: look them up, then count
+        lowers(cps)
+        ok, n_words, common = _title_counts(cps, n_chars, LOWER_TABLE, CLASS_TABLE, title_key, SPECIAL_LOWER)
+    if ok < 0:
+        for i, t in enumerate(texts):
+            bw = set(_WORD_RE.findall(t.lower())) if len(t) <= _SHORT else None
             if bw:
-                common = len(bw & tw)
-                out[i, 0] = common / len(bw)
-                out[i, 1] = common / len(tw)
+                hit = len(bw & tw)
+                out[i] = hit / len(bw), hit / len(tw)
         return out
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    title_key = np.sort(np.array([_word_hash(w) for w in tw], dtype=np.uint64))
-    ok, n_words, common = _title_counts(cps, CLASS_TABLE, title_key, len(short))
-    if not ok:  # code points not seen before: fill their classes, then count
-        classes(cps)
-        ok, n_words, common = _title_counts(cps, CLASS_TABLE, title_key, len(short))
     has = np.flatnonzero(n_words)
-    rows = np.asarray(short, dtype=np.int64)[has]
     common = common.astype(np.float64)
-    out[rows, 0] = common[has] / n_words[has]
-    out[rows, 1] = common[has] / len(tw)
+    out[has, 0] = common[has] / n_words[has]
+    out[has, 1] = common[has] / len(tw)
     return out
 
 
 _HASH_BASE = 0x100000001B3
+_SHORT = 300  # characters of the longest block whose title overlap is counted
+_HASH_SLOTS = 1 << 9  # more than the words a block of _SHORT characters holds, twice over
 
 
 def _word_hash(word: str) -> int:
@@ -127,63 +122,98 @@ def _word_hash(word: str) -> int:
 
 
 @nb.njit(cache=True)
-def _title_counts(cps, table, title_key, n_blocks):
-    """One pass over the code points of the "\\x00"-joined blocks: per block, how many distinct words (runs of
-    ``\\w``, told apart by ``_word_hash``) and how many of them are in ``title_key`` (sorted). ok = False when a
-    code point's class is not in ``table`` yet (255)."""
-    n_words = np.zeros(n_blocks, dtype=np.int64)
-    common = np.zeros(n_blocks, dtype=np.int64)
-    keys = np.empty(cps.size // 2 + 1, dtype=np.uint64)
+def _hashes(cps, n):
+    """``_word_hash`` of the n "\\x00"-joined words of ``cps``."""
+    out = np.zeros(n, dtype=np.uint64)
     base = np.uint64(_HASH_BASE)
-    m = 0  # words of the current block so far
-    block = 0
-    h = np.uint64(0)
+    w = 0
     p = np.uint64(1)
-    in_word = False
-    for i in range(cps.size + 1):
-        if i < cps.size:
-            cp = cps[i]
-            k = table[cp]
-            if k == UNKNOWN:
-                return False, n_words, common
-        else:  # past the end: the last block ends
-            cp = np.uint32(0)
-            k = np.uint8(0)
-        if k & IS_WORD:
-            if not in_word:
-                in_word = True
-                h = np.uint64(0)
-                p = np.uint64(1)
-            h += np.uint64(cp) * p
+    for cp in cps:
+        if cp == NUL:
+            w += 1
+            p = np.uint64(1)
+        else:
+            out[w] += np.uint64(cp) * p
             p *= base
+    return out
+
+
+@nb.njit(cache=True)
+def _title_counts(cps, n_chars, lower, table, title_key, special):
+    """One pass over the code points of the "\\x00"-joined blocks (``n_chars``: their lengths), those of
+    ``_SHORT`` characters or fewer, lower-cased (``lower``): per block, how many distinct words (runs of
+    ``\\w``, told apart by ``_word_hash``, de-duplicated in a small hash set) and how many of them are in
+    ``title_key`` (sorted). ok: 1; 0 when a code point is not in ``lower`` (or its lower case not in ``table``)
+    yet; -1 when one lower-cases in context or to more than one code point (``special`` in ``lower``)."""
+    n = n_chars.size
+    n_words = np.zeros(n, dtype=np.int64)
+    common = np.zeros(n, dtype=np.int64)
+    slots = np.zeros(_HASH_SLOTS, dtype=np.uint64)
+    used = np.zeros(_HASH_SLOTS, dtype=np.bool_)
+    filled = np.empty(_HASH_SLOTS, dtype=np.int64)
+    base = np.uint64(_HASH_BASE)
+    mask = _HASH_SLOTS - 1
+    pos = 0
+    for b in range(n):
+        start = pos
+        stop = pos + n_chars[b]
+        pos = stop + 1
+        if n_chars[b] > _SHORT:
             continue
-        if in_word:
-            keys[m] = h
-            m += 1
+        m = 0  # slots filled by this block
+        distinct = 0
+        hit = 0
+        h = np.uint64(0)
+        p = np.uint64(1)
+        in_word = False
+        for i in range(start, stop + 1):
+            w = False
+            cp = np.uint32(0)
+            if i < stop and cps[i] != NUL:  # a NUL inside a block: neither a word character nor cased
+                cp = lower[cps[i]]
+                if cp == 0:
+                    return 0, n_words, common
+                if cp == special:
+                    return -1, n_words, common
+                k = table[cp]
+                if k == UNKNOWN:
+                    return 0, n_words, common
+                w = (k & IS_WORD) != 0
+            if w:
+                if not in_word:
+                    in_word = True
+                    h = np.uint64(0)
+                    p = np.uint64(1)
+                h += np.uint64(cp) * p
+                p *= base
+                continue
+            if not in_word:
+                continue
             in_word = False
-        if cp == NUL:  # the end of a block (or of the last one)
-            if m:
-                ks = keys[:m]
-                for j in range(1, m):  # insertion sort: a short block has few words
-                    v = ks[j]
-                    t = j - 1
-                    while t >= 0 and ks[t] > v:
-                        ks[t + 1] = ks[t]
-                        t -= 1
-                    ks[t + 1] = v
-                distinct = 0
-                hit = 0
-                for j in range(m):
-                    if j == 0 or ks[j] != ks[j - 1]:
-                        distinct += 1
-                        t = np.searchsorted(title_key, ks[j])
-                        if t < title_key.size and title_key[t] == ks[j]:
-                            hit += 1
-                n_words[block] = distinct
-                common[block] = hit
-            m = 0
-            block += 1
-    return True, n_words, common
+            s = np.int64(h ^ (h >> np.uint64(29))) & mask
+            while used[s] and slots[s] != h:
+                s = (s + 1) & mask
+            if used[s]:
+                continue
+            used[s] = True
+            slots[s] = h
+            filled[m] = s
+            m += 1
+            distinct += 1
+            t = np.searchsorted(title_key, h)
+            if t < title_key.size and title_key[t] == h:
+                hit += 1
+        for j in range(m):
+            used[filled[j]] = False
+        n_words[b] = distinct
+        common[b] = hit
+    return 1, n_words, common
+
+
+def _code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(each block's length in code points, the code points of the "\\x00"-joined blocks)."""
+    n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    return n_chars, np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 # Scripts written without spaces between words. Their characters are counted as the Latin characters and
@@ -197,35 +227,72 @@ CJK_WORD_CHARS = 1.7
 SEA_WORD_CHARS = 4.0
 
 
-def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray):
+def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray, n_chars: np.ndarray | None = None,
+                cps: np.ndarray | None = None):
     """Per-block text features, counted by one compiled scan over the page's code points (``_text_counts``).
     ``pre``: blocks whose white space was kept (``<pre>``); the others hold single spaces between words.
     Returns (features [n, N_TEXT], raw characters per block, Latin-equivalent characters per block): lengths, words and tokens count a character
     of a script without spaces (``_dense_script``) as the Latin text it stands for; shares of characters
     (links, digits) are of the raw characters."""
     n = len(texts)
-    chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-    cps = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if cps is None:
+        n_chars, cps = _code_points(texts)
+    chars = n_chars
     ok, counts, ends = _text_counts(cps, CLASS_TABLE, chars)
     if not ok:  # code points not seen before: fill their classes, then count
         classes(cps)
         ok, counts, ends = _text_counts(cps, CLASS_TABLE, chars)
-    wtok, digits, sent, seps, comma, spaces, cjk, sea = counts.astype(np.float32).T
     # words (str.split): single spaces between them, except in <pre> blocks
-    words = spaces + 1
+    pre_words = np.full(n, -1, dtype=np.int64)
     for i in np.flatnonzero(pre):
-        words[i] = len(texts[i].split())
-    dense_words = cjk / CJK_WORD_CHARS + sea / SEA_WORD_CHARS
-    words = words + dense_words
-    wtok = wtok + dense_words
-    upper0, endp, colon = ends.astype(np.float32).T
-    raw = chars.astype(np.float32)
-    chars = raw + dense_words * LATIN_WORD_CHARS - cjk - sea
-    lchars = np.log1p(chars)
-    ts = np.stack([lchars, np.log1p(words), np.log1p(wtok), link / np.maximum(raw, 1), np.log1p(sent),
-                   sent / np.maximum(words, 1), np.log1p(comma), np.log1p(seps), digits / np.maximum(raw, 1),
-                   upper0, endp, colon, chars / np.maximum(words, 1) / 10.0, wtok / np.maximum(words, 1)], axis=1)
-    return ts, raw, chars
+        pre_words[i] = len(texts[i].split())
+    return _text_columns(counts, ends, chars, np.asarray(link, dtype=np.float32), pre_words,
+                         np.float32(CJK_WORD_CHARS), np.float32(SEA_WORD_CHARS), np.float32(LATIN_WORD_CHARS))
+
+
+@nb.njit(cache=True)
+def _text_columns(counts, ends, n_chars, link, pre_words, cjk_word, sea_word, latin_word):
+    """The N_TEXT columns of ``_text_stats`` from the counts of ``_text_counts``, in float32 (as numpy
+    would compute them column by column). ``pre_words``: the words of a ``pre`` block (-1 for the others,
+    whose words are their spaces plus one)."""
+    n = counts.shape[0]
+    ts = np.empty((n, N_TEXT), dtype=np.float32)
+    raw = np.empty(n, dtype=np.float32)
+    eq = np.empty(n, dtype=np.float32)
+    one = np.float32(1.0)
+    for i in range(n):
+        wtok = np.float32(counts[i, 0])
+        digits = np.float32(counts[i, 1])
+        sent = np.float32(counts[i, 2])
+        seps = np.float32(counts[i, 3])
+        comma = np.float32(counts[i, 4])
+        cjk = np.float32(counts[i, 6])
+        sea = np.float32(counts[i, 7])
+        words = np.float32(pre_words[i]) if pre_words[i] >= 0 else np.float32(counts[i, 5]) + one
+        dense = cjk / cjk_word + sea / sea_word
+        words = words + dense
+        wtok = wtok + dense
+        r = np.float32(n_chars[i])
+        chars = r + dense * latin_word - cjk - sea
+        raw[i] = r
+        eq[i] = chars
+        per_word = max(words, one)
+        row = ts[i]
+        row[0] = np.log1p(chars)
+        row[1] = np.log1p(words)
+        row[2] = np.log1p(wtok)
+        row[3] = link[i] / max(r, one)
+        row[4] = np.log1p(sent)
+        row[5] = sent / per_word
+        row[6] = np.log1p(comma)
+        row[7] = np.log1p(seps)
+        row[8] = digits / max(r, one)
+        row[9] = np.float32(ends[i, 0])
+        row[10] = np.float32(ends[i, 1])
+        row[11] = np.float32(ends[i, 2])
+        row[12] = chars / per_word / np.float32(10.0)
+        row[13] = wtok / per_word
+    return ts, raw, eq
 
 
 @nb.njit(cache=True)
@@ -358,73 +425,112 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     title_node = tree.css_first("title")
     title = title_node.text() if title_node is not None else ""
     link = w.link.astype(np.float32)
-    ts, raw, eq = _text_stats(texts, link, np.array([t == "pre" for t in tags], dtype=bool))  # [n, N_TEXT]
-    own_1h = np.zeros((n, len(OWN_TAGS)), dtype=np.float32)
-    own_1h[np.arange(n), w.own] = 1.0
-    anc_b = _bits(w.anc[:, None], len(ANCESTOR_TAGS))
-    near_b = _bits(w.near, len(CLASS_WORDS))
-    any_b = _bits(w.any, len(CLASS_WORDS))
+    n_chars, cps = _code_points(texts)
+    ts, raw, eq = _text_stats(texts, link, np.array([t == "pre" for t in tags], dtype=bool), n_chars, cps)
     chars = np.exp(ts[:, 0]) - 1  # Latin-equivalent characters (``_text_stats``)
     dense = float(eq.sum()) / max(float(raw.sum()), 1.0)
-    groups, cont = _containers(w, dense)
-    depth = w.depth.astype(np.float32)
+    groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
+    el_log_chars, el_link_density = _element_columns(w, dense)
     total = float(chars.sum())
-    cum = (np.cumsum(chars) - chars) / max(total, 1.0)
-    pos = np.stack([np.arange(n, dtype=np.float32) / max(n - 1, 1), cum, depth / 30.0,
-                    depth / max(float(depth.max()), 1.0)], axis=1)
     # repetition of the same text on the page
     counts = Counter(texts)
     rep = np.fromiter(map(counts.__getitem__, texts), dtype=np.float32, count=n)
-    rep = np.stack([np.log(rep), (rep > 1).astype(np.float32)], axis=1)
     link_total = float(link.sum()) / max(float(raw.sum()) if dense != 1.0 else total, 1.0)
-    page = _page_row(w.anc, chars, own_1h, rep, link_total, og)
-    # the block's size relative to the page's largest block
-    rel = (ts[:, 0] - ts[:, 0].max())[:, None]
-    feats = np.concatenate([ts, own_1h, anc_b, near_b, any_b, cont, pos, rep, _neighbours(ts),
-                            np.broadcast_to(page, (n, page.size)), rel, _title_overlap(texts, title)], axis=1)
-    return Blocks(texts, feats.astype(np.float32), tags, groups, w.el, w.el_parent)
+    page = _page_row(w.anc, w.own, chars, rep, link_total, og)
+    feats = np.empty((n, n_features()), dtype=np.float32)
+    _fill(feats, ts, w.own, len(OWN_TAGS), w.anc, len(ANCESTOR_TAGS), w.near, w.any, len(CLASS_WORDS), groups,
+          el_log_chars, el_link_density, w.depth, chars, np.float32(max(total, 1.0)), np.log(rep), rep, page,
+          _title_overlap(texts, title, n_chars, cps))
+    return Blocks(texts, feats, tags, groups, w.el, w.el_parent)
 
 
-def _containers(w, dense: float) -> tuple[np.ndarray, np.ndarray]:
-    """(the element ``GROUP_LEVELS`` levels above each block's owner [n, 4]; their log characters and link
-    density [n, 8]). ``dense``: Latin-equivalent over raw characters of the page's blocks (containers'
+def _element_columns(w, dense: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per element: log characters of its blocks, and their share inside links (``GROUP_LEVELS`` columns of
+    the features). ``dense``: Latin-equivalent over raw characters of the page's blocks (elements'
     characters are scaled by it: per script counts are not kept per element)."""
-    el_chars = w.el_chars.astype(np.float32)
-    raw_chars = el_chars
-    if dense != 1.0:
-        el_chars = el_chars * np.float32(dense)
-    el_link = w.el_link.astype(np.float32)
-    groups = _ancestors(w.el_parent, w.el, np.array(GROUP_LEVELS, dtype=np.int64))  # [n, len(GROUP_LEVELS)]
-    cont = np.empty((len(groups), 2 * len(GROUP_LEVELS)), dtype=np.float32)
-    cont[:, 0::2] = np.log1p(el_chars[groups])
-    cont[:, 1::2] = el_link[groups] / np.maximum(raw_chars[groups], 1)
-    return groups, cont
+    raw_chars = w.el_chars.astype(np.float32)
+    el_chars = raw_chars * np.float32(dense) if dense != 1.0 else raw_chars
+    return np.log1p(el_chars), w.el_link.astype(np.float32) / np.maximum(raw_chars, 1)
 
 
-def _neighbours(ts: np.ndarray) -> np.ndarray:
-    """The two blocks before and after each block: log characters, link density, log sentence marks
-    (zeros past the page's ends)."""
-    core = ts[:, [0, 3, 4]]
-    neigh = []
-    for s in (-2, -1, 1, 2):
-        sh = np.zeros_like(core)
-        if s < 0:
-            sh[-s:] = core[:s]
-        else:
-            sh[:-s] = core[s:]
-        neigh.append(sh)
-    return np.concatenate(neigh, axis=1)
+@nb.njit(cache=True)
+def _fill(out, ts, own, n_own, anc, n_anc, near, any_, n_words, groups, el_log_chars, el_link_density, depth, chars,
+          total, log_rep, rep, page, title):
+    """The feature matrix ``out`` [n, ``n_features()``] of a page's blocks, in ``feature_names`` order: the text
+    statistics ``ts``; the owner's tag one-hot; the ancestor tag bits and the class-word bits (near, any) as
+    0/1 columns; log characters and link density of the elements ``GROUP_LEVELS`` up (``groups``); position
+    (block, characters before it over ``total``, depth over 30 and over the page's deepest); repeats; the
+    two blocks before and after (log chars, link density, log sentence marks, zeros past the ends); the
+    page's row; log characters against the page's largest block; title overlap. The table sizes (tags,
+    ancestor tags, class words) come as arguments: numba's cache would keep constants of another file."""
+    n = out.shape[0]
+    deepest = np.float32(1.0)
+    largest = ts[0, 0]
+    for i in range(n):
+        deepest = max(deepest, np.float32(depth[i]))
+        largest = max(largest, ts[i, 0])
+    last = np.float32(max(n - 1, 1))
+    before = np.float32(0.0)
+    for i in range(n):
+        row = out[i]
+        c = 0
+        for j in range(ts.shape[1]):
+            row[c + j] = ts[i, j]
+        c += ts.shape[1]
+        for j in range(n_own):
+            row[c + j] = 0.0
+        row[c + own[i]] = 1.0
+        c += n_own
+        a = anc[i]
+        for j in range(n_anc):
+            row[c + j] = np.float32((a >> j) & 1)
+        c += n_anc
+        for bits in (near, any_):
+            for j in range(n_words):
+                row[c + j] = np.float32((bits[i, j >> 6] >> np.uint64(j & 63)) & np.uint64(1))
+            c += n_words
+        for k in range(groups.shape[1]):
+            g = groups[i, k]
+            row[c] = el_log_chars[g]
+            row[c + 1] = el_link_density[g]
+            c += 2
+        row[c] = np.float32(i) / last
+        row[c + 1] = before / total
+        before += chars[i]
+        row[c + 2] = np.float32(depth[i]) / np.float32(30.0)
+        row[c + 3] = np.float32(depth[i]) / deepest
+        row[c + 4] = log_rep[i]
+        row[c + 5] = np.float32(1.0) if rep[i] > 1 else np.float32(0.0)
+        c += 6
+        for s in (-2, -1, 1, 2):
+            src = i + s
+            if 0 <= src < n:
+                row[c] = ts[src, 0]
+                row[c + 1] = ts[src, 3]
+                row[c + 2] = ts[src, 4]
+            else:
+                row[c] = 0.0
+                row[c + 1] = 0.0
+                row[c + 2] = 0.0
+            c += 3
+        for j in range(page.size):
+            row[c + j] = page[j]
+        c += page.size
+        row[c] = ts[i, 0] - largest
+        row[c + 1] = title[i, 0]
+        row[c + 2] = title[i, 1]
 
 
-def _page_row(anc, chars, own_1h, rep, link_total: float, og: str) -> np.ndarray:
+def _page_row(anc, own, chars, rep, link_total: float, og: str) -> np.ndarray:
     """The page's features (``PAGE_NAMES``, then the Open Graph types), one row."""
     total = float(chars.sum())
     in_li = (anc & ANC_BIT["li"]) != 0
     in_tab = (anc & ANC_BIT["table"]) != 0
+    headings = np.count_nonzero((own == OWN_INDEX["h1"]) | (own == OWN_INDEX["h2"]))
     return np.array([np.log1p(total), link_total, np.log1p(len(chars)),
                      float(chars[in_li].sum()) / max(total, 1.0), float(chars[in_tab].sum()) / max(total, 1.0),
-                     float((own_1h[:, OWN_INDEX["h1"]] + own_1h[:, OWN_INDEX["h2"]]).sum()) / 10.0,
-                     float(rep[:, 1].mean())] + [float(og.endswith(t)) for t in _OG_TYPES], dtype=np.float32)
+                     headings / 10.0, np.count_nonzero(rep > 1) / len(rep)]
+                    + [float(og.endswith(t)) for t in _OG_TYPES], dtype=np.float32)
 
 
 TEXT_NAMES = ["log_chars", "log_words", "log_tokens", "link_density", "log_sentence_marks", "sentence_marks_per_word",
@@ -470,5 +576,6 @@ def chrome_blocks(feats: np.ndarray) -> np.ndarray:
     return (feats[:, _columns("in_nav", "in_footer", "in_aside")] > 0).any(axis=1)
 
 
+@functools.lru_cache(maxsize=None)
 def n_features() -> int:
     return len(feature_names())
