@@ -786,3 +786,41 @@ def test_stage_reads_the_text_column_as_arrow_bytes(wcxb_pages):
     bad = _table([("bad", "", HTML)]).set_column(1, pa.field("text", pa.large_string(), False), broken)
     res = Extract("extract", Params()).apply(bad)  # decoded with replacement characters, not a crash
     assert res.kept["text"][0].as_py() == want
+
+
+def test_open_graph_type_from_bytes_is_the_regular_expressions_on_the_text():
+    import random
+
+    from curate.extract.features import _og_type
+
+    rng = random.Random(1)
+    metas = ['<meta property="og:type" content="article">', "<META PROPERTY='OG:TYPE' CONTENT='Product'>",
+             '<meta property="og:Type"\n\t content=website />', '"og:type": "video.movie"', "og:type content=",
+             'og:type  content="blog" ', "oG:tYpE content=" + "x" * 600, "og:typ", "og:type\u00a0content=book",
+             'og:type "content="profile"', "og:type " + " " * 700 + "content=article"]
+    fill = ["<p>plain text</p>", "ünïcödé ", "東京の天気 ", "\U0001F600", "a" * 3000, "é" * 5000, ": :: og: type "]
+    for _ in range(400):
+        parts = [rng.choice(fill) for _ in range(rng.randint(0, 12))]
+        for _ in range(rng.randint(0, 3)):
+            parts.insert(rng.randint(0, len(parts)), rng.choice(metas))
+        page = "".join(parts)
+        assert _og_type(None, page.encode()) == _og_type(page, None), page[:200]
+    # near the 20,000th character: a match that ends past it is not one
+    for pad in range(19950, 20000, 3):
+        page = "é" * pad + '<meta property="og:type" content="article">'
+        assert _og_type(None, page.encode()) == _og_type(page, None)
+
+
+def test_repeated_blocks_are_counted_as_a_counter_counts_them():
+    import random
+    from collections import Counter
+
+    from curate.extract.features import _code_points, _repeats
+
+    rng = random.Random(2)
+    pool = ["Home", "home", "Share", "", "a\x00b", "東京", "\U0001F600", "x" * 500, "Read more", "Read more "]
+    for _ in range(200):
+        texts = [rng.choice(pool) for _ in range(rng.randint(1, 60))]
+        counts = Counter(texts)
+        n_chars, cps = _code_points(texts)
+        assert _repeats(cps, n_chars).tolist() == [float(counts[t]) for t in texts]

@@ -13,6 +13,8 @@ _D, _I, _V = map(ord, "div")
 _S, _P, _A, _N = map(ord, "span")
 _UD, _UI, _UV = map(ord, "DIV")
 _DOTTED_I, _DOTLESS_I, _LONG_S = 0x130, 0x131, 0x17F  # re.I folds these to "i", "i", "s"
+_US = ord("S")
+_LONG_S_LEAD = "\u017f".encode()[0]
 
 # code point -> lower-case ASCII letter for the letters of "div" and "span" (re.I also folds U+0130 and
 # U+0131 to "i", U+017F to "s")
@@ -114,6 +116,13 @@ def _tag_scan(buf):
         if buf[i] != LT:
             continue
         n_lt += 1
+        # the first letter of a name that folds to "div" or "span": d, D, s, S or U+017F (lead byte 0xC5);
+        # most tags start otherwise and are passed over without decoding
+        b = buf[i + 1] if i + 1 < buf.size else 0
+        if b == SLASH:
+            b = buf[i + 2] if i + 2 < buf.size else 0
+        if not (b == _D or b == _UD or b == _S or b == _US or b == _LONG_S_LEAD):
+            continue
         c0, j = _cp_at(buf, i + 1)
         c1, j = _cp_at(buf, j)
         c2, j = _cp_at(buf, j)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
 from dataclasses import dataclass
 
 import numba as nb
@@ -132,6 +131,8 @@ def _hashes(cps, n):
         if cp == NUL:
             w += 1
             p = np.uint64(1)
+            if w == n:
+                break
         else:
             out[w] += np.uint64(cp) * p
             p *= base
@@ -200,9 +201,10 @@ def _title_counts(cps, n_chars, lower, table, title_key, special):
             filled[m] = s
             m += 1
             distinct += 1
-            t = np.searchsorted(title_key, h)
-            if t < title_key.size and title_key[t] == h:
-                hit += 1
+            for t in range(title_key.size):  # a title has a few words: a loop beats a binary search
+                if title_key[t] == h:
+                    hit += 1
+                    break
         for j in range(m):
             used[filled[j]] = False
         n_words[b] = distinct
@@ -394,10 +396,40 @@ def _og_type(html: str | None, data: bytes | None) -> str:
         # the first 20,000 characters lie in the first 80,000 bytes (a character an "ignore" drops at that cut
         # lies beyond them); only ASCII matches "og:type" under re.I, so without those bytes (in any case)
         # there is none
-        head = data[:80000]
-        html = head.decode("utf-8", "ignore") if b"og:type" in head.lower() else ""
+        head = np.frombuffer(data, dtype=np.uint8, count=min(len(data), 80000))
+        at = data.find(b"og:type", 0, head.size)  # in lower case, as it mostly is; another case before it?
+        first = _first_og_type(head[:at] if at >= 0 else head)  # (the name cannot overlap itself)
+        at = first if first >= 0 else at
+        if at < 0:
+            return ""
+        # a match starts at an "og:type": where the first one starts the match and the match ends before a
+        # short window does, that match is the leftmost one (the characters before it: the bytes that start
+        # a character)
+        window = data[at:at + _OG_WINDOW].decode("utf-8", "ignore")
+        m = _OG_TYPE_RE.match(window)
+        if m is not None and m.end() < len(window) and (
+                np.count_nonzero((head[:at] & 0xC0) != 0x80) + m.end() <= 20000):
+            return m.group(1).lower()
+        html = data[:80000].decode("utf-8", "ignore")
     m = _OG_TYPE_RE.search(html, 0, 20000)
     return m.group(1).lower() if m else ""
+
+
+_OG_WINDOW = 512
+_LOWER_BIT = 0x20  # ASCII letters: upper | 0x20 is lower (and nothing else gives a letter of "og:type")
+
+
+def _first_og_type(head: np.ndarray) -> int:
+    """Byte index of the first "og:type", ASCII letters in any case, in ``head``; -1 when none."""
+    colon = np.flatnonzero(head[2:head.size - 4] == COLON) + 2
+    if colon.size == 0:
+        return -1
+    hit = colon[((head[colon - 2] | _LOWER_BIT) == ord("o")) & ((head[colon - 1] | _LOWER_BIT) == ord("g"))]
+    for k, ch in enumerate("type", 1):
+        if hit.size == 0:
+            return -1
+        hit = hit[(head[hit + k] | _LOWER_BIT) == ord(ch)]
+    return int(hit[0]) - 2 if hit.size else -1
 
 
 # blocks of one page beyond which it is not classified (the rules engine reads it): real pages have at most a
@@ -433,8 +465,7 @@ def features(html: str | None, stripped: bool = False, data: bytes | None = None
     el_log_chars, el_link_density = _element_columns(w, dense)
     total = float(chars.sum())
     # repetition of the same text on the page
-    counts = Counter(texts)
-    rep = np.fromiter(map(counts.__getitem__, texts), dtype=np.float32, count=n)
+    rep = _repeats(cps, n_chars)
     link_total = float(link.sum()) / max(float(raw.sum()) if dense != 1.0 else total, 1.0)
     page = _page_row(w.anc, w.own, chars, rep, link_total, og)
     feats = np.empty((n, n_features()), dtype=np.float32)
@@ -451,6 +482,55 @@ def _element_columns(w, dense: float) -> tuple[np.ndarray, np.ndarray]:
     raw_chars = w.el_chars.astype(np.float32)
     el_chars = raw_chars * np.float32(dense) if dense != 1.0 else raw_chars
     return np.log1p(el_chars), w.el_link.astype(np.float32) / np.maximum(raw_chars, 1)
+
+
+@nb.njit(cache=True)
+def _repeats(cps, n_chars):
+    """Per block: how many blocks of the page have the same text (itself included), float32. The blocks'
+    code points ("\\x00"-joined, ``n_chars`` each) go into an open-addressing table by a polynomial hash;
+    blocks of the same hash and length are compared code point by code point."""
+    n = n_chars.size
+    starts = np.empty(n, dtype=np.int64)
+    hashes = np.empty(n, dtype=np.uint64)
+    pos = 0
+    base = np.uint64(_HASH_BASE)
+    for b in range(n):
+        starts[b] = pos
+        h = np.uint64(n_chars[b])
+        for i in range(pos, pos + n_chars[b]):
+            h = h * base + np.uint64(cps[i])
+        hashes[b] = h
+        pos += n_chars[b] + 1
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    counts = np.zeros(n, dtype=np.int64)
+    for b in range(n):
+        h = hashes[b]
+        s = np.int64(h ^ (h >> np.uint64(31))) & (size - 1)
+        while True:
+            r = table[s]
+            if r < 0:
+                table[s] = b
+                first[b] = b
+                break
+            if hashes[r] == h and n_chars[r] == n_chars[b]:
+                same = True
+                for k in range(n_chars[b]):
+                    if cps[starts[r] + k] != cps[starts[b] + k]:
+                        same = False
+                        break
+                if same:
+                    first[b] = r
+                    break
+            s = (s + 1) & (size - 1)
+        counts[first[b]] += 1
+    out = np.empty(n, dtype=np.float32)
+    for b in range(n):
+        out[b] = counts[first[b]]
+    return out
 
 
 @nb.njit(cache=True)
