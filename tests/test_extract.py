@@ -588,7 +588,8 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
 
     rng = random.Random(0)
     pieces = ["<div>", "</div>", "<DIV class=x>", "</Div >", "<span>", "</SPAN>", "<divx>", "<div-a>", "<spané>",
-              "<dİv>", "<ſpan>", "</ſpan>", "<div\u00a0>", "x", "é", "<p>", "<", "</", "<divé", "<span"]
+              "<dİv>", "<ſpan>", "</ſpan>", "<div\u00a0>", "x", "é", "<p>", "<", "</", "<divé", "<span", "<dIv>",
+              "<SpAn>", "<DIV", "<div_", "<span1>", "</span\t>", "<Section>", "<s>", "<d", "<spanné>", "<sp"]
     for _ in range(300):
         html = "<div>" * rng.randint(0, 30) + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 120)))
         for limit in (3, 10, 25):

@@ -106,46 +106,71 @@ def _tag_scan(buf):
     """One pass over UTF-8 bytes for ``too_deep``: the number of "<", of exact "<div" / "<DIV" / "<span",
     and the candidate tags ``</?(?:div|span)`` (letters folded as ``_folded`` does): how many, whether each
     closes, and the code point after its name (whether that one is a word character is decided outside)."""
-    cap = buf.size // 4 + 1
+    cap = 1  # one candidate per "<" at most (counted first: arrays sized by the page's bytes cost more)
+    for i in range(buf.size):
+        cap += buf[i] == LT
     closing = np.zeros(cap, dtype=np.bool_)
     after = np.zeros(cap, dtype=np.uint32)
     n_lt = 0
     n_exact = 0
     m = 0
-    for i in range(buf.size):
-        if buf[i] != LT:
+    # eight bytes at a time: a word without a "<" is passed over whole (most are)
+    n8 = buf.size // 8
+    words = buf[:n8 * 8].view(np.uint64)
+    for k in range(n8):
+        v = words[k] ^ _LT8
+        if (v - _ONES8) & ~v & _HIGH8 == 0:  # no byte of the word is "<" (no zero byte in v)
             continue
-        n_lt += 1
-        # the first letter of a name that folds to "div" or "span": d, D, s, S or U+017F (lead byte 0xC5);
-        # most tags start otherwise and are passed over without decoding
-        b = buf[i + 1] if i + 1 < buf.size else 0
-        if b == SLASH:
-            b = buf[i + 2] if i + 2 < buf.size else 0
-        if not (b == _D or b == _UD or b == _S or b == _US or b == _LONG_S_LEAD):
-            continue
-        c0, j = _cp_at(buf, i + 1)
-        c1, j = _cp_at(buf, j)
-        c2, j = _cp_at(buf, j)
-        c3, j = _cp_at(buf, j)
-        c4, j = _cp_at(buf, j)
-        if (c0 == _D and c1 == _I and c2 == _V) or (c0 == _UD and c1 == _UI and c2 == _UV) \
-                or (c0 == _S and c1 == _P and c2 == _A and c3 == _N):
-            n_exact += 1
-        close = c0 == SLASH
-        if close:
-            c5, j = _cp_at(buf, j)
-            f0, f1, f2, f3 = _fold1(c1), _fold1(c2), _fold1(c3), _fold1(c4)
-            a_div, a_span = c4, c5
-        else:
-            f0, f1, f2, f3 = _fold1(c0), _fold1(c1), _fold1(c2), _fold1(c3)
-            a_div, a_span = c3, c4
-        if f0 == _D and f1 == _I and f2 == _V:
-            closing[m] = close
-            after[m] = a_div
-            m += 1
-        elif f0 == _S and f1 == _P and f2 == _A and f3 == _N:
-            closing[m] = close
-            after[m] = a_span
-            m += 1
+        for i in range(8 * k, 8 * k + 8):
+            if buf[i] == LT:
+                m, n_exact = _tag_at(buf, i, m, n_exact, closing, after)
+                n_lt += 1
+    for i in range(8 * n8, buf.size):
+        if buf[i] == LT:
+            m, n_exact = _tag_at(buf, i, m, n_exact, closing, after)
+            n_lt += 1
     return n_lt, n_exact, m, closing, after
 
+
+_ONES8 = np.uint64(0x0101010101010101)
+_HIGH8 = np.uint64(0x8080808080808080)
+_LT8 = np.uint64(LT) * _ONES8
+
+
+@nb.njit(cache=True, _nrt=False)
+def _tag_at(buf, i, m, n_exact, closing, after):
+    """``_tag_scan`` at the "<" at byte i: (candidates so far, exact tags so far), a candidate recorded in
+    ``closing`` / ``after``. (Compiled without numba's reference counts, ``_nrt=False``: called once per
+    "<", the counts on its array arguments would cost more than its work; it allocates nothing.)"""
+    # the first letter of a name that folds to "div" or "span": d, D, s, S or U+017F (lead byte 0xC5); most
+    # tags start otherwise and are passed over without decoding
+    b = buf[i + 1] if i + 1 < buf.size else 0
+    if b == SLASH:
+        b = buf[i + 2] if i + 2 < buf.size else 0
+    if not (b == _D or b == _UD or b == _S or b == _US or b == _LONG_S_LEAD):
+        return m, n_exact
+    c0, j = _cp_at(buf, i + 1)
+    c1, j = _cp_at(buf, j)
+    c2, j = _cp_at(buf, j)
+    c3, j = _cp_at(buf, j)
+    c4, j = _cp_at(buf, j)
+    if (c0 == _D and c1 == _I and c2 == _V) or (c0 == _UD and c1 == _UI and c2 == _UV) \
+            or (c0 == _S and c1 == _P and c2 == _A and c3 == _N):
+        n_exact += 1
+    close = c0 == SLASH
+    if close:
+        c5, j = _cp_at(buf, j)
+        f0, f1, f2, f3 = _fold1(c1), _fold1(c2), _fold1(c3), _fold1(c4)
+        a_div, a_span = c4, c5
+    else:
+        f0, f1, f2, f3 = _fold1(c0), _fold1(c1), _fold1(c2), _fold1(c3)
+        a_div, a_span = c3, c4
+    if f0 == _D and f1 == _I and f2 == _V:
+        closing[m] = close
+        after[m] = a_div
+        m += 1
+    elif f0 == _S and f1 == _P and f2 == _A and f3 == _N:
+        closing[m] = close
+        after[m] = a_span
+        m += 1
+    return m, n_exact

@@ -64,22 +64,21 @@ def _tables():
         flags |= FLAG_PLAINTEXT if t == "plaintext" else 0
         info[i] = (cat, bit, int(is_a), own, flags)
     default = np.array([*INLINE[:2], int(INLINE[2]), SPAN_OTHER, 0], dtype=np.int64)
-    # class words: bytes, grouped by first byte, longest first (the regular expression's alternation order)
-    words = sorted(enumerate(CLASS_WORDS), key=lambda iw: (iw[1][0], -len(iw[1])))
+    # class words: bytes, grouped by their first two bytes (all have two or more), longest first (the regular
+    # expression's alternation order: at a position the longest word that matches wins)
+    words = sorted(enumerate(CLASS_WORDS), key=lambda iw: (iw[1].encode()[:2], -len(iw[1])))
     wbytes = np.zeros((len(words), max(len(w) for w in CLASS_WORDS)), dtype=np.uint8)
     wlen = np.zeros(len(words), dtype=np.int64)
     wbit = np.zeros(len(words), dtype=np.int64)
-    first = np.zeros(257, dtype=np.int64)  # words[first[c]:first[c + 1]] start with byte c
     for j, (i, w) in enumerate(words):
+        assert len(w.encode()) >= 2, w
         wbytes[j, :len(w)] = np.frombuffer(w.encode(), dtype=np.uint8)
         wlen[j] = len(w)
         wbit[j] = i
-    counts = np.bincount([w.encode()[0] for _, w in words], minlength=256)
-    first[1:] = np.cumsum(counts)
-    pairs = np.zeros(256 * 256, dtype=np.bool_)  # the first two bytes of some class word (all have two or more)
-    for w in CLASS_WORDS:
-        assert len(w) >= 2, w
-        pairs[w.encode()[0] * 256 + w.encode()[1]] = True
+    # words[pair_first[k]:pair_first[k + 1]] start with the bytes (k // 256, k % 256)
+    counts = np.bincount([w.encode()[0] * 256 + w.encode()[1] for _, w in words], minlength=256 * 256)
+    pair_first = np.zeros(256 * 256 + 1, dtype=np.int32)
+    pair_first[1:] = np.cumsum(counts)
     roles = list(ROLE_BITS)
     rbytes = np.zeros((len(roles), max(map(len, roles))), dtype=np.uint8)
     rlen = np.zeros(len(roles), dtype=np.int64)
@@ -91,7 +90,7 @@ def _tables():
     body = tag_names.index("body")
     pre = tag_names.index("pre")
     widget = np.array(_split_bits(WIDGET_BITS), dtype=np.uint64)  # class words of tab and accordion widgets
-    return (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body, pre,
+    return (k1, k2, klen, info, default, wbytes, wlen, wbit, pair_first, rbytes, rlen, rbits, body, pre,
             widget), tag_names
 
 

@@ -3,6 +3,11 @@ the blocks of ``dom_walk.walk`` as arrays (see ``dom_scan`` for what it reads an
 
 One file with its byte-level helpers: numba's cache keys a compiled function on its own file, so a helper
 changed in another file would leave a stale cached kernel behind.
+
+The helpers called per tag, attribute or text run take arrays and are compiled with ``_nrt=False``: numba
+otherwise counts references on each array argument of each call with atomic operations, which cost more
+than the helpers' work (a fifth of the scan's time, a third of the stripping's); they allocate nothing, as
+such a function must not. The same holds in ``strip``, ``shape`` and ``depth``.
 """
 from __future__ import annotations
 
@@ -99,7 +104,7 @@ def _starts(buf, s, end, pat):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _unescape(buf, s, e, out):
     """The attribute value buf[s:e] with its entities replaced, into ``out``: its length, or -1."""
     o = 0
@@ -125,7 +130,7 @@ def _unescape(buf, s, e, out):
     return o
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _contains(a, n, pat):
     m = pat.size
     for i in range(n - m + 1):
@@ -137,8 +142,8 @@ def _contains(a, n, pat):
     return False
 
 
-@nb.njit(cache=True)
-def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
+@nb.njit(cache=True, _nrt=False)
+def _class_bits(v, n, wbytes, wlen, wbit, pair_first, scratch, cm):
     """OR into ``cm`` the class words that ``_CLASS_WORD_RE.findall(value.lower())`` finds in the unescaped
     value v[:n]: lower-case ASCII; U+0130 lower-cases to "i" and a combining dot, U+212A to "k"; any other
     non-ASCII character to one that no class word holds."""
@@ -165,16 +170,18 @@ def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
         i += k
     p = 0
     while p + 1 < m:
-        c = scratch[p]
-        if not pairs[c * 256 + scratch[p + 1]]:  # no class word starts with these two bytes
+        key = np.int64(scratch[p]) * 256 + scratch[p + 1]
+        lo = pair_first[key]
+        hi = pair_first[key + 1]
+        if lo == hi:  # no class word starts with these two bytes
             p += 1
             continue
         hit = 0
-        for w in range(first[c], first[c + 1]):
+        for w in range(lo, hi):
             L = wlen[w]
             if p + L > m:
                 continue
-            j = 1
+            j = 2
             while j < L and scratch[p + j] == wbytes[w, j]:
                 j += 1
             if j == L:
@@ -185,7 +192,7 @@ def _class_bits(v, n, wbytes, wlen, wbit, first, pairs, scratch, cm):
         p += hit if hit else 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _equals(buf, a, n, pat):
     """Whether buf[a:a+n] is ``pat``."""
     if n != pat.size:
@@ -196,7 +203,7 @@ def _equals(buf, a, n, pat):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _same(buf, a, b, n):
     for j in range(n):
         if buf[a + j] != buf[b + j]:
@@ -204,7 +211,7 @@ def _same(buf, a, b, n):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _lookup(buf, s, n, k1, k2, klen):
     """Index of the tag name buf[s:s+n] in the table, or -1."""
     if n > 16:
@@ -230,7 +237,7 @@ E_PARENT, E_CHARS, E_LINK = range(3)                               # els (int64)
 O_EI, O_OWN, O_ANC, O_DEPTH, O_TAG = range(5)                      # own (int64); obits: near, any, own class
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, _nrt=False)
 def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, obits, ot, extra_anc, extra_near):
     """The text written since the last boundary (bytes bs..o, code points cs..cp) ends: it becomes block k
     of the current owner ``own[ot]`` unless it is blank (``walk``'s ``_flush``), and the inline elements'
@@ -263,20 +270,22 @@ def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, ob
     return k + 1, o, cp
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, _nrt=False)
 def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre):
-    """Append the text buf[i:j] (entities decoded unless ``raw``) to the block being written (code points
-    from cs): white space collapsed as ``" ".join(raw.split())`` does, or kept in a ``pre`` block (its
-    leading newlines stripped). Returns (ok, o, cp, link, pending, nonws); ok is False at an entity the
-    serializer does not write."""
+    """Append the text buf[i:j] (entities decoded unless ``raw``; when not ``raw``, up to the first "<" before
+    j) to the block being written (code points from cs): white space collapsed as ``" ".join(raw.split())``
+    does, or kept in a ``pre`` block (its leading newlines stripped). Returns (ok, o, cp, link, pending,
+    nonws, where it stopped); ok is False at an entity the serializer does not write."""
     k = i
     while k < j:
         c = np.int64(buf[k])
+        if c == LT and not raw:
+            break
         s0 = k
         if c == AMPERSAND and not raw:
             v, L = _entity(buf, k, j, False)
             if L == 0:
-                return False, o, cp, link, pending, nonws
+                return False, o, cp, link, pending, nonws, k
             k += L
             if v == 0:  # U+00A0: white space for str.split
                 w = True
@@ -319,7 +328,7 @@ def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre
                 out[o + q] = buf[s0 + q]
         o += m
         cp += 1
-    return True, o, cp, link, pending, nonws
+    return True, o, cp, link, pending, nonws, k
 
 
 # One function: the scan's state (open elements, block owners, the block being written) lives in its locals;
@@ -330,7 +339,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     ``tables`` (``dom_scan.TABLES``). Writes the blocks' texts into ``out``, the block table into ``blk`` /
     ``bbits`` and the elements into ``els``, and returns (OK, GIVE_UP or NEED_ROOM, bytes of text, blocks,
     elements)."""
-    (k1, k2, klen, info, default, wbytes, wlen, wbit, first, pairs, rbytes, rlen, rbits, body_tag, pre_tag,
+    (k1, k2, klen, info, default, wbytes, wlen, wbit, pair_first, rbytes, rlen, rbits, body_tag, pre_tag,
      widget) = tables
     n = buf.size
     NW = rbits.shape[1]
@@ -382,15 +391,16 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     while i < n:
         c = buf[i]
         if c != LT:  # a run of text up to the next "<"
-            j = i
-            while j < n and buf[j] != LT:
-                j += 1
             if skip_at < 0:
                 has_parts = True
-                ok, o, cp, link, pending, nonws = _text_run(buf, i, j, False, out, o, cp, cs, link, in_link,
-                                                            pending, nonws, own[ot, O_TAG] == pre_tag)
+                ok, o, cp, link, pending, nonws, j = _text_run(buf, i, n, False, out, o, cp, cs, link, in_link,
+                                                               pending, nonws, own[ot, O_TAG] == pre_tag)
                 if not ok:
                     return GIVE_UP, 0, 0, 0
+            else:
+                j = i
+                while j < n and buf[j] != LT:
+                    j += 1
             i = j
             continue
         # a tag, a comment or a processing instruction (each writes at most one block and one element)
@@ -486,7 +496,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    _class_bits(scratch2, m, wbytes, wlen, wbit, first, pairs, scratch, cm)
+                    _class_bits(scratch2, m, wbytes, wlen, wbit, pair_first, scratch, cm)
                 elif _equals(buf, a0, al, _HIDDEN):
                     hidden = True
                 elif _equals(buf, a0, al, _STYLE):
@@ -604,8 +614,8 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
         in_link = in_link or is_a
         if flags & FLAG_RAW and raw_end > i:  # the element's text, as it is
             has_parts = True
-            _, o, cp, link, pending, nonws = _text_run(buf, i, raw_end, True, out, o, cp, cs, link, in_link,
-                                                       pending, nonws, own[ot, O_TAG] == pre_tag)
+            _, o, cp, link, pending, nonws, _ = _text_run(buf, i, raw_end, True, out, o, cp, cs, link, in_link,
+                                                          pending, nonws, own[ot, O_TAG] == pre_tag)
             i = raw_end
     if status != OK:
         return GIVE_UP, 0, 0, 0

@@ -63,7 +63,8 @@ _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
 
 
-@nb.njit(cache=True, inline="always")
+# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
+@nb.njit(cache=True, _nrt=False)
 def _has(keys, h):
     i = np.searchsorted(keys, h)
     return i < keys.size and keys[i] == h
@@ -79,7 +80,8 @@ def _letter(c):
     return (65 <= c <= 90) or (97 <= c <= 122)
 
 
-@nb.njit(cache=True)
+# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
+@nb.njit(cache=True, _nrt=False)
 def _tag_end(buf, j):
     """From just after a tag's name: (index of the ``>`` that ends the tag or -1, number of attributes);
     quoted values are skipped as the HTML tokenizer does."""

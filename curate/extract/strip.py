@@ -118,10 +118,14 @@ def strip_utf8(data, valid: bool = False) -> bytes | None:
     buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     if not valid and not _utf8_valid(buf):
         return None
-    out, size = _strip_scan(buf, np.flatnonzero(buf == LT))
-    if size < 0:
+    ranges, count = _strip_scan(buf, np.flatnonzero(buf == LT))
+    if count < 0:
         return None
-    return out[:size].tobytes()
+    # the text between the matches, a space for each match (copied by bytes.join: a compiled loop copies a
+    # byte at a time)
+    view = memoryview(buf)
+    cuts = ranges[:count].ravel().tolist()
+    return b" ".join([view[a:b] for a, b in zip([0] + cuts[1::2], cuts[0::2] + [buf.size])])
 
 
 def utf8(html: str) -> bytes | None:
@@ -218,7 +222,8 @@ _GT_FROM, _GT_AT, _CMT_FROM, _CMT_AT, _CLOSE_FROM, _CLOSE_AT, _CLOSE_END = 0, 1,
 _MEMO_SLOTS = 16
 
 
-@nb.njit(cache=True)
+# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
+@nb.njit(cache=True, _nrt=False)
 def _match_at(buf, lt, t, names, lens, memo):
     """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
     "<"); ``_NO_MATCH``; or ``_UNSURE`` where a non-ASCII character could change the regular expression's
@@ -294,30 +299,23 @@ def _match_at(buf, lt, t, names, lens, memo):
 
 @nb.njit(cache=True)
 def _strip_scan(buf, lt):
-    """``_STRIP_RE.sub(" ", ...)`` over UTF-8 bytes (``lt``: the positions of "<"): (output buffer, its
-    length), length -1 when unsure. The text between matches is copied in slices."""
-    n = buf.size
-    out = np.empty(n, dtype=np.uint8)
-    memo = np.full(_MEMO_SLOTS, n + 1, dtype=np.int64)
-    o = 0
+    """The matches of ``_STRIP_RE`` in UTF-8 bytes (``lt``: the positions of "<"), in order: ([start, end)
+    per match, their count); count -1 when unsure. ``_STRIP_RE.sub(" ", ...)`` is the bytes between them
+    with a space for each."""
+    ranges = np.empty((lt.size, 2), dtype=np.int64)
+    count = 0
+    memo = np.full(_MEMO_SLOTS, buf.size + 1, dtype=np.int64)
     i = 0  # bytes before i are done
-    t = 0
-    while t < lt.size:
+    for t in range(lt.size):
         p = lt[t]
         if p < i:  # inside the last match
-            t += 1
             continue
         e = _match_at(buf, lt, t, _STRIP_NAMES, _STRIP_LENS, memo)
         if e == _UNSURE:
-            return out, -1
+            return ranges, -1
         if e >= 0:
-            out[o:o + p - i] = buf[i:p]
-            o += p - i
-            out[o] = SPACE
-            o += 1
+            ranges[count, 0] = p
+            ranges[count, 1] = e
+            count += 1
             i = e
-        t += 1
-    out[o:o + n - i] = buf[i:n]
-    o += n - i
-    return out, o
-
+    return ranges, count
