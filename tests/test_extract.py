@@ -825,3 +825,28 @@ def test_repeated_blocks_are_counted_as_a_counter_counts_them():
         counts = Counter(texts)
         n_chars, cps = _code_points(texts)
         assert _repeats(cps, n_chars).tolist() == [float(counts[t]) for t in texts]
+
+
+def test_the_garbage_collector_is_paused_only_while_a_batch_is_extracted(monkeypatch):
+    import gc
+
+    seen = []
+
+    def engine(html, url="", **kw):
+        seen.append(gc.isenabled())
+        if b"BOOM" in html:
+            raise RuntimeError("parser bug")
+        return "main text of the page " * 5
+
+    monkeypatch.setattr(ex, "extract_blocks_utf8", engine)
+    t = _table([("a", "<p>one</p>", HTML), ("b", "<p>BOOM</p>", HTML)])
+    assert gc.isenabled()
+    res = Extract("extract", Params()).apply(t)
+    assert seen[-2:] == [False, False] and gc.isenabled()  # back on after the batch, an engine error or not
+    assert res.dropped["reason"].to_pylist() == ["extract_error"]
+    gc.disable()
+    try:
+        Extract("extract", Params()).apply(t)
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()

@@ -93,14 +93,13 @@ def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarr
     size = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts))
     chars = size * keep
     prob = prob.copy()
-    inv, main = _largest(groups[:, _MAIN_LEVEL], chars)
-    unsure = np.flatnonzero((inv == main) & ~keep & (prob >= threshold * _UNSURE))
+    unsure = np.flatnonzero(_in_largest(groups[:, _MAIN_LEVEL], chars) & ~keep & (prob >= threshold * _UNSURE))
     lift = [i for i in unsure.tolist() if len(_WORDS.findall(texts[i])) >= _UNSURE_WORDS]
     prob[lift] = threshold
-    inv, main = _largest(groups[:, _REGION_LEVEL], chars)
-    drop = (inv != main) & keep & (prob < threshold * _SURE) & (size >= _SURE_CHARS)
+    in_main = _in_largest(groups[:, _REGION_LEVEL], chars)
+    drop = ~in_main & keep & (prob < threshold * _SURE) & (size >= _SURE_CHARS)
     if drop.any():  # a block right next to the article's kept text stays (a credit line, a lead): next_to
-        drop &= ~next_to(keep, inv == main)
+        drop &= ~next_to(keep, in_main)
     prob[drop] = 0.0
     return prob
 
@@ -153,10 +152,10 @@ def page_chrome(chrome, prob) -> np.ndarray:
     return prob
 
 
-def _largest(owner: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
-    """(each block's index among the distinct ``owner`` values, the index holding the most ``chars``)."""
-    ids, inv = np.unique(owner, return_inverse=True)
-    return inv, int(np.argmax(np.bincount(inv, weights=chars, minlength=ids.size)))
+def _in_largest(owner: np.ndarray, chars: np.ndarray) -> np.ndarray:
+    """Per block, whether its ``owner`` (an element index) is the one holding the most ``chars`` (the first
+    such element in document order where several do)."""
+    return owner == np.argmax(np.bincount(owner, weights=chars))
 
 
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",

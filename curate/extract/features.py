@@ -551,23 +551,32 @@ def _fill(out, ts, own, n_own, anc, n_anc, near, any_, n_words, groups, el_log_c
         largest = max(largest, ts[i, 0])
     last = np.float32(max(n - 1, 1))
     before = np.float32(0.0)
+    out[:] = 0.0  # the one-hot and bit columns: mostly 0, their 1s set below
     for i in range(n):
         row = out[i]
         c = 0
         for j in range(ts.shape[1]):
             row[c + j] = ts[i, j]
         c += ts.shape[1]
-        for j in range(n_own):
-            row[c + j] = 0.0
         row[c + own[i]] = 1.0
         c += n_own
         a = anc[i]
-        for j in range(n_anc):
-            row[c + j] = np.float32((a >> j) & 1)
+        j = 0
+        while a != 0 and j < n_anc:
+            if a & 1:
+                row[c + j] = 1.0
+            a >>= 1
+            j += 1
         c += n_anc
         for bits in (near, any_):
-            for j in range(n_words):
-                row[c + j] = np.float32((bits[i, j >> 6] >> np.uint64(j & 63)) & np.uint64(1))
+            for k in range(bits.shape[1]):
+                word = bits[i, k]
+                j = 64 * k
+                while word != 0 and j < n_words:
+                    if word & np.uint64(1):
+                        row[c + j] = 1.0
+                    word >>= np.uint64(1)
+                    j += 1
             c += n_words
         for k in range(groups.shape[1]):
             g = groups[i, k]

@@ -43,6 +43,7 @@ from curate.extract.deadline import CpuDeadline, ExtractTimeout
 from curate.extract.engines import ENGINES, engine_function
 from curate.extract.shape import bound_shape, warm_shape
 from curate.extract.strip import strip_html, strip_utf8
+from curate.gc_pause import gc_paused
 from curate.schema import CONTENT_TYPE, HTML, PLAIN, TEXT, URL
 from curate.stage_watch import at_doc
 from curate.stages.base import MapStage, StageResult, split
@@ -115,7 +116,7 @@ class Extract(MapStage):
         if p.engine == "blocks":
             warm_blocks(p.model)
         warm_shape()
-        with CpuDeadline(p.timeout_s) as deadline:
+        with CpuDeadline(p.timeout_s) as deadline, gc_paused():  # the loop leaves no cycles
             for i in range(n):
                 if not is_html[i]:
                     continue

@@ -15,14 +15,13 @@ computes what it needs.
 """
 from __future__ import annotations
 
-import gc
 import re
-from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, filterfalse, islice, repeat
 
 import numpy as np
 
+from curate.gc_pause import gc_paused
 from curate.text.sentence_codes import chunk_codes
 from curate.text.spacy_shortcuts import (ASCII_LOWER, COMPOUND_LANGUAGES, MARKS, SHORTCUT_LANGUAGES, compound_tokens,
                                          plain_tokens, rule_cores)
@@ -63,21 +62,6 @@ def _too_long(chunk: str) -> bool:
 
 def _pieces(chunk: str) -> list[str]:
     return [chunk[i:i + LONG_PIECE] for i in range(0, len(chunk), LONG_PIECE)]
-
-
-@contextmanager
-def _gc_paused():
-    """No cyclic garbage collection inside. Learning a batch makes tens of thousands of tuples and
-    lists (of strings and integers only: no reference cycles), which would otherwise start many
-    collections, some of them over the whole heap of the process."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
 
 
 class SpacyWords:
@@ -265,7 +249,7 @@ class SpacyWords:
         """Learn the chunks of many texts at once: one spaCy call (and one ``memory_zone``) for a
         batch instead of one per text. Each text's chunk ids go into its ``Recent`` in ``recent``
         (text -> Recent; texts langid has seen are there with its word ids)."""
-        with _gc_paused():
+        with gc_paused():
             self._prefetch(texts, recent)
 
     def _prefetch(self, texts: list[str], recent: dict) -> None:
