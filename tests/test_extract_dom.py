@@ -62,6 +62,16 @@ def test_real_pages_are_read_by_the_compiled_scan_and_match_walk():
     assert compiled == len(pages)  # no real page needs the Python walk
 
 
+def test_lexbors_serialization_read_in_place_is_what_node_html_gives(monkeypatch):
+    assert X._SERIALIZE is not None  # selectolax exports lexbor's serializer: the scan reads its bytes in place
+    for html in _real_pages()[:40] + ["<p>é 東京 \U0001F600 &amp; &lt;x&gt;\u00a0</p>", "<html><body></body></html>"]:
+        tree = _tree(html)
+        if tree is not None:
+            assert bytes(X.body_utf8(tree)) == tree.body.html.encode()
+    monkeypatch.setattr(X, "_SERIALIZE", None)  # without it, through node.html: the same walk
+    assert _check(_real_pages()[0])
+
+
 # ------------------------------------------------------------------------------------------ tag soup
 
 TAGS = ["p", "div", "span", "a", "li", "ul", "ol", "pre", "b", "i", "code", "em", "section", "article", "nav",
