@@ -8,6 +8,7 @@ import numpy as np
 
 from curate.extract.ascii import CASE_OFFSET, LT, SLASH, UPPER_A, UPPER_Z
 from curate.extract.chars import is_word as _is_word
+from curate.extract.jit import NO_REFCOUNTS
 
 _D, _I, _V = map(ord, "div")
 _S, _P, _A, _N = map(ord, "span")
@@ -137,11 +138,10 @@ _HIGH8 = np.uint64(0x8080808080808080)
 _LT8 = np.uint64(LT) * _ONES8
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _tag_at(buf, i, m, n_exact, closing, after):
     """``_tag_scan`` at the "<" at byte i: (candidates so far, exact tags so far), a candidate recorded in
-    ``closing`` / ``after``. (Compiled without numba's reference counts, ``_nrt=False``: called once per
-    "<", the counts on its array arguments would cost more than its work; it allocates nothing.)"""
+    ``closing`` / ``after`` (called per "<": compiled without reference counts, ``jit.NO_REFCOUNTS``)."""
     # the first letter of a name that folds to "div" or "span": d, D, s, S or U+017F (lead byte 0xC5); most
     # tags start otherwise and are passed over without decoding
     b = buf[i + 1] if i + 1 < buf.size else 0

@@ -4,10 +4,8 @@ the blocks of ``dom_walk.walk`` as arrays (see ``dom_scan`` for what it reads an
 One file with its byte-level helpers: numba's cache keys a compiled function on its own file, so a helper
 changed in another file would leave a stale cached kernel behind.
 
-The helpers called per tag, attribute or text run take arrays and are compiled with ``_nrt=False``: numba
-otherwise counts references on each array argument of each call with atomic operations, which cost more
-than the helpers' work (a fifth of the scan's time, a third of the stripping's); they allocate nothing, as
-such a function must not. The same holds in ``strip``, ``shape`` and ``depth``.
+The helpers called per tag, attribute or text run take arrays: they are compiled without reference counts
+(``jit.NO_REFCOUNTS``) and allocate nothing.
 """
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ import numpy as np
 
 from curate.extract.ascii import (AMPERSAND, BANG, CARRIAGE_RETURN, CASE_OFFSET, DASH, EQUALS, FILE_SEPARATOR, GT, LT,
                                   NEWLINE, QUESTION, QUOTE, SLASH, SPACE, TAB, UPPER_A, UPPER_Z)
+from curate.extract.jit import NO_REFCOUNTS
 
 OK = 0
 GIVE_UP = 1
@@ -104,7 +103,7 @@ def _starts(buf, s, end, pat):
     return True
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _unescape(buf, s, e, out):
     """The attribute value buf[s:e] with its entities replaced, into ``out``: its length, or -1."""
     o = 0
@@ -130,7 +129,7 @@ def _unescape(buf, s, e, out):
     return o
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _contains(a, n, pat):
     m = pat.size
     for i in range(n - m + 1):
@@ -142,7 +141,7 @@ def _contains(a, n, pat):
     return False
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _class_bits(v, n, wbytes, wlen, wbit, pair_first, scratch, cm):
     """OR into ``cm`` the class words that ``_CLASS_WORD_RE.findall(value.lower())`` finds in the unescaped
     value v[:n]: lower-case ASCII; U+0130 lower-cases to "i" and a combining dot, U+212A to "k"; any other
@@ -192,7 +191,7 @@ def _class_bits(v, n, wbytes, wlen, wbit, pair_first, scratch, cm):
         p += hit if hit else 1
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _equals(buf, a, n, pat):
     """Whether buf[a:a+n] is ``pat``."""
     if n != pat.size:
@@ -203,7 +202,7 @@ def _equals(buf, a, n, pat):
     return True
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _same(buf, a, b, n):
     for j in range(n):
         if buf[a + j] != buf[b + j]:
@@ -211,7 +210,7 @@ def _same(buf, a, b, n):
     return True
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _lookup(buf, s, n, k1, k2, klen):
     """Index of the tag name buf[s:s+n] in the table, or -1."""
     if n > 16:
@@ -237,7 +236,7 @@ E_PARENT, E_CHARS, E_LINK = range(3)                               # els (int64)
 O_EI, O_OWN, O_ANC, O_DEPTH, O_TAG = range(5)                      # own (int64); obits: near, any, own class
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, obits, ot, extra_anc, extra_near):
     """The text written since the last boundary (bytes bs..o, code points cs..cp) ends: it becomes block k
     of the current owner ``own[ot]`` unless it is blank (``walk``'s ``_flush``), and the inline elements'
@@ -270,7 +269,7 @@ def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, ob
     return k + 1, o, cp
 
 
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre):
     """Append the text buf[i:j] (entities decoded unless ``raw``; when not ``raw``, up to the first "<" before
     j) to the block being written (code points from cs): white space collapsed as ``" ".join(raw.split())``

@@ -28,6 +28,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from curate.extract.jit import NO_REFCOUNTS
+
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
 MAX_FORMATTING = 16   # formatting elements (b, i, font, a, ...) active at once (opened, not ended)
 MAX_ATTRIBUTES = 256  # attributes of one element
@@ -63,8 +65,7 @@ _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
 
 
-# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _has(keys, h):
     i = np.searchsorted(keys, h)
     return i < keys.size and keys[i] == h
@@ -80,8 +81,7 @@ def _letter(c):
     return (65 <= c <= 90) or (97 <= c <= 122)
 
 
-# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _tag_end(buf, j):
     """From just after a tag's name: (index of the ``>`` that ends the tag or -1, number of attributes);
     quoted values are skipped as the HTML tokenizer does."""

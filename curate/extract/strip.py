@@ -20,6 +20,7 @@ import numpy as np
 
 from curate.extract.ascii import (BANG, CARRIAGE_RETURN, CASE_OFFSET, DASH, DIGIT_0, DIGIT_9, FILE_SEPARATOR, GT,
                                   LOWER_A, LOWER_Z, LT, SLASH, SPACE, TAB, UNDERSCORE, UPPER_A, UPPER_Z)
+from curate.extract.jit import NO_REFCOUNTS
 
 # "<script ...> ... </script>" (and style, svg, template) with the body matched as runs of non-"<" characters
 # and "<" not starting the closing tag (linear in the page), and HTML comments.
@@ -222,8 +223,7 @@ _GT_FROM, _GT_AT, _CMT_FROM, _CMT_AT, _CLOSE_FROM, _CLOSE_AT, _CLOSE_END = 0, 1,
 _MEMO_SLOTS = 16
 
 
-# no reference counts on its arrays (called per tag; see ``dom_scan_kernel``'s doc)
-@nb.njit(cache=True, _nrt=False)
+@nb.njit(**NO_REFCOUNTS)
 def _match_at(buf, lt, t, names, lens, memo):
     """Where a match of ``_STRIP_RE`` that starts at the "<" ``lt[t]`` ends (``lt``: the positions of all
     "<"); ``_NO_MATCH``; or ``_UNSURE`` where a non-ASCII character could change the regular expression's
