@@ -601,6 +601,35 @@ def test_too_deep_counts_div_and_span_tags_like_the_regular_expression():
         assert f("<div>é\U0001F600<dİv>" * 201, 200) and not f("<divé>" * 300, 200)
 
 
+def test_the_shape_scans_div_and_span_counts_give_the_depth_scans_verdict():
+    import random
+
+    from curate.extract import depth
+    from curate.extract.shape import bound_shape
+
+    rng = random.Random(3)
+    pieces = ["<div>", "</div>", "<DIV class=x>", "</Div >", "<span>", "</SPAN>", "<divx>", "<div-a>", "<spané>",
+              "<dİv>", "<ſpan>", "</ſpan>", "<div\u00a0>", "x", "é", "<p>", "<", "</", "<divé", "<span", "<dIv>",
+              "<SpAn>", "<div_", "<span1>", "</span\t>", "<Section>", "<s>", "<d", '<a title="<div>">', "<sp",
+              "<b>", "</b>", "<img alt='</span>'>", "<!-- <div> -->", "<dıv>", " " * 50]
+    # whole tags in ASCII, no "<" inside a tag: nothing to be unsure about
+    plain = [p for p in pieces if p.isascii() and "=" not in p and "!" not in p and (p.count("<") == p.count(">"))]
+    answered = 0
+    for k in range(400):
+        pool = plain if k % 2 else pieces
+        html = "<div>" * rng.randint(0, 40) + "".join(rng.choice(pool) for _ in range(rng.randint(0, 300)))
+        html += "<p>" + "text " * 250 + "</p>" + rng.choice(["", "<div", "<span", "<"])
+        data = html.encode("utf-8")
+        for limit in (3, 10, 25, 200):
+            depth.remember_depth(b"", 0, 0, 0, 0, 0)  # forget: the verdict read from the page itself
+            want = depth.too_deep_utf8(data, limit)
+            out, left_out, cut = bound_shape(data)
+            if out is data:
+                answered += depth._KNOWN[0] is data
+                assert depth.too_deep_utf8(data, limit) == want, (html, limit)
+    assert answered >= 600  # most plain pages (4 limits each): the shape scan's counts were used
+
+
 def test_pages_a_limit_sets_aside_have_their_size_in_the_stats(monkeypatch, tmp_path):
     script = "<script>" + "var a = 1;" * 3000 + "</script>"  # 30 kB cut before the size limit
     big = "<html><body>" + script + "<p>" + "word " * 400 + "</p></body></html>"

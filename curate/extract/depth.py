@@ -59,10 +59,26 @@ def too_deep(html: str, limit: int) -> bool:
     return int(np.cumsum(step).max()) > limit
 
 
+# the counts of ``too_deep_utf8`` for one page (the bytes object itself, and its counts), as the page-shape scan
+# found them while it read the page (``shape.bound_shape``, which the stage runs first): asked about that same
+# object, ``too_deep_utf8`` answers from them instead of reading the page again
+_KNOWN: tuple = (None, ())
+
+
+def remember_depth(data: bytes, n_lt: int, n_exact: int, n_tags: int, n_kept: int, deepest: int) -> None:
+    """What ``too_deep_utf8`` counts on ``data``: "<", exact "<div" / "<DIV" / "<span", div / span tags, those
+    not followed by a word character, the deepest they nest."""
+    global _KNOWN
+    _KNOWN = (data, (n_lt, n_exact, n_tags, n_kept, deepest))
+
+
 def too_deep_utf8(data: bytes, limit: int) -> bool:
     """``too_deep`` of the page given as its UTF-8 bytes: the same tag matches, found by one compiled scan
     over the bytes (``_tag_scan``); only the character after each ``div`` / ``span`` goes through
-    ``_is_word``."""
+    ``_is_word``. From ``remember_depth``'s counts when they are this page's."""
+    known = _KNOWN
+    if known[0] is data:
+        return all(count > limit for count in known[1])
     n_lt, n_exact, m, closing, after = _tag_scan(np.frombuffer(data, dtype=np.uint8))
     if n_lt <= limit or n_exact <= limit or m <= limit:
         return False

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from curate.extract.depth import remember_depth
 from curate.extract.jit import NO_REFCOUNTS
 
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
@@ -117,10 +118,72 @@ def _tag_end(buf, j):
 
 # a compiled kernel kept whole: one state machine over the bytes, its stack and counters in locals (split into
 # helpers it would pass that state back and forth per tag)
+# what ``depth.too_deep_utf8`` reads off a page, counted by the scan (``_div_span_at``): "<" visited, exact
+# "<div" / "<DIV" / "<span", div / span tags, those not followed by a word character, the deepest nesting of
+# those, and whether a "<" could not be read in ASCII (then the depth scan reads the page itself)
+_LT, _EXACT, _TAGS, _KEPT, _DEEPEST, _UNSURE, _DEPTH = range(7)
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _div_span_at(buf, i, facts):
+    """The "<" at byte i as ``depth._tag_scan`` and ``too_deep_utf8`` count it, in ASCII: a name that folds to
+    "div" or "span" (``</?(?:div|span)\\b``, case-insensitive), a step in or out of the nesting when the byte
+    after it is not a word character. A non-ASCII byte where it could matter (U+017F folds to "s", U+0130 and
+    U+0131 to "i", ``\\b`` knows every script's letters): unsure."""
+    n = buf.size
+    facts[_LT] += 1
+    j = i + 1
+    close = j < n and buf[j] == 47
+    if close:
+        j += 1
+    b0 = buf[j] if j < n else 0  # past the page's end: NUL, as the depth scan reads it there
+    if b0 >= 0x80:
+        facts[_UNSURE] |= b0 == 0xC5  # U+017F ("s" under re.I) starts with 0xC5
+        return
+    low = b0 | 32
+    if low != 100 and low != 115:  # d, s
+        return
+    b1 = buf[j + 1] if j + 1 < n else 0
+    b2 = buf[j + 2] if j + 2 < n else 0
+    b3 = buf[j + 3] if j + 3 < n else 0
+    b4 = buf[j + 4] if j + 4 < n else 0
+    if b1 >= 0x80 or b2 >= 0x80 or b3 >= 0x80:
+        facts[_UNSURE] = 1
+        return
+    if low == 100 and b1 | 32 == 105 and b2 | 32 == 118:  # div
+        if not close and ((b0 == 100 and b1 == 105 and b2 == 118) or (b0 == 68 and b1 == 73 and b2 == 86)):
+            facts[_EXACT] += 1
+        after = b3
+    elif low == 115 and b1 | 32 == 112 and b2 | 32 == 97 and b3 | 32 == 110:  # span
+        if not close and b0 == 115 and b1 == 112 and b2 == 97 and b3 == 110:
+            facts[_EXACT] += 1
+        after = b4
+    else:
+        return
+    facts[_TAGS] += 1
+    if after >= 0x80:
+        facts[_UNSURE] = 1
+        return
+    if (48 <= after <= 57) or (65 <= after <= 90) or (97 <= after <= 122) or after == 95:  # \\w: no tag
+        return
+    facts[_KEPT] += 1
+    facts[_DEPTH] += -1 if close else 1
+    if facts[_DEPTH] > facts[_DEEPEST]:
+        facts[_DEEPEST] = facts[_DEPTH]
+
+
 @nb.njit(cache=True)
-def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select):
+def _count_lt(buf):
+    c = 0
+    for i in range(buf.size):
+        c += buf[i] == 60
+    return c
+
+
+@nb.njit(cache=True)
+def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select, facts):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
-    were cut, deepest stack seen)."""
+    were cut, deepest stack seen); ``facts`` (``_LT`` ...) filled for ``depth.too_deep_utf8``."""
     n = buf.size
     stack = np.zeros(max_open + 1, dtype=np.uint64)
     is_fmt = np.zeros(max_open + 1, dtype=np.bool_)  # per open element: a formatting element
@@ -144,6 +207,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
         if buf[i] != 60:  # <
             i += 1
             continue
+        _div_span_at(buf, i, facts)
         start = i
         if start - 1 > prev_end:
             last_kept = start - 1  # text since the last tag
@@ -241,9 +305,14 @@ def bound_shape(data: bytes) -> tuple[bytes, int, int]:
     if len(data) < 4 * MAX_ATTRIBUTES and data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING):
         return data, 0, 0  # too few tags to go past any bound
     buf = np.frombuffer(data, dtype=np.uint8)
+    facts = np.zeros(_DEPTH + 1, dtype=np.int64)
     keep, left_out, cut, _ = _scan(buf, _VOID, _KIN, _FMT, MAX_OPEN, MAX_FORMATTING, MAX_ATTRIBUTES,
-                                   _SELECT, _ENDS_SELECT, MAX_SELECT_TAGS)
+                                   _SELECT, _ENDS_SELECT, MAX_SELECT_TAGS, facts)
     if keep.size == 0:
+        # the page as it is: what the depth scan would count on it is known when every "<" was read outside a
+        # tag (none inside an attribute value, none after a tag cut off by the page's end) and in ASCII
+        if not facts[_UNSURE] and facts[_LT] == _count_lt(buf):
+            remember_depth(data, *facts[[_LT, _EXACT, _TAGS, _KEPT, _DEEPEST]].tolist())
         return data, 0, 0
     return buf[keep].tobytes(), left_out, cut
 
@@ -252,7 +321,8 @@ def deepest_open(data: bytes) -> int:
     """How deep the scan's stack of open elements went (for tests and benchmarks)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     big = len(data) // 2 + 1  # more elements than that cannot be open
-    return int(_scan(buf, _VOID, _KIN, _FMT, big, big, big, _SELECT, _ENDS_SELECT, big)[3])
+    facts = np.zeros(_DEPTH + 1, dtype=np.int64)
+    return int(_scan(buf, _VOID, _KIN, _FMT, big, big, big, _SELECT, _ENDS_SELECT, big, facts)[3])
 
 
 _WARM = []
