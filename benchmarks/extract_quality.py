@@ -346,11 +346,12 @@ def speed_parts(pages, n_pages: int, name: str, passes: int = 3) -> None:
     from curate.extract.features import chrome_blocks, features, link_columns
     from curate.extract.model import cached
     from curate.extract.shape import bound_shape
-    from curate.extract.strip import strip_utf8
+    from curate.extract.strip import strip_utf8, utf8
 
     n = len(pages)
     sp = pages[:: max(1, n // n_pages)][: n_pages]
     raws = [p.html.encode("utf-8", "surrogatepass") for p in sp]
+    valid = [utf8(p.html) is not None for p in sp]  # as Arrow's check in the stage (no lone surrogates)
     warm_blocks()
     m = cached("")
     t: dict[str, float] = defaultdict(float)
@@ -362,13 +363,13 @@ def speed_parts(pages, n_pages: int, name: str, passes: int = 3) -> None:
         return out
 
     for _ in range(passes):
-        for raw in raws:
-            data = timed("cut scripts and styles (strip_utf8)", strip_utf8, raw)
+        for raw, ok in zip(raws, valid):
+            data = timed("cut scripts and styles (strip_utf8)", strip_utf8, raw, ok)
             data = timed("page-shape scan (bound_shape)", bound_shape, data)[0]
-            timed("depth scan (too_deep_utf8)", too_deep_utf8, data, MAX_DEPTH)
+            timed("depth scan (too_deep_utf8; from the shape scan's counts)", too_deep_utf8, data, MAX_DEPTH)
             tree = timed("lexbor parse", parse, None, data)
             if tree is not None:
-                timed("  lexbor serialization (within the DOM walk)", lambda: tree.body.html)
+                timed("  lexbor serialization (within the DOM walk)", dom_scan.body_utf8, tree)
                 timed("DOM walk (serialization, compiled scan)", dom_scan.walk_arrays, tree)
             b = timed("features, whole", features, None, True, data)
             if b is not None:
