@@ -10,7 +10,7 @@ def gc_paused():
     """No cyclic garbage collection inside (it is turned back on after, if it was on). For loops that make
     many short-lived lists and tuples but no reference cycles (learning spaCy's tokens of a batch, extracting
     a batch of pages): their allocations would otherwise start collections, some of them over every object
-    of the process, which took a few percent of their time."""
+    of the process."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -778,6 +778,8 @@ def test_both_stripping_scans_give_the_regular_expressions_text(wcxb_pages):
         assert strip_html(p["html"]) == want, p["id"]
         assert strip_utf8(p["html"].encode()) == want.encode(), p["id"]
     assert strip_utf8(b"<p>\xff</p>") is None  # not UTF-8
+    many = "".join(rng.choice(["<!---->", "<script>1</script>", "é", "<p>x</p>", " "]) for _ in range(30000))
+    assert strip_utf8(many.encode()) == strip_regex(many).encode()  # thousands of matches: copied by a kernel
 
 
 @pytest.mark.parametrize("unit", ["<template>", "<style>x<", "<!--", "<script ", "<script>a</scrip"])

@@ -122,11 +122,36 @@ def strip_utf8(data, valid: bool = False) -> bytes | None:
     ranges, count = _strip_scan(buf, np.flatnonzero(buf == LT))
     if count < 0:
         return None
-    # the text between the matches, a space for each match (copied by bytes.join: a compiled loop copies a
-    # byte at a time)
+    if count > _JOIN_MAX:  # a crafted page of many matches: no Python object per match
+        return _between(buf, ranges, count).tobytes()
+    # the text between the matches, a space for each match, copied once (into the bytes object)
     view = memoryview(buf)
     cuts = ranges[:count].ravel().tolist()
     return b" ".join([view[a:b] for a, b in zip([0] + cuts[1::2], cuts[0::2] + [buf.size])])
+
+
+_JOIN_MAX = 4096  # matches a page's stripping joins in Python (real pages have tens)
+
+
+@nb.njit(cache=True)
+def _between(buf, ranges, count):
+    """The bytes of ``buf`` between the ``count`` ``ranges``, a space for each range."""
+    cut = 0
+    for k in range(count):
+        cut += ranges[k, 1] - ranges[k, 0]
+    out = np.empty(buf.size - cut + count, dtype=np.uint8)
+    o = 0
+    i = 0
+    for k in range(count + 1):
+        stop = ranges[k, 0] if k < count else buf.size
+        for x in range(i, stop):
+            out[o] = buf[x]
+            o += 1
+        if k < count:
+            out[o] = SPACE
+            o += 1
+            i = ranges[k, 1]
+    return out
 
 
 def utf8(html: str) -> bytes | None:
@@ -302,7 +327,7 @@ def _strip_scan(buf, lt):
     """The matches of ``_STRIP_RE`` in UTF-8 bytes (``lt``: the positions of "<"), in order: ([start, end)
     per match, their count); count -1 when unsure. ``_STRIP_RE.sub(" ", ...)`` is the bytes between them
     with a space for each."""
-    ranges = np.empty((lt.size, 2), dtype=np.int64)
+    ranges = np.empty((16, 2), dtype=np.int64)  # grown as matches come (a page has tens)
     count = 0
     memo = np.full(_MEMO_SLOTS, buf.size + 1, dtype=np.int64)
     i = 0  # bytes before i are done
@@ -314,6 +339,10 @@ def _strip_scan(buf, lt):
         if e == _UNSURE:
             return ranges, -1
         if e >= 0:
+            if count == ranges.shape[0]:
+                grown = np.empty((2 * count, 2), dtype=np.int64)
+                grown[:count] = ranges
+                ranges = grown
             ranges[count, 0] = p
             ranges[count, 1] = e
             count += 1
