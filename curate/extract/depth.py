@@ -119,13 +119,20 @@ def _fold1(cp):
 
 
 @nb.njit(cache=True)
+def count_lt(buf):
+    """How many "<" the UTF-8 bytes ``buf`` hold."""
+    c = 0
+    for i in range(buf.size):
+        c += buf[i] == LT
+    return c
+
+
+@nb.njit(cache=True)
 def _tag_scan(buf):
     """One pass over UTF-8 bytes for ``too_deep``: the number of "<", of exact "<div" / "<DIV" / "<span",
     and the candidate tags ``</?(?:div|span)`` (letters folded as ``_folded`` does): how many, whether each
     closes, and the code point after its name (whether that one is a word character is decided outside)."""
-    cap = 1  # one candidate per "<" at most (counted first: arrays sized by the page's bytes cost more)
-    for i in range(buf.size):
-        cap += buf[i] == LT
+    cap = count_lt(buf) + 1  # one candidate per "<" at most (arrays sized by the page's bytes cost more)
     closing = np.zeros(cap, dtype=np.bool_)
     after = np.zeros(cap, dtype=np.uint32)
     n_lt = 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from curate.extract.depth import remember_depth
+from curate.extract.depth import count_lt, remember_depth
 from curate.extract.jit import NO_REFCOUNTS
 
 MAX_OPEN = 256        # elements open at once (lexbor's cost per start tag grows with it)
@@ -173,14 +173,6 @@ def _div_span_at(buf, i, facts):
 
 
 @nb.njit(cache=True)
-def _count_lt(buf):
-    c = 0
-    for i in range(buf.size):
-        c += buf[i] == 60
-    return c
-
-
-@nb.njit(cache=True)
 def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select, facts):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
     were cut, deepest stack seen); ``facts`` (``_LT`` ...) filled for ``depth.too_deep_utf8``."""
@@ -311,7 +303,7 @@ def bound_shape(data: bytes) -> tuple[bytes, int, int]:
     if keep.size == 0:
         # the page as it is: what the depth scan would count on it is known when every "<" was read outside a
         # tag (none inside an attribute value, none after a tag cut off by the page's end) and in ASCII
-        if not facts[_UNSURE] and facts[_LT] == _count_lt(buf):
+        if not facts[_UNSURE] and facts[_LT] == count_lt(buf):
             remember_depth(data, *facts[[_LT, _EXACT, _TAGS, _KEPT, _DEEPEST]].tolist())
         return data, 0, 0
     return buf[keep].tobytes(), left_out, cut
