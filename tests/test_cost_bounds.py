@@ -166,6 +166,27 @@ def test_a_selects_tags_are_left_out_only_past_its_bound():
         assert bound_shape(ended.replace(b"<option>o</select>", b"<option>o<option>o</select>"))[1] == 0
 
 
+@pytest.mark.parametrize("name", ["html", "body", "HTML", "Body"])
+def test_attributes_merged_across_repeated_html_or_body_tags_are_bounded(name):
+    """A second ``<html>`` / ``<body>`` start tag opens nothing: the tree builder adds its attributes to the
+    element already open, so all such tags count as one element's attributes (40,000 merged took lexbor 2.7 s,
+    growing with their square)."""
+    import re
+
+    from curate.extract.shape import MAX_ATTRIBUTES, bound_shape
+
+    tags = "".join(f"<{name} " + " ".join(f"a{i}_{j}=v" for j in range(100)) + f"></{name}>" for i in range(50))
+    page = f"<html lang=en><body class=post><p>text</p>{tags}<p>after</p></body></html>".encode()
+    out, left_out, cut = bound_shape(page)
+    merged = re.findall(rb"<" + name.encode() + rb"( [^>]*)?>", out)
+    kept = sum(m.count(b"=") for m in merged)
+    assert kept <= MAX_ATTRIBUTES and cut >= 40 and left_out == 0
+    assert b"<p>text</p>" in out and b"<p>after</p>" in out and b"<html lang=en><body class=post>" in out
+    # a real page's pair of tags (a template that writes <body> twice) stays as it is
+    real = b"<html lang=en><head><title>t</title></head><body class=a><body class=b id=c><p>x</p>" + b"<br>" * 20
+    assert bound_shape(real) == (real, 0, 0)
+
+
 def test_real_page_shapes_are_left_alone():
     from curate.extract.shape import bound_shape
 

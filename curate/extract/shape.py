@@ -12,7 +12,8 @@ open elements the way a tree builder would (void elements; ``p``, ``li``, ``td``
 their kind above formatting elements and others of that group; an end tag popping to its element), and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
-all. The text stays. Every step of the scan is bounded, so the whole is linear in the page's size. A tag left out right after a
+all, and so does an ``<html>`` or ``<body>`` tag that would take the attributes of all such tags past it (a
+second one opens nothing: the tree builder merges its attributes into the element already open). The text stays. Every step of the scan is bounded, so the whole is linear in the page's size. A tag left out right after a
 "<" keeps its ">": without it the "<" would open a tag from the text that follows (``<<div>section>``
 would become ``<section>``, and the page would nest as deep as before).
 
@@ -64,6 +65,9 @@ def _set(names) -> np.ndarray:
 _VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
 _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
+# a second <html> or <body> start tag opens nothing: the tree builder adds its attributes to the element
+# already open, each checked against those it holds (O(attributes^2) over all such tags)
+_HTML, _BODY = np.uint64(name_hash("html")), np.uint64(name_hash("body"))
 
 
 @nb.njit(**NO_REFCOUNTS)
@@ -175,7 +179,9 @@ def _div_span_at(buf, i, facts):
 @nb.njit(cache=True)
 def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select, facts):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
-    were cut, deepest stack seen); ``facts`` (``_LT`` ...) filled for ``depth.too_deep_utf8``."""
+    were cut, deepest stack seen); ``facts`` (``_LT`` ...) filled for ``depth.too_deep_utf8``. The
+    attributes of all ``<html>`` start tags count as one element's, and those of all ``<body>`` tags as
+    another's: the tree builder merges them."""
     n = buf.size
     stack = np.zeros(max_open + 1, dtype=np.uint64)
     is_fmt = np.zeros(max_open + 1, dtype=np.bool_)  # per open element: a formatting element
@@ -190,6 +196,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     left_out = 0
     cut = 0
     deepest = 0
+    html_attrs = 0  # attributes the <html> start tags kept so far (merged into one element)
+    body_attrs = 0  # and the <body> start tags
     in_select = False  # inside a select (the tree builder's "in select" mode)
     select_tags = 0    # tags read since it opened
     last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
@@ -270,7 +278,15 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                     n_fmt += 1
                 if depth > deepest:
                     deepest = depth
-        if drop or (not closing and attrs > max_attrs):
+        cut_attrs = not closing and attrs > max_attrs
+        if not (drop or closing or cut_attrs) and attrs > 0:
+            if h == _HTML:
+                cut_attrs = html_attrs + attrs > max_attrs
+                html_attrs += 0 if cut_attrs else attrs
+            elif h == _BODY:
+                cut_attrs = body_attrs + attrs > max_attrs
+                body_attrs += 0 if cut_attrs else attrs
+        if drop or cut_attrs:
             if drop:
                 left_out += 1
                 keep[start:end + 1] = False
@@ -291,8 +307,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
 
 
 def bound_shape(data: bytes) -> tuple[bytes, int, int]:
-    """(the page with its depth, open formatting elements, attributes per element and tags per ``<select>``
-    bounded, start tags left out, tags whose attributes were cut). The page itself when it is within the
+    """(the page with its depth, open formatting elements, attributes per element (the ``<html>`` tags'
+    together, and the ``<body>`` tags') and tags per ``<select>`` bounded, start tags left out, tags whose attributes were cut). The page itself when it is within the
     bounds."""
     if len(data) < 4 * MAX_ATTRIBUTES and data.count(b"<") <= min(MAX_OPEN, MAX_FORMATTING):
         return data, 0, 0  # too few tags to go past any bound

@@ -24,7 +24,8 @@ Rows set aside (reason codes):
 - ``extract_error``: the extractor raised (one bad page never stops the shard).
 
   Before any parser sees a page, shapes that cost parsers super-linear time (elements nested more than 256
-  deep, more than 16 formatting elements active, more than 256 attributes on one element) are bounded by
+  deep, more than 16 formatting elements active, more than 256 attributes on one element, or on the
+  ``<html>`` / ``<body>`` tags together, which the tree builder merges) are bounded by
   ``shape.bound_shape`` (the text stays; counters ``shape_tags_left_out``, ``shape_attributes_cut``). The
   time limit is a ``BaseException``: no ``except Exception`` on the way (a parser's, an engine's) swallows
   it, and a page whose time ran out is never parsed again.

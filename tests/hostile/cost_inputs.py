@@ -24,6 +24,13 @@ HTML = {
                                       + "</body></html>",
     "many_attributes": lambda: "<html><body><div " + " ".join(f"a{i}=v" for i in range(N)) + ">text</div>"
                                + "<p>" + "words " * 50 + "</p></body></html>",
+    # a second <html> or <body> tag opens nothing: the tree builder merges its attributes into the element
+    # already open, each checked against the ones it holds (each tag within the per-element bound, and ended
+    # so that it never nests)
+    "attributes_merged_into_html": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "".join(
+        "<html " + " ".join(f"a{i}_{j}=v" for j in range(200)) + "></html>" for i in range(N // 200)) + "</body></html>",
+    "attributes_merged_into_body": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "".join(
+        "<body " + " ".join(f"a{i}_{j}=v" for j in range(200)) + "></body>" for i in range(N // 200)) + "</body></html>",
     # tags the bound leaves out, each after a "<": left out whole, the "<" and the text after them would make
     # the deep nesting again ("<section>", "<dl><dd>")
     "tags_rejoined_by_the_bound": lambda: "<html><body><p>words</p>" + "<<div>section>" * N + "</body></html>",
