@@ -881,3 +881,33 @@ def test_the_garbage_collector_is_paused_only_while_a_batch_is_extracted(monkeyp
         assert not gc.isenabled()  # a caller that turned it off keeps it off
     finally:
         gc.enable()
+
+
+# ------------------------------------------------------------------ <br> line breaks in the blocks engine
+def test_br_line_breaks_are_lines_of_the_blocks_engines_text():
+    """A ``<br>`` inside a block is a line break of the output (as trafilatura and resiliparse write it): the
+    line rules downstream (C4, FineWeb, Gopher's duplicate lines) read a poem or an address as its lines.
+    Several ``<br>`` in a row make one break; one at a block's start or end none; in ``<pre>`` it stays."""
+    from curate.extract.blocks import extract_blocks
+    from curate.extract.dom_scan import compiled_walk, from_walk
+    from curate.extract.dom_walk import parse, walk
+
+    lines = [f"Line number {i} of the poem, where the river runs down to the sea" for i in range(12)]
+    poem = ("<html><body><article><h1>A poem</h1><p><br>" + "<br>\n".join(lines[:6]) + "<br><br> <br>"
+            + "<br><i>".join(lines[6:]) + "</i><br></p><pre>a<br>b</pre></article></body></html>")
+    text = extract_blocks(poem)
+    assert text.split("\n")[:13] == ["A poem"] + lines
+    tree = parse(None, poem.encode("utf-8"))
+    got, want = compiled_walk(tree), from_walk(*walk(tree))
+    assert got.texts == want.texts and any(t == "a\nb" for t in got.texts)
+
+
+def test_a_block_repeated_with_and_without_br_is_written_once():
+    from curate.extract.blocks import assemble
+    from curate.extract.features import _code_points, _repeats
+
+    texts = ["One two three four five", "One two\nthree four five", "Other words here"]
+    assert assemble(texts, ["p", "div", "p"], [0.9, 0.9, 0.9], 0.5, [0, 1, 2]) == \
+        "One two three four five\nOther words here"
+    n_chars, cps = _code_points(texts)
+    assert _repeats(cps, n_chars).tolist() == [2.0, 2.0, 1.0]

@@ -51,16 +51,19 @@ def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=
     prob = np.asarray(prob, dtype=np.float32)
     parents = range(len(texts)) if parents is None else np.asarray(parents).tolist()
     out: list[str] = []
-    seen: dict[str, set] = {}  # text written -> the parents it was written under
+    seen: dict[str, set] = {}  # text written (line breaks as spaces) -> the parents it was written under
+    last = None
     for t, keep, tag, par in zip(texts, (prob >= threshold).tolist(), tags, parents):
         if not keep:
             continue
-        where = seen.get(t)
+        key = t.replace("\n", " ") if "\n" in t else t  # one copy laid out with <br>, the other not: the same
+        where = seen.get(key)
         if where is not None and par not in where and (
-                out[-1] == t or (tag not in ("td", "th") and len(_WORDS.findall(t)) >= 3)):
+                last == key or (tag not in ("td", "th") and len(_WORDS.findall(t)) >= 3)):
             continue
-        seen.setdefault(t, set()).add(par)
+        seen.setdefault(key, set()).add(par)
         out.append(t)
+        last = key
     return "\n".join(out)
 
 

@@ -273,8 +273,9 @@ def _end_block(out, o, cp, bs, cs, nonws, pre, link, k, blk, bbits, els, own, ob
 def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre):
     """Append the text buf[i:j] (entities decoded unless ``raw``; when not ``raw``, up to the first "<" before
     j) to the block being written (code points from cs): white space collapsed as ``" ".join(raw.split())``
-    does, or kept in a ``pre`` block (its leading newlines stripped). Returns (ok, o, cp, link, pending,
-    nonws, where it stopped); ok is False at an entity the serializer does not write."""
+    does, or kept in a ``pre`` block (its leading newlines stripped). ``pending``: what goes before the next
+    character that is not white space (0: nothing, 1: a space, 2: a newline, after a ``br``). Returns (ok, o,
+    cp, link, pending, nonws, where it stopped); ok is False at an entity the serializer does not write."""
     k = i
     while k < j:
         c = np.int64(buf[k])
@@ -308,14 +309,15 @@ def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre
                 continue  # strip("\n") at the start
             nonws = nonws or not w
         elif w:
-            pending = pending or cp > cs
+            if pending == 0 and cp > cs:
+                pending = 1
             continue
         else:
             if pending:
-                out[o] = SPACE
+                out[o] = SPACE if pending == 1 else NEWLINE
                 o += 1
                 cp += 1
-                pending = False
+                pending = 0
             nonws = True
         if m == 1:
             out[o] = c
@@ -371,12 +373,12 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     extra_near = np.zeros(NW, dtype=np.uint64)
     link = 0
     has_parts = False
-    # the block being written: bytes from bs, code points from cs; pending space; any non-space character
+    # the block being written: bytes from bs, code points from cs; pending space or newline; any non-space character
     o = 0
     cp = 0
     bs = 0
     cs = 0
-    pending = False
+    pending = 0
     nonws = False
     cm = np.zeros(NW, dtype=np.uint64)
     # "<body" and its attributes (the body's own class is not read, as in ``walk``)
@@ -446,7 +448,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
                 if has_parts:  # the block of this element (as ``walk`` when it leaves a block element)
                     nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk,
                                             bbits, els, own, obits, ot, extra_anc, extra_near)
-                    bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, False, False, False, 0, 0
+                    bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, 0, False, False, 0, 0
                 ot -= 1
             anc = f_anc[sp]
             for q in range(NW):
@@ -562,7 +564,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
                         o += 1
                         cp += 1
                 elif cp > cs:
-                    pending = True
+                    pending = 2  # a line break, written before the next text of the block
             if not void:
                 if sp >= D - 1:
                     break
@@ -577,7 +579,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
         if cat == 1 and has_parts:  # a block starts: the text before it is a block of its own
             nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk, bbits,
                                     els, own, obits, ot, extra_anc, extra_near)
-            bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, False, False, False, 0, 0
+            bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, 0, False, False, 0, 0
         if cat == 1:
             els[ne, E_PARENT] = own[ot, O_EI]
             els[ne, E_CHARS] = 0

@@ -26,10 +26,15 @@ def parse(html: str | None, data: bytes | None = None):
     return tree if tree.body is not None else None
 
 
+# a <br> in the text of a block that is not <pre> (a text node never holds NUL: the tree builder drops it)
+BR_MARK = "\x00"
+
+
 def _flush(raw: str, owner: tuple, link: int, ea: int, en: int, blocks: list, el_chars: list, el_link: list):
     """Write the text collected since the last block boundary as a block of ``owner`` (unless it is blank)."""
-    if owner[6] != "pre":
-        text = " ".join(raw.split())
+    if owner[6] != "pre":  # white space collapsed, a line per <br> (BR_MARK) that has text on both sides
+        text = " ".join(raw.split()) if BR_MARK not in raw else "\n".join(
+            filter(None, [" ".join(line.split()) for line in raw.split(BR_MARK)]))
         if not text:
             return
     else:
@@ -98,8 +103,8 @@ def walk(tree):
             info = info_of[tid] = tag_info(c.tag)
         cat, bit, is_a, tag, own_index = info
         if cat >= 3:
-            if cat == 4:  # br
-                parts.append("\n")
+            if cat == 4:  # br: a line break (in a <pre>, its "\n")
+                parts.append("\n" if owner[6] == "pre" else BR_MARK)
             c = c.next
             continue
         attrs = c.attributes

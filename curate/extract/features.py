@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from curate.extract.ascii import COLON, NUL, SPACE
+from curate.extract.ascii import COLON, NEWLINE, NUL, SPACE
 from curate.extract.chars import (CLASS_TABLE, IS_COMMA, IS_DIGIT, IS_SENTENCE, IS_SEPARATOR, IS_UPPER, IS_WORD,
                                   LOWER_TABLE, SPECIAL_LOWER, UNKNOWN, classes, lowers)
 from curate.extract.dom_scan import walk_arrays
@@ -244,7 +244,7 @@ def _text_stats(texts: list[str], link: np.ndarray, pre: np.ndarray, n_chars: np
     if not ok:  # code points not seen before: fill their classes, then count
         classes(cps)
         ok, counts, ends = _text_counts(cps, CLASS_TABLE, chars)
-    # words (str.split): single spaces between them, except in <pre> blocks
+    # words (str.split): single spaces or line breaks between them, except in <pre> blocks
     pre_words = np.full(n, -1, dtype=np.int64)
     for i in np.flatnonzero(pre):
         pre_words[i] = len(texts[i].split())
@@ -365,7 +365,7 @@ def _text_counts(cps, table, chars):
                 counts[b, 3] += 1
             if k & IS_COMMA:
                 counts[b, 4] += 1
-            if cp == SPACE:
+            if cp == SPACE or cp == NEWLINE:  # words: one more than the spaces, and the line breaks (<br>)
                 counts[b, 5] += 1
                 # Thai and Lao mark the end of a phrase or sentence with a space, not a character
                 if (j > start and j + 1 < stop and 0x0E00 <= cps[j - 1] <= 0x0EFF
@@ -484,11 +484,18 @@ def _element_columns(w, dense: float) -> tuple[np.ndarray, np.ndarray]:
     return np.log1p(el_chars), w.el_link.astype(np.float32) / np.maximum(raw_chars, 1)
 
 
+@nb.njit(cache=True, inline="always")
+def _unbroken(cp):
+    """A line break read as a space (``_repeats``, ``blocks.assemble``: the same text, another layout)."""
+    return SPACE if cp == NEWLINE else cp
+
+
 @nb.njit(cache=True)
 def _repeats(cps, n_chars):
     """Per block: how many blocks of the page have the same text (itself included), float32. The blocks'
     code points ("\\x00"-joined, ``n_chars`` each) go into an open-addressing table by a polynomial hash;
-    blocks of the same hash and length are compared code point by code point."""
+    blocks of the same hash and length are compared code point by code point. A line break (a ``br``) counts
+    as the space it stands for: the same text laid out with ``<br>`` in one copy is the same text."""
     n = n_chars.size
     starts = np.empty(n, dtype=np.int64)
     hashes = np.empty(n, dtype=np.uint64)
@@ -498,7 +505,7 @@ def _repeats(cps, n_chars):
         starts[b] = pos
         h = np.uint64(n_chars[b])
         for i in range(pos, pos + n_chars[b]):
-            h = h * base + np.uint64(cps[i])
+            h = h * base + np.uint64(_unbroken(cps[i]))
         hashes[b] = h
         pos += n_chars[b] + 1
     size = 16
@@ -519,7 +526,7 @@ def _repeats(cps, n_chars):
             if hashes[r] == h and n_chars[r] == n_chars[b]:
                 same = True
                 for k in range(n_chars[b]):
-                    if cps[starts[r] + k] != cps[starts[b] + k]:
+                    if _unbroken(cps[starts[r] + k]) != _unbroken(cps[starts[b] + k]):
                         same = False
                         break
                 if same:
