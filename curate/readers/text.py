@@ -11,6 +11,12 @@
 - A byte order mark decides, before any label (as browsers do, WHATWG "BOM sniffing"): a UTF-16 page whose
   HTTP header says ``iso-8859-1`` is still UTF-16. A page in UTF-16 without a mark is recognised by its NUL
   bytes (every other byte of its markup): UTF-8 would decode it "cleanly", one NUL per character.
+- Then the HTTP header's ``charset`` parameter, then the page's own declaration as the HTML standard's prescan
+  finds it (:func:`prescan`): only ``<meta charset>`` and ``<meta http-equiv=content-type content=...>``
+  count, comments and other tags' attributes are stepped over (a ``<script charset>`` or a link's
+  ``?charset=`` is not the page's encoding), and a ``<meta>`` naming UTF-16 means UTF-8 (the bytes holding
+  it are ASCII). Labels are read with the Encoding Standard's table (``latin1`` is windows-1252). A
+  candidate that does not decode the bytes is passed over for the next: UTF-8, then detection.
 """
 from __future__ import annotations
 
@@ -32,18 +38,78 @@ _WEB_LABELS = (
 _ALLOWED = frozenset(codecs.lookup(label).name for label in _WEB_LABELS)
 # WHATWG: pages labelled latin-1/iso-8859-1/ascii are decoded as windows-1252.
 _AS_CP1252 = frozenset(codecs.lookup(label).name for label in ("iso-8859-1", "ascii"))
-_EXTRA_ALIASES = {"x-sjis": "shift_jis", "windows-874": "cp874", "x-mac-roman": "mac-roman", "x-gbk": "gbk",
-                  "x-mac-cyrillic": "mac-cyrillic", "x-euc-jp": "euc-jp", "ks_c_5601-1987": "cp949"}
 
-_CHARSET_RE = re.compile(rb"charset\s*=\s*[\"']?([A-Za-z0-9_.:-]{1,40})", re.I)
+# The Encoding Standard's label table: Python codec -> its labels. A label found here means what the standard
+# says (iso-8859-9 is windows-1254, tis-620 windows-874, "unicode" UTF-16LE, x-user-defined read as
+# windows-1252 as the HTML prescan does); one not found here goes through Python's own aliases, limited to
+# ``_ALLOWED``. The multi-byte CJK labels keep the strict codec the label names (gb2312, not its superset
+# gb18030 as the standard decodes): a page labelled gb2312 that is really UTF-8 then fails to decode and goes
+# on to the next candidate and detection instead of being kept as mojibake.
+_STANDARD = {
+    "utf-8": "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8",
+    "cp866": "866 cp866 csibm866 ibm866",
+    "iso8859-2": "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2",
+    "iso8859-3": "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3",
+    "iso8859-4": "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
+    "iso8859-5": "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 iso_8859-5:1988",
+    "iso8859-6": "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 iso-8859-6-e "
+                 "iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    "iso8859-7": "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 iso88597 "
+                 "iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    "iso8859-8": "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 iso88598 "
+                 "iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
+    "iso8859-10": "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6",
+    "iso8859-13": "iso-8859-13 iso8859-13 iso885913",
+    "iso8859-14": "iso-8859-14 iso8859-14 iso885914",
+    "iso8859-15": "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9",
+    "iso8859-16": "iso-8859-16",
+    "koi8-r": "cskoi8r koi koi8 koi8-r koi8_r",
+    "koi8-u": "koi8-ru koi8-u",
+    "mac-roman": "csmacintosh mac macintosh x-mac-roman",
+    "mac-cyrillic": "x-mac-cyrillic x-mac-ukrainian",
+    "cp874": "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874",
+    "cp1250": "cp1250 windows-1250 x-cp1250",
+    "cp1251": "cp1251 windows-1251 x-cp1251",
+    "cp1252": "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 iso88591 "
+              "iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252 x-user-defined",
+    "cp1253": "cp1253 windows-1253 x-cp1253",
+    "cp1254": "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 latin5 "
+              "windows-1254 x-cp1254",
+    "cp1255": "cp1255 windows-1255 x-cp1255",
+    "cp1256": "cp1256 windows-1256 x-cp1256",
+    "cp1257": "cp1257 windows-1257 x-cp1257",
+    "cp1258": "cp1258 windows-1258 x-cp1258",
+    "gb2312": "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 iso-ir-58",
+    "gbk": "gbk x-gbk",
+    "gb18030": "gb18030",
+    "big5": "big5 cn-big5 csbig5 x-x-big5",
+    "big5hkscs": "big5-hkscs",
+    "euc_jp": "cseucpkdfmtjapanese euc-jp x-euc-jp",
+    "iso2022_jp": "csiso2022jp iso-2022-jp",
+    "shift_jis": "csshiftjis ms_kanji shift-jis shift_jis sjis x-sjis",
+    "cp932": "ms932 windows-31j",
+    "euc_kr": "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1989 ksc5601 ksc_5601",
+    "cp949": "ks_c_5601-1987 windows-949",
+    "utf-16-le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
+    "utf-16-be": "unicodefffe utf-16be",
+    # the standard's "replacement" encoding (a page in it shows as one U+FFFD): ignored, as an unknown label
+    "": "csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr replacement",
+}
+_LABELS = {label: codec or None for codec, labels in _STANDARD.items() for label in labels.split()}
+_UTF16 = frozenset(("utf-16", "utf-16-le", "utf-16-be"))
+assert all(c is None or c in _UTF16 or codecs.lookup(c).name in _ALLOWED for c in _LABELS.values())
+
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _CONTROL_BYTES = bytes([*range(0, 9), 11, *range(14, 32)])
+_LOOSE_CHARSET_RE = re.compile(r"charset\s*=\s*[\"']?([A-Za-z0-9_.:-]{1,40})", re.I)
 
 
 def safe_codec(label: str) -> str | None:
-    """The Python codec for a charset label, or None when it is not a web text encoding."""
-    label = label.strip().strip("\"'").lower()
-    label = _EXTRA_ALIASES.get(label, label)
+    """The Python codec for a charset label, or None when it is not a web text encoding: the Encoding
+    Standard's label table first (``_STANDARD``), then Python's aliases of the codecs in ``_ALLOWED``."""
+    label = label.strip().strip("\"'").strip().lower()
+    if label in _LABELS:
+        return _LABELS[label]
     try:
         name = codecs.lookup(label).name
     except (LookupError, ValueError):
@@ -51,6 +117,137 @@ def safe_codec(label: str) -> str | None:
     if name not in _ALLOWED:
         return None
     return "cp1252" if name in _AS_CP1252 else name
+
+
+def transport_codec(content_type: bytes) -> str | None:
+    """The codec named by the ``charset`` parameter of an HTTP ``Content-Type`` value (the first one; a
+    ``charset=`` inside another parameter's value does not count), or None. A header with no such parameter
+    but a ``charset=`` elsewhere (``text/html, charset=utf-8``: malformed, seen on real servers) is read
+    leniently, as before."""
+    header = content_type.decode("latin-1")
+    for param in header.split(";")[1:]:
+        name, eq, value = param.partition("=")
+        if eq and name.strip().lower() == "charset":
+            value = value.strip()
+            if value[:1] == '"':
+                value = value[1:].partition('"')[0]
+            return safe_codec(value)
+    m = _LOOSE_CHARSET_RE.search(header)
+    return safe_codec(m.group(1)) if m else None
+
+
+# The HTML standard's prescan (https://html.spec.whatwg.org/multipage/parsing.html#prescan-a-byte-stream-to-
+# determine-its-encoding): only <meta> tags count; comments and the attributes of other tags (a <script
+# charset>, a link's "?charset=" query) are stepped over. The standard prescans 1024 bytes, then honours a
+# <meta> found later while parsing (it "changes the encoding"); this window stands for both. It is the window
+# the reader used before: on the real pages looked at, a <meta> further on was UTF-8 or wrong, not needed.
+PRESCAN_BYTES = 4096
+_ATTRIBUTE_RE = re.compile(rb"""[\t\n\f\r /]*(?:
+    (?P<end>>)
+  | (?P<name>[^\t\n\f\r />][^\t\n\f\r /=>]*)
+    (?:[\t\n\f\r ]*=[\t\n\f\r ]*
+       (?:"(?P<dq>[^"]*)(?P<dqe>"?) | '(?P<sq>[^']*)(?P<sqe>'?) | (?=>) | (?P<uq>[^\t\n\f\r >]+)))?
+)""", re.X)
+_META_OPEN_RE = re.compile(rb"<meta[\t\n\f\r /]", re.I)
+_TAG_OPEN_RE = re.compile(rb"</?[A-Za-z]")
+_TAG_NAME_END_RE = re.compile(rb"[\t\n\f\r >]")
+_CONTENT_CHARSET_RE = re.compile(rb"charset[\t\n\f\r ]*=[\t\n\f\r ]*(?:\"([^\"]*)(\"?)|'([^']*)('?)|([^\t\n\f\r ;]*))")
+
+
+def _attributes(buf: bytes, pos: int) -> tuple[list, int] | None:
+    """The standard's "get an attribute", repeated: the (lower-cased name, lower-cased value) pairs of a tag
+    from ``pos``, and the index of its closing ``>``; None when the tag does not close within ``buf``."""
+    out, n = [], len(buf)
+    while True:
+        m = _ATTRIBUTE_RE.match(buf, pos)
+        if m is None:  # only spaces and slashes up to the end
+            return None
+        if m.group("end"):
+            return out, m.start("end")
+        if m.end() >= n or m.group("dqe") == b"" or m.group("sqe") == b"":  # runs out of bytes
+            return None
+        value = m.group("dq")
+        if value is None:
+            value = m.group("sq")
+        if value is None:
+            value = m.group("uq") or b""
+        out.append((m.group("name").lower(), value.lower()))
+        pos = m.end()
+
+
+def _content_charset(content: bytes) -> str | None:
+    """The standard's "extracting a character encoding from a meta element" (``content="text/html;
+    charset=..."``): the codec, or None."""
+    for m in _CONTENT_CHARSET_RE.finditer(content):
+        if m.group(1) is not None:
+            return safe_codec(m.group(1).decode("latin-1")) if m.group(2) else None
+        if m.group(3) is not None:
+            return safe_codec(m.group(3).decode("latin-1")) if m.group(4) else None
+        label = m.group(5)
+        return safe_codec(label.decode("latin-1")) if label else None
+    return None
+
+
+def _meta_codec(attributes: list) -> str | None:
+    """What one <meta>'s attributes declare (the standard's steps for a <meta> in the prescan), or None."""
+    seen, got_pragma, need_pragma, charset = set(), False, None, None
+    for name, value in attributes:
+        if name in seen:
+            continue
+        seen.add(name)
+        if name == b"http-equiv":
+            got_pragma = got_pragma or value == b"content-type"
+        elif name == b"content":
+            codec = _content_charset(value)
+            if codec and charset is None:
+                charset, need_pragma = codec, True
+        elif name == b"charset":
+            charset, need_pragma = safe_codec(value.decode("latin-1")) or "", False  # "": an unknown label
+    if need_pragma is None or (need_pragma and not got_pragma) or not charset:
+        return None
+    return "utf-8" if charset in _UTF16 else charset  # the standard: a UTF-16 <meta> means UTF-8
+
+
+def prescan(body: bytes, limit: int = PRESCAN_BYTES) -> str | None:
+    """The codec the first usable ``<meta charset>`` or ``<meta http-equiv=content-type content=...>`` in the
+    first ``limit`` bytes declares, as the HTML standard's prescan finds it (UTF-16 read as UTF-8,
+    x-user-defined as windows-1252, an unknown label skipped for the next <meta>), or None."""
+    buf = body[:limit]
+    if _META_OPEN_RE.search(buf) is None:  # no <meta> at all: the fast way out
+        return None
+    pos, n = 0, len(buf)
+    while True:
+        pos = buf.find(b"<", pos)
+        if pos < 0:
+            return None
+        if buf.startswith(b"<!--", pos):
+            end = buf.find(b"-->", pos + 2)
+            if end < 0:
+                return None
+            pos = end + 3
+        elif _META_OPEN_RE.match(buf, pos):
+            found = _attributes(buf, pos + 5)
+            if found is None:
+                return None
+            codec = _meta_codec(found[0])
+            if codec:
+                return codec
+            pos = found[1] + 1
+        elif _TAG_OPEN_RE.match(buf, pos):
+            m = _TAG_NAME_END_RE.search(buf, pos)
+            found = _attributes(buf, m.start()) if m else None
+            if found is None:
+                return None
+            pos = found[1] + 1
+        elif buf.startswith((b"<!", b"</", b"<?"), pos):
+            end = buf.find(b">", pos + 1)
+            if end < 0:
+                return None
+            pos = end + 1
+        else:
+            pos += 1
+        if pos >= n:
+            return None
 
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
@@ -77,20 +274,15 @@ def sniff(body: bytes) -> str | None:
 
 
 def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[str, bool]:
-    """Bytes to str: a byte order mark (or UTF-16's NULs, ``sniff``), then the HTTP charset, then the HTML
-    meta charset, then UTF-8, then detection.
+    """Bytes to str, trying in turn (as browsers choose, the WHATWG encoding sniffing): a byte order mark (or
+    UTF-16's NULs, ``sniff``), the HTTP ``Content-Type`` charset (``transport_codec``), the page's <meta>
+    (``prescan``, HTML only), UTF-8, then detection. A candidate that does not decode the bytes cleanly is
+    passed over for the next one.
 
     ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
-    sniffed = sniff(body)
-    candidates = [sniffed] if sniffed else []
-    for blob in (content_type, body[:4096] if html else b""):
-        m = _CHARSET_RE.search(blob)
-        if m:
-            enc = safe_codec(m.group(1).decode("ascii", "ignore"))
-            if enc:
-                candidates.append(enc)
-    candidates.append("utf-8")
-    for enc in candidates:
+    candidates = [sniff(body), transport_codec(content_type) if content_type else None,
+                  prescan(body) if html else None, "utf-8"]
+    for enc in dict.fromkeys(c for c in candidates if c):
         try:
             return body.decode(enc), True
         except (UnicodeDecodeError, LookupError):
