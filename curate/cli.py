@@ -23,6 +23,9 @@ EPILOG = """examples (from the repository root, after `make demo`):
   curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
   curate clusters out/demo/curated/web --show 5
   curate extractor train --help
+
+Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
+its own (0 when it succeeded), not that of the closed pipe.
 """
 
 

@@ -34,6 +34,9 @@ EPILOG = """examples (the paths exist after `make demo`):
   pretrain export-hf out/demo/checkpoints out/hf
   pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs --checkpoint out/demo/checkpoints
   pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate
+
+Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
+its own (0 when it succeeded), not that of the closed pipe.
 """
 
 

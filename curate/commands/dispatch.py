@@ -10,6 +10,10 @@ ends a failed job's ranks with it; a rank blocked in a collective must die at on
 
 An error of the machine that no command handled itself (disk full, a read-only file system, permission denied:
 ``curate.os_errors``) ends the command with one line saying it, exit status 1, instead of a traceback.
+
+Standard output or error closed by its reader (``curate run P.toml | head -1``, ``curate stats OUT | head -1``)
+never ends or fails a command: what cannot be written is dropped quietly and the command goes on, its exit
+status its own (0 when it succeeded; not 141 nor 1 for the closed pipe) (``curate.commands.streams``).
 """
 from __future__ import annotations
 
@@ -32,6 +36,18 @@ def _on_sigterm(signum, frame):
 
 
 def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: list[str] | None = None) -> int:
+    from curate.commands.streams import guarded_std_streams
+
+    with guarded_std_streams() as guards:  # (around the parsing too: `--help | head -1`)
+        code = _dispatch(prog, description, commands, epilog, argv)
+        for guard in guards:
+            said = guard.lost() if guard.name == "stdout" else None
+            if said:
+                print(f"{prog}: warning: {said}", file=sys.stderr, flush=True)
+        return code
+
+
+def _dispatch(prog: str, description: str, commands: dict, epilog: str, argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

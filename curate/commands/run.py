@@ -7,6 +7,7 @@ import tempfile
 import time
 import traceback
 
+from curate.commands.argtypes import positive
 from curate.commands.stats import format_funnel
 from curate.executors import WorkerLost, make_executor
 from curate.lock import LockError
@@ -25,7 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/web.toml")
     p.add_argument("--input", nargs="+", metavar="PATH", help="input files or globs; replace the file's [[sources]]")
     p.add_argument("--output", metavar="DIR", help="output folder; replaces [pipeline].output")
-    p.add_argument("--workers", type=int, help="parallel worker processes (default: [pipeline].workers, else 1)")
+    p.add_argument("--workers", type=positive(), help="parallel worker processes (default: [pipeline].workers, else 1)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local process pool (default) or Ray tasks on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (with --executor ray); default starts a local Ray")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import sys
 
+from curate.commands.argtypes import positive, whole
 from curate.text.fasttext_model import load_fasttext_model
 from curate.stages.quality_train import collect, evaluate, train
 
@@ -28,17 +29,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, metavar="MODEL.bin", help="where to write the fastText model")
     parser.add_argument("--epochs", type=int, default=5, help="training epochs (default 5)")
     parser.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
-    parser.add_argument("--word-ngrams", type=int, default=2, help="word n-gram features (default 2)")
+    parser.add_argument("--word-ngrams", type=positive(2 ** 31 - 1), default=2, help="word n-gram features (default 2)")
     parser.add_argument("--dim", type=int, default=100, help="vector size (default 100)")
     parser.add_argument("--bucket", type=int, default=200_000,
                         help="hash buckets for word n-gram features (default 200000; the model takes bucket x dim x 4 "
                              "bytes, 80 MB by default; fastText's own default of 2M makes it 800 MB)")
-    parser.add_argument("--min-count", type=int, default=1, help="drop words seen fewer times (default 1)")
+    parser.add_argument("--min-count", type=whole(0, 2 ** 31 - 1), default=1, help="drop words seen fewer times (default 1)")
     parser.add_argument("--chunk-words", type=int, default=64, metavar="N",
                         help="train on pieces of N words, one example each (default 64; 0: whole documents)")
     parser.add_argument("--max-docs", type=int, default=0, metavar="N",
                         help="random sample of at most N documents per side (default 0: all)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and training seed (default 0)")
+    parser.add_argument("--seed", type=whole(0, 2 ** 31 - 1, "fastText takes a C int"), default=0, help="sampling, shuffling and training seed (default 0)")
     parser.add_argument("--valid-fraction", type=float, default=0.0, metavar="F",
                         help="hold out this share per side and print precision/recall on it (default 0)")
     parser.add_argument("--threads", type=int, default=1, help="training threads (default 1: reproducible)")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from curate.commands.argtypes import positive
+
 EPILOG = """The spec (TOML; see docs/ablate.md): config (the train config of every run), tokens (per run), seeds,
 baseline, [[variants]] (name and curated = [folders] or blend = "spec.toml"), [[tasks]] (name, kind, path as in
 `pretrain eval`), and optionally tokenizer (absent: one trained on a sample of all variants).
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local: runs one after another here (default); ray: runs in parallel as Ray tasks")
     parser.add_argument("--address", default=None,
                         help="Ray cluster (HOST:PORT, ray://HOST:PORT or auto); default: a local Ray instance")
-    parser.add_argument("--ray-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    parser.add_argument("--ray-cpus", type=positive(), default=None, help="CPUs of the local Ray instance (default: all)")
 
 
 def run(args: argparse.Namespace) -> int:

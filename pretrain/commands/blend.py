@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from curate.commands.argtypes import positive
 from pretrain.data.defaults import DEFAULT_MAX_EPOCHS, DEFAULT_SEED, ORDERS
 
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "split and sample counts), whose documents and samples are shuffled across all epochs "
                        "together, so asking for more samples than an epoch holds reshuffles everything.")
     b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
-    b.add_argument("--seq-len", type=int, required=True, help="tokens per sample (each sample holds seq_len + 1)")
+    b.add_argument("--seq-len", type=positive(), required=True, help="tokens per sample (each sample holds seq_len + 1)")
     b.add_argument("--samples", type=_count, required=True, help="train samples")
     b.add_argument("--valid-samples", type=_count, default=0, help="validation samples (default 0: not built)")
     b.add_argument("--test-samples", type=_count, default=0, help="test samples (default 0: not built)")

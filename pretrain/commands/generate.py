@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import sys
 
+from curate.commands.argtypes import whole
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder written by `pretrain train`")
     parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-tokens", type=int, default=50, help="at most this many new tokens (default 50)")
+    parser.add_argument("--max-tokens", type=whole(), default=50, help="at most this many new tokens (default 50)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy (default 1)")
-    parser.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens; 1: greedy; "
+    parser.add_argument("--top-k", type=whole(meaning="0: all"), default=0, help="sample among the k most likely tokens; 1: greedy; "
                                                              "0: all (default)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument("--seed", type=whole(-2 ** 63, 2 ** 64 - 1, "what torch.Generator takes"), default=0, help="sampling seed (default 0)")
     parser.add_argument("--tokenizer", default=None,
                         help="sentencepiece .model (default: the data.tokenizer recorded with the checkpoint)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from curate.commands.argtypes import whole
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png, eval.png (if the run evaluated tasks) and "
@@ -12,7 +14,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--logs", required=True, help="the trainer's log folder (with metrics.jsonl)")
     parser.add_argument("--checkpoint", default=None, help="checkpoint folder: add a generated sample")
     parser.add_argument("--generate-prompt", default="The ", help="prompt for the sample (default 'The ')")
-    parser.add_argument("--max-tokens", type=int, default=50, help="sample length in tokens (default 50)")
+    parser.add_argument("--max-tokens", type=whole(), default=50, help="sample length in tokens (default 50)")
     parser.add_argument("--tokenizer", default=None,
                         help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from curate import json_files
+from curate.commands.argtypes import positive
 from pretrain.commands.blend import seed_arg
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="with --sample-bytes: read the shards' samples on a local process pool or a Ray cluster "
                         "(default: in this process)")
     t.add_argument("--address", default=None, help="Ray cluster address for --executor ray (default: a local Ray)")
-    t.add_argument("--workers", type=int, default=1, help="with --executor: worker processes (default 1)")
+    t.add_argument("--workers", type=positive(), default=1, help="with --executor: worker processes (default 1)")
     t.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                    help="map unknown characters to UNK instead of UTF-8 byte pieces")
     t.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
@@ -58,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_train_arguments(args: argparse.Namespace) -> None:
     """Values SentencePiece would refuse only after the shards were sampled, in its own words, named here."""
+    if args.vocab_size < 1:
+        raise ValueError(f"--vocab-size {args.vocab_size}: must be at least 1 (real vocabularies are 32k to 256k)")
     if args.vocab_size >= 2 ** 31:
         raise ValueError(f"--vocab-size {args.vocab_size}: SentencePiece takes at most 2^31 - 1 (real vocabularies "
                          "are 32k to 256k)")

@@ -148,7 +148,10 @@ class MinHashDedup(GlobalStage):
         if (plan_dir / STATS_FILE).exists():
             return read_json(plan_dir / STATS_FILE)
         shuffle.save_layout(layout, plan_dir)
-        print(f"{self.name}: " + format_s_curve(b, r), file=sys.stderr, flush=True)
+        from curate.progress import quiet
+
+        if not quiet():  # `curate run --quiet`: no progress, no tables (the banding is in the plan's stats)
+            print(f"{self.name}: " + format_s_curve(b, r), file=sys.stderr, flush=True)
         seconds = {}
         settings = PlanSettings(b, r, p.ngram, p.seed, p.permutation, p.quality_column, p.verify, self.verify_threshold())
         groups = shuffle.group_jobs(plan_dir, settings, layout, inputs)
