@@ -95,6 +95,8 @@ def _decontaminate_pipeline(tmp_path: Path, eval_text: str) -> Path:
     ('{"text": "an eval passage"}\n' + DEEP_JSON + "\n", "eval.jsonl:2: not JSON (nested too deep to read)"),
     ('{"text": "an eval passage"}\n{bad\n', "eval.jsonl:2: not JSON"),
     ('{"x": 1}\n', "no text in it"),
+    # texts, none long enough to give an n-gram: the stage would remove nothing
+    ('[1, 2]\n5\n{"label": 3}\n{"text": "yes"}\n', "no example of min_ngram = 8 words or more"),
 ])
 def test_a_bad_decontamination_eval_file_fails_at_start(eval_text, message, tmp_path, capsys):
     cfg = _decontaminate_pipeline(tmp_path, eval_text)
@@ -105,7 +107,7 @@ def test_a_bad_decontamination_eval_file_fails_at_start(eval_text, message, tmp_
 
 
 def test_a_good_decontamination_eval_file_still_runs(tmp_path):
-    cfg = _decontaminate_pipeline(tmp_path, '{"text": "an eval passage"}\n')
+    cfg = _decontaminate_pipeline(tmp_path, '{"text": "short"}\n{"text": "an eval passage of eight words or more"}\n')
     assert curate_main(["run", str(cfg)]) == 0
 
 

@@ -156,6 +156,12 @@ class Decontaminate(GlobalStage):
             if not texts:
                 raise ValueError(f"eval file {f}: no text in it" + (
                     f" (eval_fields = {self.params.eval_fields})" if self.params.eval_fields else ""))
+            wo = words(texts)[3]
+            if not np.any(np.diff(wo) >= self.params.min_ngram):  # nothing to look for: the stage would do nothing
+                raise ValueError(
+                    f"eval file {f}: no example of min_ngram = {self.params.min_ngram} words or more (every one "
+                    f"of its {len(texts)} texts is shorter), so it would remove nothing: give the file of the "
+                    f"benchmark's texts, or lower min_ngram")
 
     def plan(self, inputs, plan_dir: Path, executor) -> dict:
         plan_dir = Path(plan_dir)
