@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from pretrain.eval.requests import cloze_pair
-from pretrain.eval.tasks import TaskSpec, read_items
+from pretrain.eval.tasks import TASK_NAME_RULE, TaskSpec, is_valid_task_name, read_items
 
 YAML = {
     "bpb": """task: {name}
@@ -72,6 +72,12 @@ metric_list:
 }
 
 
+def _yaml_text(kind: str, name: str, data: str) -> str:
+    """The YAML of one task: every value written by us is a JSON string (valid YAML, quoted and escaped), so no
+    name or path can end a line, add a key or a tag (``!function``)."""
+    return YAML[kind].format(name=json.dumps(name), data=json.dumps(data))
+
+
 def _write(path: Path, text: str) -> None:
     from curate.shards import atomic_path
 
@@ -85,6 +91,11 @@ def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict |
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    for spec in specs:  # checked when tasks are parsed; again here, before anything is written, for any caller
+        if not is_valid_task_name(spec.name):
+            raise ValueError(f"task name {spec.name!r} is not allowed; a task name is {TASK_NAME_RULE}")
+        if spec.kind not in YAML:
+            raise ValueError(f"task {spec.name!r}: kind = {spec.kind!r}; choose one of {', '.join(YAML)}")
     for spec in specs:
         if spec.shots:
             raise ValueError(f"task {spec.name!r}: shots = {spec.shots}: lm-eval draws few-shot examples its own "
@@ -101,6 +112,6 @@ def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict |
         data = out / f"{spec.name}.jsonl"
         _write(data, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         yaml = out / f"{spec.name}.yaml"
-        _write(yaml, YAML[spec.kind].format(name=spec.name, data=json.dumps(str(data.resolve()))))
+        _write(yaml, _yaml_text(spec.kind, spec.name, str(data.resolve())))
         written.append(yaml)
     return written

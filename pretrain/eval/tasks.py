@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,12 @@ from curate.config import ConfigError
 KINDS = ("bpb", "cloze", "choice")
 SPEC_KEYS = ("name", "kind", "path", "shots", "stride", "limit")
 MAX_FILE_BYTES = 1 << 30  # an eval file is small: refuse to read more than 1 GiB of it
+# A task name becomes file names (NAME.jsonl, NAME.yaml), an lm-eval task name and a word of a printed command:
+# only these characters, so that none of them can break (or inject into) any of those.
+TASK_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_TASK_NAME_RE = re.compile(TASK_NAME_PATTERN)
+TASK_NAME_RULE = ("1-128 characters: letters, digits, '.', '_', '-', starting with a letter or digit "
+                  f"(pattern {TASK_NAME_PATTERN})")
 
 
 class EvalDataError(ValueError):
@@ -50,8 +57,8 @@ class TaskItems:
 def _check_spec(spec: TaskSpec, where: str) -> TaskSpec:
     if spec.kind not in KINDS:
         raise ConfigError(f"{where}: kind = {spec.kind!r}; choose one of {', '.join(KINDS)}")
-    if not spec.name or not isinstance(spec.name, str) or "/" in spec.name:
-        raise ConfigError(f"{where}: name = {spec.name!r} must be a non-empty string without '/'")
+    if not is_valid_task_name(spec.name):
+        raise ConfigError(f"{where}: task name {spec.name!r} is not allowed; a task name is {TASK_NAME_RULE}")
     for key in ("shots", "stride", "limit"):
         v = getattr(spec, key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -65,10 +72,19 @@ def _check_spec(spec: TaskSpec, where: str) -> TaskSpec:
     return spec
 
 
+def is_valid_task_name(name) -> bool:
+    """True for a name matching ``TASK_NAME_PATTERN`` (the whole string: no newline, space, ':', '#', '/')."""
+    return isinstance(name, str) and _TASK_NAME_RE.fullmatch(name) is not None
+
+
 def _default_name(path: str) -> str:
+    """The task name from a file name: its stem less .gz/.zst/.jsonl/.json/.txt, every character outside
+    ``[A-Za-z0-9._-]`` replaced by '_' (``my prose: v2 #1.jsonl`` -> ``my_prose__v2__1``), leading '.', '_', '-'
+    dropped, at most 128 characters; ``task`` when nothing is left."""
     name = Path(path).name
     for suffix in (".gz", ".zst", ".jsonl", ".json", ".txt"):
         name = name.removesuffix(suffix)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip("._-")[:128]
     return name or "task"
 
 
