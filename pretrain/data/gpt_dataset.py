@@ -300,6 +300,15 @@ class GPTDataset:
         np.floor_divide(indexed.sequence_pointers, indexed.dtype.itemsize, out=self._starts[:-1])
         self._starts[-1] = int(self._part_starts[-1])
         self._num_tokens = int(self._starts[-1])
+        # The gather reads document e as tokens [starts[e], starts[e + 1]): that is the document exactly only when
+        # the sequences lie back to back (IndexedDataset refuses other layouts at load; checked once more here for
+        # any other dataset object), else gap bytes or other documents' tokens would be trained on.
+        seq_lengths = np.asarray(indexed.sequence_lengths)
+        if len(seq_lengths) and not np.array_equal(np.diff(self._starts), seq_lengths):
+            e = int(np.argmax(np.diff(self._starts) != seq_lengths))
+            raise ValueError(f"{getattr(indexed, 'prefix', self.name or 'dataset')}: sequence {e} has "
+                             f"{int(seq_lengths[e])} tokens but spans {int(self._starts[e + 1] - self._starts[e])} "
+                             f"tokens of the .bin: its sequences are not laid out back to back")
         self._code = parts_gather.compiled_code(self._shuffle, self._sample_flat, self._document_index, self._starts,
                                                  indexed.dtype)  # None: the Python gather
         self._addresses = None  # each part's token address, and the state row of ds[i]: built per process

@@ -92,6 +92,44 @@ def _check_index(idx_path, lengths, pointers, doc_indices, itemsize: int, bin_si
                          f"the {bin_size}-byte .bin or is not aligned to its {itemsize}-byte tokens")
     if doc_indices[0] != 0 or (np.diff(doc_indices) < 0).any():
         raise ValueError(f"{idx_path}: document indices must start at 0 and never decrease")
+    _check_layout(idx_path, lengths, pointers, itemsize, bin_size)
+
+
+_LAYOUT_CHUNK = 1 << 22  # sequences per step of the layout check: bounded temporaries for any index size
+
+
+def _check_layout(idx_path, lengths, pointers, itemsize: int, bin_size: int) -> None:
+    """The sequences lie back to back from byte 0 to the end of the .bin, as Megatron's and Quarry's writers
+    lay them: pointer[0] == 0, pointer[i + 1] == pointer[i] + length[i] * itemsize, and the last sequence
+    ends at the .bin's last byte. The sample gather takes sequence i to run up to pointer[i + 1] (and the last
+    to the end of the .bin), so a gap, an overlap or trailing bytes would feed bytes that belong to no sequence
+    (or to another one) into training samples: refused here, naming the first sequence that is out of place.
+    Vectorised in chunks over the (memory-mapped) arrays."""
+    n = len(lengths)
+    if n == 0:
+        if bin_size:
+            raise ValueError(f"{idx_path}: the index has no sequences but its .bin holds {bin_size} bytes "
+                             f"(trailing bytes that belong to no sequence)")
+        return
+    if int(pointers[0]) != 0:
+        raise ValueError(f"{idx_path}: sequence 0 starts at byte {int(pointers[0])}, not 0: the sequences must "
+                         f"lie back to back from the start of the .bin ({int(pointers[0])} bytes before it "
+                         f"belong to no sequence)")
+    for a in range(0, n - 1, _LAYOUT_CHUNK):
+        b = min(a + _LAYOUT_CHUNK, n - 1)  # compares the ends of sequences [a, b) with the starts of [a+1, b+1)
+        ends = pointers[a:b].astype(np.int64) + lengths[a:b].astype(np.int64) * itemsize
+        wrong = pointers[a + 1:b + 1] != ends
+        if wrong.any():
+            j = int(np.argmax(wrong))
+            i, end, start = a + j + 1, int(ends[j]), int(pointers[a + j + 1])
+            how = (f"a gap of {start - end} bytes after sequence {i - 1}" if start > end else
+                   f"overlapping sequence {i - 1} or going backwards by {end - start} bytes")
+            raise ValueError(f"{idx_path}: sequence {i} starts at byte {start}, but sequence {i - 1} ends at byte "
+                             f"{end} ({how}): the sequences of a Megatron .idx must lie back to back in the .bin")
+    end = int(pointers[-1]) + int(lengths[-1]) * itemsize
+    if end != bin_size:
+        raise ValueError(f"{idx_path}: the last sequence ({n - 1}) ends at byte {end} but the .bin holds {bin_size} "
+                         f"bytes ({bin_size - end} trailing bytes that belong to no sequence)")
 
 
 def write_index(idx_path: str | os.PathLike, dtype, sequence_lengths, document_indices, durable: bool = True) -> None:
@@ -220,6 +258,9 @@ class IndexedDataset:
         if code not in DTYPE_CODES:
             raise ValueError(f"{idx_path}: unknown dtype code {code}")
         self.dtype = DTYPE_CODES[code]
+        if self.dtype.kind not in "iu":
+            raise ValueError(f"{idx_path}: dtype code {code} ({self.dtype.name}) is not a token dtype: token ids "
+                             f"are integers (Megatron's token dtypes are uint8, int8, int16, uint16, int32, int64)")
         expected = HEADER.size + 12 * n + 8 * d
         size = os.path.getsize(idx_path)
         if size < expected:
