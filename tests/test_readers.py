@@ -91,6 +91,23 @@ def test_a_list_of_content_codings_is_undone_in_reverse_order():
     assert _decode_content(many, ", ".join(["gzip"] * (MAX_CONTENT_CODINGS + 1)), 1000) == (many, False)
 
 
+def test_zstd_and_brotli_content_codings_are_undone_and_bounded():
+    """'Content-Encoding: zstd' (RFC 8878, sent by current servers) was left undecoded (invalid_utf8)."""
+    import brotli
+    import zstandard
+
+    from curate.readers.warc import _decode_content
+
+    page = b"<p>hello</p>"
+    zstd = zstandard.ZstdCompressor().compress
+    assert _decode_content(zstd(page), "zstd", 1000) == (page, False)
+    assert _decode_content(brotli.compress(page), "br", 1000) == (page, False)
+    assert _decode_content(gzip.compress(zstd(page)), "zstd, gzip", 1000) == (page, False)
+    bomb = _decode_content(zstd(b"a" * 10_000_000), "zstd", 1000)  # never more than max_doc_bytes + 1 out
+    assert bomb[1] and len(bomb[0]) == 1001
+    assert _decode_content(b"not zstd", "zstd", 1000) == (b"not zstd", False)  # a wrong label: taken as it is
+
+
 def test_arc_files_are_read(data_dir):
     docs, drops, skips = collect(data_dir / "readers" / "example.arc", "warc")
     assert len(docs) == 1 and docs[0]["url"]

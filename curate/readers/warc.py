@@ -24,6 +24,7 @@ split the same way (:func:`curate.readers.arc.plan`).
 """
 from __future__ import annotations
 
+import io
 import re
 import zlib
 from collections import deque
@@ -469,7 +470,7 @@ MAX_CONTENT_CODINGS = 4  # HTTP allows a list ("gzip, gzip"); a payload listed w
 
 
 def _decode_content(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, bool]:
-    """Undo Content-Encoding (gzip, deflate, br; a list such as ``gzip, gzip`` in reverse order, as it was
+    """Undo Content-Encoding (gzip, deflate, br, zstd; a list such as ``gzip, gzip`` in reverse order, as it was
     applied, at most ``MAX_CONTENT_CODINGS``), never producing more than ``max_doc_bytes``."""
     codings = [c.strip() for c in encoding.split(",") if c.strip() and c.strip() != "identity"]
     if len(codings) > MAX_CONTENT_CODINGS:
@@ -495,6 +496,12 @@ def _decode_one(body: bytes, encoding: str, max_doc_bytes: int) -> tuple[bytes, 
             import brotli
 
             out = brotli.Decompressor().process(body, output_buffer_limit=max_doc_bytes + 1)
+            return out, len(out) > max_doc_bytes
+        if encoding == "zstd":  # RFC 8878, sent by current browsers and servers
+            import zstandard
+
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as r:
+                out = r.read(max_doc_bytes + 1)
             return out, len(out) > max_doc_bytes
     except Exception:  # a wrong Content-Encoding label: the payload is taken as it is
         return body, False
