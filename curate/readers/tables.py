@@ -7,8 +7,9 @@ groups or batches; the rows before it are counted from the metadata. An Arrow *s
 
 Text columns: every string-like Arrow type pyarrow, Polars and DuckDB write is read: ``string``,
 ``large_string``, ``string_view`` (Polars' default), ``binary``, ``large_binary`` and ``binary_view`` (bytes
-that are not UTF-8 are set aside as ``invalid_utf8``), and a dictionary of any of them (Polars' Categorical,
-Parquet dictionary pages). Other types (numbers, lists, structs) set the row aside as ``missing_text``.
+that are not UTF-8 are set aside as ``invalid_utf8``), a dictionary of any of them (Polars' Categorical,
+Parquet dictionary pages) and a run-end encoded column of them (read as the dictionary it amounts to). Other
+types (numbers, lists, structs) set the row aside as ``missing_text``.
 
 Memory is bounded by bytes, not rows: Parquet batches are sized from the row group's bytes per row, a
 dictionary column is read as a dictionary (a text repeated in 4096 rows is held once, not 4096 times), and a
@@ -472,17 +473,31 @@ def _decoded_bytes(body: pa.Buffer, buffers: list[tuple[int, int]]) -> int:
     return total
 
 
+def _run_ends_as_dictionary(col):
+    """A run-end encoded column as the dictionary array it amounts to (row -> its run's value), never expanded:
+    one value repeated over a million rows stays one value (``pc.run_end_decode`` would copy it per row).
+    Raises ``ArrowInvalid`` where the run ends do not hold together."""
+    if not pa.types.is_run_end_encoded(col.type):
+        return col
+    col.validate(full=True)
+    ends = col.run_ends.to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = np.searchsorted(ends, np.arange(col.offset, col.offset + len(col), dtype=np.int64), side="right")
+    values = _run_ends_as_dictionary(col.values)
+    return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int64()), values)
+
+
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
     names = batch.schema.names
-    text_col = batch.column(names.index(text_field)) if text_field in names else None
+    text_col = _run_ends_as_dictionary(batch.column(names.index(text_field))) if text_field in names else None
     if text_col is not None:
         _check(text_col)  # texts that do not hold together: the batch is corrupt_batch (the caller)
     sound = {}  # the id and url columns that hold together; others are left unread (fallback ids, no url)
     for field in dict.fromkeys((id_field, "url")):
         if field in names and field != text_field:
             try:
-                _check(batch.column(names.index(field)))
-                sound[field] = batch.column(names.index(field))
+                col = _run_ends_as_dictionary(batch.column(names.index(field)))
+                _check(col)
+                sound[field] = col
             except (pa.ArrowException, ValueError):
                 pass
     for a, b in _slices(text_col, batch.num_rows):
