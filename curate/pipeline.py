@@ -127,6 +127,10 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
                 check_type(src[key], typ, f"{here}.{key}")
         if src.get("format") and src["format"] not in FORMATS:
             raise ConfigError(f"{here}.format = {src['format']!r}; allowed: {', '.join(FORMATS)}")
+        for key in ("text_field", "id_field"):
+            if key in src and not src[key].strip():
+                raise ConfigError(f"{here}.{key} = {src[key]!r}: name the field (or leave the key out: "
+                                  f"{'text' if key == 'text_field' else 'id'})")
 
     out = output or head.get("output")
     if not out:

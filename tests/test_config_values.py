@@ -18,6 +18,16 @@ def test_max_doc_bytes_must_be_positive(value):
         parse_pipeline(_pipeline(max_doc_bytes=value))
 
 
+@pytest.mark.parametrize("key", ["text_field", "id_field"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_field_name_is_refused(key, value):
+    """text_field = "" read every document as missing_text."""
+    raw = _pipeline()
+    raw["sources"][0][key] = value
+    with pytest.raises(ConfigError, match=f"sources.*{key} = .*name the field"):
+        parse_pipeline(raw)
+
+
 @pytest.mark.parametrize("value", [0, 1, 4095])
 def test_split_bytes_below_a_few_kib_is_refused(value):
     """split_bytes = 1 made every record a read task and a shard of its own (100,000 of each for 2.4 MB)."""
