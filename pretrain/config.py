@@ -393,6 +393,16 @@ def _check_choices(cfg: Config, err) -> None:
         err("train.eval_iters must be >= 1 when train.eval_interval > 0")
 
 
+MAX_LR = 10.0  # a learning rate above this is a typo (and past 3.4e38 no float32 holds it)
+
+
+def _compile_backends() -> list[str]:
+    """torch.compile's backends in this torch (what ``torch.compile(backend=...)`` accepts by name)."""
+    import torch._dynamo
+
+    return sorted(set(torch._dynamo.list_backends(exclude_tags=())))
+
+
 def _check_values(cfg: Config, err) -> None:
     """Values that make no sense whatever the layout: negative or non-finite rates, betas outside [0, 1), ..."""
     m, t, d, c, lg = cfg.model, cfg.train, cfg.data, cfg.checkpoint, cfg.log
@@ -407,6 +417,13 @@ def _check_values(cfg: Config, err) -> None:
                         ("train.weight_decay", t.weight_decay)):
         if finite(name, value) and value < 0:
             err(f"{name} = {value}: must be >= 0" + (" (0 turns clipping off)" if name == "train.grad_clip" else ""))
+    for name, value in (("train.lr", t.lr), ("train.min_lr", t.min_lr)):
+        if math.isfinite(value) and value > MAX_LR:  # 1e300 failed inside Adam (no float32 holds it)
+            err(f"{name} = {value}: above {MAX_LR:g}; learning rates of GPT pretraining are about 1e-4 to 1e-2")
+    # (listing the backends imports torch._dynamo, about 2 s: only for a backend other than the default)
+    if t.compile is not False and t.compile_backend != "inductor" and t.compile_backend not in _compile_backends():
+        err(f"train.compile_backend = {t.compile_backend!r}: not a torch.compile backend of this torch; use one of "
+            f"{', '.join(_compile_backends())}")
     if math.isfinite(t.lr) and math.isfinite(t.min_lr) and t.min_lr > t.lr >= 0:
         err(f"train.min_lr = {t.min_lr} is above train.lr = {t.lr}: the cosine decay would raise the rate; "
             f"set min_lr <= lr")
