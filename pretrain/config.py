@@ -393,7 +393,7 @@ def _check_choices(cfg: Config, err) -> None:
         err("train.eval_iters must be >= 1 when train.eval_interval > 0")
 
 
-MAX_LR = 10.0  # a learning rate above this is a typo (and past 3.4e38 no float32 holds it)
+MAX_LR = 3.4028234663852886e38  # the largest float32: the optimizer's state cannot hold a larger rate
 
 
 def _compile_backends() -> list[str]:
@@ -419,7 +419,8 @@ def _check_values(cfg: Config, err) -> None:
             err(f"{name} = {value}: must be >= 0" + (" (0 turns clipping off)" if name == "train.grad_clip" else ""))
     for name, value in (("train.lr", t.lr), ("train.min_lr", t.min_lr)):
         if math.isfinite(value) and value > MAX_LR:  # 1e300 failed inside Adam (no float32 holds it)
-            err(f"{name} = {value}: above {MAX_LR:g}; learning rates of GPT pretraining are about 1e-4 to 1e-2")
+            err(f"{name} = {value}: above the largest float32 ({MAX_LR:.4g}), which the optimizer computes in; "
+                f"learning rates of GPT pretraining are about 1e-4 to 1e-2")
     # (listing the backends imports torch._dynamo, about 2 s: only for a backend other than the default)
     if t.compile is not False and t.compile_backend != "inductor" and t.compile_backend not in _compile_backends():
         err(f"train.compile_backend = {t.compile_backend!r}: not a torch.compile backend of this torch; use one of "

@@ -247,10 +247,11 @@ class Supervisor:
     def resume_hint(self) -> str:
         latest = ""
         if self.plan.checkpoint_dir:
-            try:
-                name = open(os.path.join(self.plan.checkpoint_dir, "latest")).read().strip()
-                latest = f" ({os.path.join(self.plan.checkpoint_dir, name)})"
-            except OSError:
+            from pretrain.checkpoint.find import CheckpointError, read_latest
+
+            try:  # (read safely: a FIFO or a link to /dev/zero there would hang or fill memory)
+                latest = f" ({os.path.join(self.plan.checkpoint_dir, read_latest(self.plan.checkpoint_dir))})"
+            except (OSError, CheckpointError):
                 pass
         line = f" (this node's: {self.plan.command_line})" if self.plan.command_line else ""
         return (f"The run resumes from its newest intact checkpoint{latest} when the `pretrain launch` lines run "

@@ -128,7 +128,7 @@ def test_batch_size_rampup_mt_nlg_style():
     ("train.lr=nan", "train.lr = nan: must be a finite number"),
     ("train.min_lr=-1e-5", "train.min_lr = -1e-05: must be >= 0"),
     ("train.min_lr=1.0", "train.min_lr = 1.0 is above train.lr = 0.003"),
-    ("train.lr=1e300", "train.lr = 1e+300: above 10"),  # failed inside Adam (no float32 holds it)
+    ("train.lr=1e300", "train.lr = 1e+300: above the largest float32"),  # failed inside Adam (no float32 holds it)
     ("train.compile_backend=nonexistent", "train.compile_backend = 'nonexistent': not a torch.compile backend"),
     ("train.warmup_steps=-5", "train.warmup_steps = -5: must be >= 0"),
     ("train.grad_clip=-1", "train.grad_clip = -1.0: must be >= 0 (0 turns clipping off)"),

@@ -3,6 +3,9 @@ manifest (a damaged one is named; ``find_resume`` falls back to the newest intac
 Imports :mod:`pretrain.checkpoint.manifest` only."""
 from __future__ import annotations
 
+import os
+import re
+import stat
 import sys
 from pathlib import Path
 
@@ -12,6 +15,8 @@ from pretrain.checkpoint import manifest
 from pretrain.config import ConfigError
 
 LATEST = "latest"
+LATEST_MAX_BYTES = 4096  # "step_00000100\n" is 14 bytes; anything much larger is not a pointer
+_STEP_NAME = re.compile(r"step_[0-9]+")
 
 
 class CheckpointError(ConfigError):
@@ -23,6 +28,65 @@ def step_dir(root: str | Path, step: int) -> Path:
     return Path(root) / f"step_{step:08d}"
 
 
+def has_latest(root: str | Path) -> bool:
+    """Whether ``root/latest`` is there at all (a link counts, even a dangling one: it is then named as bad)."""
+    return os.path.lexists(Path(root) / LATEST)
+
+
+def read_latest(root: str | Path) -> str:
+    """The ``step_*`` name ``root/latest`` holds, read safely: it must be a regular file (a link only to a regular
+    file inside ``root``), at most :data:`LATEST_MAX_BYTES`, UTF-8, naming a ``step_*`` folder directly in
+    ``root``. Anything else (a FIFO, a device, a link elsewhere, garbage, ``../other_run/...``) raises
+    CheckpointError naming the file; FileNotFoundError if it is missing."""
+    root = Path(root)
+    latest = root / LATEST
+    fix = f"write the name of a step_* directory of {root} into it"
+    try:
+        st = os.lstat(latest)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise CheckpointError(f"{latest} cannot be read ({e.strerror}); {fix}") from None
+    target = latest
+    if stat.S_ISLNK(st.st_mode):
+        real = Path(os.path.realpath(latest))
+        base = Path(os.path.realpath(root))
+        if base not in real.parents:
+            raise CheckpointError(f"{latest} is a symbolic link to {os.readlink(latest)}, outside {root}; {fix}")
+        target = real
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            raise CheckpointError(f"{latest} is a symbolic link that cannot be followed ({e.strerror}); {fix}") \
+                from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{latest} is not a regular file (a FIFO, device, socket or directory); {fix}")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise CheckpointError(f"{latest} cannot be read ({e.strerror}); {fix}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between lstat and open
+            raise CheckpointError(f"{latest} is not a regular file; {fix}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(LATEST_MAX_BYTES + 1)
+    except OSError as e:
+        raise CheckpointError(f"{latest} cannot be read ({e.strerror}); {fix}") from None
+    finally:
+        os.close(fd)
+    if len(data) > LATEST_MAX_BYTES:
+        raise CheckpointError(f"{latest} is larger than {LATEST_MAX_BYTES:,} bytes, not a checkpoint name; {fix}")
+    try:
+        name = data.decode("utf-8", errors="strict").strip()
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{latest} is not UTF-8 text, not a checkpoint name; {fix}") from None
+    if not _STEP_NAME.fullmatch(name):
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        raise CheckpointError(f"{latest} holds {shown!r}, not the name of a step_* directory directly in {root}; "
+                              f"{fix}")
+    return name
+
+
 def resolve(path: str | Path) -> Path | None:
     """A checkpoint root (with ``latest``) or a step directory -> the step directory, None if there is none;
     FileNotFoundError if ``latest`` names an incomplete one (never silently start over). Does not verify
@@ -31,8 +95,8 @@ def resolve(path: str | Path) -> Path | None:
     if (path / "dcp" / ".metadata").exists():
         return path
     latest = path / LATEST
-    if latest.exists():
-        d = path / latest.read_text().strip()
+    if has_latest(path):
+        d = path / read_latest(path)
         if not (d / "dcp" / ".metadata").exists():
             raise FileNotFoundError(f"{latest} names {d.name}, which is not a complete checkpoint (no dcp/.metadata): "
                                     f"restore it, or point {LATEST} at another step_* directory")
@@ -111,9 +175,12 @@ def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
         if problems:
             raise CheckpointError(_describe(root, problems))
         return root
-    if not (root / LATEST).exists():
+    if not has_latest(root):
         return _without_latest(root, on_damage, announce)
-    name = (root / LATEST).read_text().strip()
+    try:
+        name = read_latest(root)
+    except CheckpointError as e:  # like a damaged checkpoint: the newest intact one, or stop
+        return _bad_latest(root, str(e), on_damage, announce)
     d = root / name
     problems = damage(d)
     if not problems:
@@ -123,6 +190,19 @@ def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
     what = _describe(d, problems)
     older, also = _older_intact(root, _step_of(d) if _step_of(d) >= 0 else 1 << 62)
     hint = f"the newest intact one is {older}" if older else "no older checkpoint is intact"
+    return _fall_back(what, older, also, hint, on_damage, announce)
+
+
+def _bad_latest(root: Path, what: str, on_damage: str, announce: bool) -> Path:
+    """``latest`` itself is unusable (see :func:`read_latest`): treated like a damaged checkpoint."""
+    older, also = _older_intact(root, 1 << 62)
+    hint = f"the newest intact checkpoint is {older}" if older else "no checkpoint in it is intact"
+    return _fall_back(what, older, also, hint, on_damage, announce)
+
+
+def _fall_back(what: str, older, also: list, hint: str, on_damage: str, announce: bool) -> Path:
+    """``older`` (the newest intact checkpoint) in place of a damaged one, said on stderr; raises where
+    ``on_damage`` is "stop" or nothing is intact."""
     if on_damage == "stop" or older is None:
         raise CheckpointError(f"{what}; {hint}" + (" (checkpoint.on_damage = 'stop')" if older else "") +
                               (f"; also damaged: {'; '.join(also)}" if also else ""))
@@ -158,9 +238,14 @@ def find_intact(path: str | Path) -> Path:
     path = Path(path)
     d = resolve(path) if (path / "dcp" / ".metadata").exists() else None
     if d is None:
-        if not (path / LATEST).exists():
+        if not has_latest(path):
             raise FileNotFoundError(f"no checkpoint in {path} (expected {LATEST} or dcp/.metadata)")
-        d = path / (path / LATEST).read_text().strip()
+        try:
+            d = path / read_latest(path)
+        except CheckpointError as e:
+            older, _ = _older_intact(path, 1 << 62)
+            hint = f"; the newest intact checkpoint is {older}: pass that directory" if older else ""
+            raise CheckpointError(f"{e}{hint}") from None
     problems = damage(d)
     if problems:
         older, _ = _older_intact(d.parent, _step_of(d) if _step_of(d) >= 0 else 1 << 62)

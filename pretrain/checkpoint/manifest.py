@@ -16,12 +16,33 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 
 from curate import json_files
 
 MANIFEST = "manifest.json"
 ALGORITHM = "sha256"
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def entry_problem(name, want) -> str | None:
+    """Why a manifest entry ``name: want`` is unusable (None: well-formed): ``name`` a relative path inside the
+    folder, ``want`` ``{"size": non-negative int, "sha256": 64 hex digits}``."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
+        return "its name is not a file name"
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts:
+        return "its name leads outside the checkpoint folder"
+    if not isinstance(want, dict):
+        return "it is not an object"
+    size = want.get("size")
+    if type(size) is not int or size < 0:
+        return f"its size is {size!r}, not a non-negative integer"
+    digest = want.get(ALGORITHM)
+    if not isinstance(digest, str) or not _HEX_DIGEST.fullmatch(digest.lower()):
+        return f"its {ALGORITHM} is not a hexadecimal digest"
+    return None
 
 
 def file_digest(path: Path) -> dict:
@@ -83,18 +104,19 @@ def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
         return [f"{MANIFEST} is unreadable ({e})"]
     out = []
     for name, want in sorted(files.items())[part::parts]:
-        if not isinstance(want, dict):
-            out.append(f"{MANIFEST} has an unreadable entry for {name}")
+        why = entry_problem(name, want)
+        if why:
+            out.append(f"{MANIFEST} has an unreadable entry for {name!r} ({why})")
             continue
         path = d / name
         if not path.is_file():
             out.append(f"{name} is missing")
             continue
         size = os.path.getsize(path)
-        if size != want.get("size"):
-            out.append(f"{name} has {size:,} bytes, the manifest says {want.get('size'):,}"
-                       + (" (truncated)" if isinstance(want.get("size"), int) and size < want["size"] else ""))
+        if size != want["size"]:
+            out.append(f"{name} has {size:,} bytes, the manifest says {want['size']:,}"
+                       + (" (truncated)" if size < want["size"] else ""))
             continue
-        if file_digest(path)[ALGORITHM] != want.get(ALGORITHM):
+        if file_digest(path)[ALGORITHM] != want[ALGORITHM].lower():
             out.append(f"{name} does not match its {ALGORITHM} checksum (corrupted)")
     return out

@@ -16,8 +16,10 @@ A refusal raises :class:`UnsafeCheckpointError` naming the file and the global i
 from __future__ import annotations
 
 import io
+import os
 import pickle
-from pathlib import Path
+import stat
+from pathlib import Path, PurePosixPath
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader
@@ -81,6 +83,55 @@ def read_dcp_metadata(path: str | Path):
     return metadata
 
 
+def check_storage_paths(metadata, dcp_dir: str | Path) -> None:
+    """Refuse (UnsafeCheckpointError) DCP metadata whose ``storage_data`` sends a read outside ``dcp_dir``: every
+    ``relative_path`` must be a relative path without ``..`` naming a regular file inside ``dcp_dir`` (a link only
+    to a regular file inside it; never a FIFO, a device, /etc/passwd), and every ``offset``/``length`` must be
+    non-negative integers within that file."""
+    dcp_dir = Path(dcp_dir)
+    where = dcp_dir / ".metadata"
+    storage = getattr(metadata, "storage_data", None)
+    if storage is None:
+        return  # DCP reads nothing by path then (and would fail on its own)
+    if not isinstance(storage, dict):
+        raise UnsafeCheckpointError(f"{where}: its storage_data is a {type(storage).__name__}, not a mapping")
+    base = Path(os.path.realpath(dcp_dir))
+    sizes: dict[str, int] = {}
+    for key, info in storage.items():
+        what = f"{where}: the storage of {getattr(key, 'fqn', key)!r}"
+        rel = getattr(info, "relative_path", None)
+        if isinstance(rel, PurePosixPath):
+            rel = str(rel)
+        if not isinstance(rel, str) or not rel or "\x00" in rel or "\\" in rel:
+            raise UnsafeCheckpointError(f"{what} is not a file name ({rel!r}); the file was damaged or tampered with")
+        pure = PurePosixPath(rel)
+        if pure.is_absolute() or ".." in pure.parts:
+            raise UnsafeCheckpointError(f"{what} is {rel!r}, outside {dcp_dir}; refusing to read it (the file was "
+                                        f"damaged or tampered with)")
+        if rel not in sizes:
+            path = dcp_dir / rel
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    real = Path(os.path.realpath(path))
+                    if base not in real.parents:
+                        raise UnsafeCheckpointError(f"{what} is {rel!r}, a link leading outside {dcp_dir}; refusing "
+                                                    f"to read it (the file was damaged or tampered with)")
+                    st = os.stat(real)
+            except OSError as e:
+                raise UnsafeCheckpointError(f"{what} is {rel!r}, which cannot be read ({e.strerror}); the "
+                                            f"checkpoint is incomplete or damaged") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafeCheckpointError(f"{what} is {rel!r}, not a regular file (a FIFO, device, socket or "
+                                            f"directory); refusing to read it")
+            sizes[rel] = st.st_size
+        offset, length = getattr(info, "offset", None), getattr(info, "length", None)
+        if type(offset) is not int or type(length) is not int or offset < 0 or length < 0 \
+                or offset + length > sizes[rel]:
+            raise UnsafeCheckpointError(f"{what} claims bytes {offset!r}+{length!r} of {rel!r}, which holds "
+                                        f"{sizes[rel]:,}; the file was damaged or tampered with")
+
+
 class SafeFileSystemReader(FileSystemReader):
     """``FileSystemReader`` whose ``.metadata`` goes through :class:`MetadataUnpickler`."""
 
@@ -89,6 +140,7 @@ class SafeFileSystemReader(FileSystemReader):
 
         rank = kwargs.get("rank")
         metadata = read_dcp_metadata(self._get_metadata_path(rank))
+        check_storage_paths(metadata, self.path)
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id

@@ -31,7 +31,8 @@ from pretrain.checkpoint import config_change, manifest
 from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
 from pretrain.checkpoint.manifest import write_atomic as _write_atomic
 from pretrain.checkpoint.safe_load import (
-    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, read_dcp_metadata, weights_only_reason,
+    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, check_storage_paths, read_dcp_metadata,
+    weights_only_reason,
 )
 from pretrain.config import MODEL_CHOICES, ModelConfig, model_config_from_dict
 
@@ -86,7 +87,12 @@ def _dcp_load(state, path: Path) -> None:
     path = Path(path)
     planner = SafeLoadPlanner()
     try:
-        read_dcp_metadata(path / ".metadata")  # a refused .metadata is named before DCP starts
+        metadata = read_dcp_metadata(path / ".metadata")  # a refused .metadata is named before DCP starts
+        try:  # and so is storage outside dcp/ (a FIFO, /etc/passwd) or beyond a file's end (truncated)
+            check_storage_paths(metadata, path)
+        except UnsafeCheckpointError as e:
+            raise CheckpointError(f"could not load the checkpoint in {path.parent if path.name == 'dcp' else path}: "
+                                  f"{e}") from None
         with _quiet():
             dcp.load(state, storage_reader=SafeFileSystemReader(str(path)), planner=planner)
     except UnsafeCheckpointError as e:
