@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     from curate.executors import WorkerLost
     from curate.lock import LockError
 
-    problem = _overwrite_problem(args)
+    from pretrain.data.tokenize import output_prefix_problem
+
+    problem = output_prefix_problem(args.output_prefix, parts=bool(args.parts or args.merge or args.executor == "ray"),
+                                    merge=args.merge) or _overwrite_problem(args)
     if problem:
         print(f"pretrain tokenize: error: {problem}", file=sys.stderr)
         return 2

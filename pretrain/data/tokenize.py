@@ -92,7 +92,9 @@ def read_task_column(task: Task, text_column: str = "text"):
         names = data.schema.names
     if text_column not in names:
         raise ValueError(f"{task.shard} has no {text_column!r} column (columns: {names})")
-    column = checked(data.column(text_column), task.shard)
+    from pretrain.data.tokenizer import text_array
+
+    column = text_array(checked(data.column(text_column), task.shard), task.shard, text_column)
     nbytes = (pc.sum(pc.binary_length(column)).as_py() or 0) if len(column) else 0
     return column, int(nbytes)
 
@@ -206,6 +208,32 @@ def _sha256_file(path) -> str:
     return h.hexdigest()
 
 
+def output_prefix_problem(prefix, parts: bool = False, merge: bool = False) -> str | None:
+    """A message when ``prefix`` cannot name the output, checked at start (not after all the work): without
+    ``parts`` (or with ``merge``) ``PREFIX.bin/.idx/.json`` are written, so the prefix must name files, not a
+    folder (``dir/`` would write hidden ``dir/.bin``), in an existing folder, and none of them a folder."""
+    from curate.write_guard import blocking_file
+
+    prefix = os.fspath(prefix)
+    if not prefix:
+        return "--output-prefix is empty: give a path such as out/tokens/web"
+    writes_files = merge or not parts
+    if writes_files:
+        folder_like = prefix.endswith(("/", os.sep)) or os.path.basename(prefix) in ("", ".", "..")
+        if folder_like or (not parts and os.path.isdir(prefix)):
+            base = prefix.rstrip("/" + os.sep) or prefix
+            return (f"--output-prefix {prefix} names a folder, not a file prefix (it would write {prefix.rstrip('/')}"
+                    f"/.bin); give a name inside it, e.g. {os.path.join(base, 'tokens')}")
+        for suffix in (".bin", ".idx", ".json"):
+            if os.path.isdir(prefix + suffix):
+                return f"{prefix}{suffix} is a folder: move it away or give another --output-prefix"
+    parent = os.path.dirname(os.path.abspath(prefix.rstrip("/" + os.sep) or prefix))
+    above = blocking_file(parent)
+    if above:
+        return f"--output-prefix {prefix} lies below {above}, which is a file, not a folder"
+    return None
+
+
 def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1, text_column: str = "text",
                      progress: bool = True, log=None) -> dict:
     """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts."""
@@ -213,6 +241,9 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     from pretrain.data.tokenizer import load_tokenizer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    problem = output_prefix_problem(output_prefix)
+    if problem:
+        raise ValueError(problem)
     input_dir = Path(input_dir)
     manifest = input_dir / "manifest.json"
     entries = manifest_entries(input_dir)  # no shard twice, each there with rows and sha256
@@ -318,23 +349,27 @@ def merge_parts(parts: Path, tasks: list[Task], prefix: str, dtype) -> dict:
     """Concatenate the partial datasets in task order into ``prefix.bin`` and ``prefix.idx``."""
     lengths, doc_counts = [], []
     bin_tmp = Path(prefix + ".bin.merge.tmp")
-    with open(bin_tmp, "wb") as out:
-        for t in tasks:
-            part = IndexedDataset(parts / f"{t.index:06d}")
-            if part.dtype != np.dtype(dtype):
-                raise ValueError(f"part {t.index} holds {part.dtype}, expected {dtype}")
-            lengths.append(np.array(part.sequence_lengths))
-            doc_counts.append(np.diff(part.document_indices))
-            part.close()
-            with open(data_file_path(parts / f"{t.index:06d}"), "rb") as src:
-                shutil.copyfileobj(src, out, 1 << 22)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with open(bin_tmp, "wb") as out:
+            for t in tasks:
+                part = IndexedDataset(parts / f"{t.index:06d}")
+                if part.dtype != np.dtype(dtype):
+                    raise ValueError(f"part {t.index} holds {part.dtype}, expected {dtype}")
+                lengths.append(np.array(part.sequence_lengths))
+                doc_counts.append(np.diff(part.document_indices))
+                part.close()
+                with open(data_file_path(parts / f"{t.index:06d}"), "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 22)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(bin_tmp, 0o644)
+        os.replace(bin_tmp, data_file_path(prefix))
+    except BaseException:  # a full disk, a bad part, PREFIX.bin a folder, Ctrl-C: no half-written merge left
+        bin_tmp.unlink(missing_ok=True)
+        raise
     seq_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
     per_doc = np.concatenate(doc_counts) if doc_counts else np.zeros(0, np.int64)
     documents = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
-    os.chmod(bin_tmp, 0o644)
-    os.replace(bin_tmp, data_file_path(prefix))
     write_index(index_file_path(prefix), dtype, seq_lengths, documents)
     return {"documents": int(len(per_doc)), "tokens": int(seq_lengths.sum(dtype=np.int64)),
             "dtype": str(np.dtype(dtype)), "tasks": len(tasks)}

@@ -58,8 +58,10 @@ class Tokenizer:
         self.unk_id = int(specials["unk_id"])
         for name in ("eod_id", "bos_id", "pad_id", "unk_id"):
             value = getattr(self, name)
-            if value >= self.vocab_size or value < -1:
-                raise ValueError(f"{self.model_path}: {name} {value} is outside the vocabulary of {self.vocab_size}")
+            low = 0 if name == "eod_id" else -1  # -1: no such piece (a pretrained model's pad); EOD is written
+            if value >= self.vocab_size or value < low:
+                raise ValueError(f"{self.model_path}: {name} {value} is outside the vocabulary of {self.vocab_size} "
+                                 f"(0 to {self.vocab_size - 1})")
 
     def encode(self, text: str) -> list[int]:
         return self._sp.EncodeAsIds(text)
@@ -133,7 +135,31 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
                 raise ValueError(f"{side}: {bad[0]} = {meta[bad[0]]!r} is not a token id (an integer); "
                                  f"delete {side.name} to read the ids from the model, or fix it")
             specials = {k: meta[k] for k in SPECIALS}
+            _check_sidecar_ids(side, path, meta)
     return Tokenizer(path, specials)
+
+
+def _check_sidecar_ids(side: Path, model_path: Path, meta: dict) -> None:
+    """The sidecar's ids inside the model's vocabulary: EOD (written after every document) 0 to vocab size - 1,
+    the other special ids too, or -1 (no such piece). Checked here, naming the sidecar, and not as an
+    ``OverflowError`` deep in ``pretrain tokenize`` after the work has started."""
+    import sentencepiece as spm
+
+    if not os.path.isfile(model_path):
+        return  # the Tokenizer says what is wrong with the model
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.Load(str(model_path))
+    except (OSError, RuntimeError):
+        return  # not a model: the Tokenizer says so
+    vocab = int(sp.GetPieceSize())
+    for name in SPECIALS:
+        value = meta[name]
+        low = 0 if name == "eod_id" else -1
+        if not low <= value < vocab:
+            allowed = f"0 to {vocab - 1}" + ("" if name == "eod_id" else ", or -1 for none")
+            raise ValueError(f"{side}: {name} = {value} is not a token id of {model_path.name} (vocabulary of "
+                             f"{vocab}: {allowed}); delete {side.name} to read the ids from the model, or fix it")
 
 
 def _specials_from_model(sp, where: str) -> dict:
@@ -285,4 +311,47 @@ def _entries(input_dir) -> list:
 def _text_column(table, text_column: str, path):
     if text_column not in table.column_names:
         raise ValueError(f"{path} has no {text_column!r} column (columns: {table.column_names})")
-    return table.column(text_column)
+    return text_array(table.column(text_column), path, text_column)
+
+
+def text_array(column, path, text_column: str = "text"):
+    """``column`` (an Arrow array or chunked array, the text column of the shard at ``path``) as UTF-8 text:
+    string, large_string and string_view as they are; binary, large_binary and binary_view decoded as UTF-8, a
+    row that is not valid UTF-8 null (counted as an encode error, as any non-text document); dictionary-encoded
+    values decoded first. Any other type (numbers, lists, ...) is a ``ValueError`` naming the shard and type."""
+    import pyarrow as pa
+
+    t = column.type
+    if pa.types.is_dictionary(t):
+        if isinstance(column, pa.ChunkedArray):
+            chunks = [c.dictionary_decode() for c in column.chunks]
+            column = pa.chunked_array(chunks, type=t.value_type)
+        else:
+            column = column.dictionary_decode()
+        t = column.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return column
+    if _is_view(t, "string"):
+        return column.cast(pa.large_string())
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "binary"):
+        target = pa.string() if pa.types.is_binary(t) else pa.large_string()
+        try:
+            return column.cast(target)  # all valid UTF-8: no copy of the bytes
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        texts = []
+        for value in column.to_pylist():
+            try:
+                texts.append(None if value is None else value.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(None)
+        return pa.array(texts, type=target)
+    raise ValueError(f"shard {path}: column {text_column!r} has type {t}, not text; give a column of strings "
+                     "(string, large_string, string_view) or UTF-8 bytes (binary), or another --text-column")
+
+
+def _is_view(t, kind: str) -> bool:
+    import pyarrow.types as pt
+
+    check = getattr(pt, f"is_{kind}_view", None)
+    return bool(check and check(t))

@@ -22,6 +22,7 @@ def _sample_shard(args: tuple) -> list[str]:
 
     from curate.shards import checked
     from pretrain.data.manifest_check import verify_shard
+    from pretrain.data.tokenizer import text_array
 
     entry, quota, seed, index, text_column = args
     verify_shard(entry)
@@ -41,7 +42,7 @@ def _sample_shard(args: tuple) -> list[str]:
             names = batch.schema.names
         if text_column not in names:
             raise ValueError(f"shard {entry.name} has no {text_column!r} column (columns: {names})")
-        texts = checked(batch.column(text_column), entry.path)
+        texts = text_array(checked(batch.column(text_column), entry.path), entry.path, text_column)
         for r in rng.permutation(len(texts)):
             text = texts[int(r)].as_py()
             if not isinstance(text, str) or not text:
