@@ -159,7 +159,8 @@ def test_signature_is_the_exact_minimum_of_the_documented_permutations(family):
         assert [int(v) for v in sig[d]] == expect
 
 
-def test_threshold_chooses_bands_and_rows_and_prints_the_curve(capsys, tmp_path):
+def test_threshold_chooses_bands_and_rows_and_prints_the_curve(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # (the tests' conftest sets it: `curate run --quiet`'s switch)
     b, r = choose_bands(0.8, 260)
     assert b * r <= 260
     assert abs(s50(b, r) - 0.8) < 0.03  # the curve's midpoint sits at the threshold
