@@ -1,6 +1,7 @@
 """How a page's encoding is chosen (``curate/readers/text.py``), as the WHATWG encoding sniffing does it: a byte
 order mark, then the HTTP header's charset, then the HTML prescan of ``<meta>`` tags (comments and other tags'
-attributes stepped over; a UTF-16 label read as UTF-8), then UTF-8 and detection."""
+attributes stepped over; a UTF-16 label read as UTF-8), then UTF-8 and detection; except that bytes with
+non-ASCII that are valid UTF-8 are UTF-8 whatever the page declares (as trafilatura and resiliparse read them)."""
 import codecs
 import re
 
@@ -171,6 +172,33 @@ def test_a_declared_encoding_that_does_not_decode_falls_back():
     # the header says UTF-8 and is wrong, the meta is right
     page = _page('<meta charset="windows-1251">', RU)
     assert decode(page.encode("cp1251"), b"text/html; charset=utf-8") == (page, True)
+
+
+CURLY = "It’s the “best” page – naïve café • 50 €. " * 8
+
+
+@pytest.mark.parametrize("where", ["meta", "header", "both"])
+@pytest.mark.parametrize("label", ["windows-1252", "iso-8859-1", "windows-1251", "shift_jis", "koi8-r"])
+def test_valid_utf8_beats_a_stale_legacy_declaration(where, label):
+    """A UTF-8 page under a windows-1252 <meta> (three WCXB pages: ``â€™`` for an apostrophe if believed)."""
+    page = _page(f'<meta charset="{label}">' if where != "header" else "", CURLY)
+    ctype = f"text/html; charset={label}".encode() if where != "meta" else b""
+    assert decode(page.encode(), ctype) == (page, True)
+
+
+def test_a_utf16_header_on_an_ascii_page_is_not_believed():
+    page = _page("", EN)
+    for label in ("utf-16", "utf-16le", "utf-16be"):
+        assert decode(page.encode(), f"text/html; charset={label}".encode()) == (page, True)
+
+
+def test_legacy_bytes_are_still_read_as_declared():
+    page = _page('<meta charset="windows-1252">', "Café naïve – “quoted” • " * 10)
+    assert decode(page.encode("cp1252")) == (page, True)
+    # ISO-2022-JP is 7-bit: its bytes are ASCII (and so valid UTF-8); the declaration decides
+    ja = _page('<meta charset="iso-2022-jp">', "日本語のページです。" * 10)
+    assert ja.encode("iso2022_jp").isascii()
+    assert decode(ja.encode("iso2022_jp")) == (ja, True)
 
 
 def test_plain_text_is_not_prescanned():

@@ -274,15 +274,30 @@ def sniff(body: bytes) -> str | None:
 
 
 def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[str, bool]:
-    """Bytes to str, trying in turn (as browsers choose, the WHATWG encoding sniffing): a byte order mark (or
-    UTF-16's NULs, ``sniff``), the HTTP ``Content-Type`` charset (``transport_codec``), the page's <meta>
-    (``prescan``, HTML only), UTF-8, then detection. A candidate that does not decode the bytes cleanly is
-    passed over for the next one.
+    """Bytes to str, trying in turn: a byte order mark (or UTF-16's NULs, ``sniff``); UTF-8, when the bytes
+    hold non-ASCII and are valid UTF-8; the HTTP ``Content-Type`` charset (``transport_codec``); the page's
+    <meta> (``prescan``, HTML only, the WHATWG prescan); UTF-8; then detection. A candidate that does not
+    decode the bytes cleanly is passed over for the next one.
+
+    Valid UTF-8 goes before what the page declares (as trafilatura and resiliparse decode, unlike a browser):
+    a page saved as UTF-8 under a stale ``windows-1252`` <meta> or header is common on the web (mojibake like
+    ``â€™`` if the declaration is believed), while legacy-encoded text that happens to be valid UTF-8 is
+    vanishingly rare. A pure-ASCII page is decoded as declared (a 7-bit encoding such as ISO-2022-JP is
+    ASCII bytes), except that a UTF-16 declaration without the NULs of UTF-16 is not believed.
 
     ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
-    candidates = [sniff(body), transport_codec(content_type) if content_type else None,
+    bom = sniff(body)
+    ascii_bytes = bom is None and body.isascii()
+    if bom is None and not ascii_bytes:
+        try:
+            return body.decode("utf-8"), True
+        except UnicodeDecodeError:
+            pass
+    candidates = [bom, transport_codec(content_type) if content_type else None,
                   prescan(body) if html else None, "utf-8"]
     for enc in dict.fromkeys(c for c in candidates if c):
+        if ascii_bytes and enc in _UTF16:
+            continue
         try:
             return body.decode(enc), True
         except (UnicodeDecodeError, LookupError):
