@@ -4,7 +4,6 @@ memory, misleading paths (a literal `a[1].jsonl`, a glob over the output folder)
 `export-hf` into a folder that holds other files."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -494,9 +493,7 @@ def test_signals_end_pretrain_tokenize_and_its_workers(tmp_path, parts, sig, sta
 
     from pretrain.data.tokenizer import train_tokenizer
 
-    spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
-    curated = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(curated)
+    import curated
     texts = [d["text"] for d in curated.prose_docs()][:200]
     cur = curated.make_curated(tmp_path / "curated", texts * 150, shards=30, batch_rows=500)
     tok = train_tokenizer(cur, 500, tmp_path / "tok.model", max_bytes=300_000, threads=1)

@@ -1,5 +1,4 @@
 """`pretrain tokenize`: curated shards to .bin/.idx, in parallel, resumable, byte-identical."""
-import importlib.util
 import os
 import signal
 import subprocess
@@ -16,9 +15,7 @@ from pretrain.data.tokenize import tokenize_curated
 from pretrain.data.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
-curated = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curated)
+import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """``pretrain tokenize`` / ``pretrain tokenizer train`` inputs: text columns of other Arrow types, a tokenizer
 sidecar with ids outside the vocabulary, output prefixes that name folders."""
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -15,10 +14,7 @@ from pretrain.data.indexed import IndexedDataset
 from pretrain.data.tokenize import merge_parts, output_prefix_problem, tokenize_curated
 from pretrain.data.tokenizer import load_tokenizer, text_array, train_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
-curated = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curated)
+import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """`pretrain tokenize --parts / --executor ray / --merge`: a dataset of parts that reads as one dataset, resumes,
 survives a lost Ray node, and merges into the bytes of a one-process run; manifests that lie are refused."""
-import importlib.util
 import json
 import os
 import shutil
@@ -20,9 +19,7 @@ from pretrain.data.tokenize_parts import tokenize_to_parts
 from pretrain.data.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
-curated = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curated)
+import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
 
 @pytest.fixture(scope="module")

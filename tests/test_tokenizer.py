@@ -1,5 +1,4 @@
 """`pretrain tokenizer train` and load_tokenizer, on real prose (tests/data/pretrain/SOURCES.md)."""
-import importlib.util
 import json
 import pickle
 from pathlib import Path
@@ -9,9 +8,7 @@ import pytest
 from pretrain.cli import main as pretrain_main
 from pretrain.data.tokenizer import load_tokenizer, sample_training_text, train_tokenizer
 
-_spec = importlib.util.spec_from_file_location("curated", Path(__file__).parent / "data" / "pretrain" / "curated.py")
-curated = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curated)
+import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,4 @@
 """`pretrain tokenizer train --sample-bytes`: a bounded sample spread over every shard, the same on any executor."""
-import importlib.util
-from pathlib import Path
 
 from curate.executors.local import LocalExecutor
 from pretrain.cli import main as pretrain_main
@@ -8,10 +6,7 @@ from pretrain.data.manifest_check import manifest_entries
 from pretrain.data.tokenizer import load_tokenizer
 from pretrain.data.tokenizer_sample import sample_spread_text
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("curated", ROOT / "tests" / "data" / "pretrain" / "curated.py")
-curated = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curated)
+import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
 
 def test_the_sample_is_bounded_spread_and_reproducible(tmp_path):

@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="curated shard bytes per part and task (default 1G; whole shards, in manifest order)")
     parser.add_argument("--max-retries", type=_retries, default=3,
                         help="runs of a task whose worker or node died before the run stops (default 3)")
+    parser.add_argument("--force", action="store_true",
+                        help="write over an existing PREFIX.bin/.idx/.json (with --parts: files in the folder PREFIX/) "
+                             "that pretrain tokenize did not write (refused without it)")
     parser.add_argument("--merge", action="store_true",
                         help="also write PREFIX.bin/.idx from the parts (implies --parts): one Megatron file, the "
                              "bytes a one-process run writes")
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         from pretrain.data.tokenize import tokenize_curated
 
         stats = tokenize_curated(args.input, args.tokenizer, args.output_prefix, args.workers,
-                                 args.text_column, args.progress)
+                                 args.text_column, args.progress, force=args.force)
     except (FileNotFoundError, ValueError, ConfigError, LockError, WorkerLost) as e:
         print(f"pretrain tokenize: error: {e}", file=sys.stderr)
         return 2
@@ -114,7 +117,7 @@ def _run_parts(args) -> int:
     executor = make_executor(args.executor or "local", args.workers, args.address, max_retries=args.max_retries)
     try:
         stats = tokenize_to_parts(args.input, args.tokenizer, args.output_prefix, executor, args.part_bytes,
-                                  args.text_column, merge=args.merge)
+                                  args.text_column, merge=args.merge, force=args.force)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
         executor.abort()
         raise

@@ -92,8 +92,15 @@ def write_parts_index(prefix, dtype, parts: list[dict], extra: dict | None = Non
     return record
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def read_parts_index(prefix) -> dict:
-    """The parts index, checked: every name a plain part file inside PREFIX, counts that are numbers."""
+    """The parts index, checked: every name a plain part file inside PREFIX and named once, counts that are
+    numbers, each part's ``bin_bytes`` its tokens' bytes, and the totals (``documents``, ``tokens``, and the
+    ``stats`` a tokenize run records: documents, tokens, rows, parts) the sums of the parts'. A parts.json whose
+    totals lie is refused, not merged or trained on (the files themselves: :func:`check_part_files`)."""
     path = parts_index_path(prefix)
     try:
         record = json_files.read_json(path)
@@ -102,16 +109,75 @@ def read_parts_index(prefix) -> dict:
         dtype = np.dtype(record["dtype"])
         if dtype not in DTYPE_CODES.values():
             raise ValueError(f"dtype {dtype}")
+        if not isinstance(record["parts"], list):
+            raise ValueError("'parts' is not a list")
+        seen = set()
         for p in record["parts"]:
             if not isinstance(p["name"], str) or not p["name"].startswith("part-") or "/" in p["name"] \
                     or ".." in p["name"]:
                 raise ValueError(f"part name {p['name']!r}")
+            if p["name"] in seen:
+                raise ValueError(f"part {p['name']} is listed twice (its documents would be read twice)")
+            seen.add(p["name"])
             for key in ("documents", "tokens", "bin_bytes"):
-                if not isinstance(p[key], int) or p[key] < 0:
+                if not _count(p[key]):
                     raise ValueError(f"{key} of {p['name']}: {p[key]!r}")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+            for key in ("idx_bytes", "rows", "shards"):  # recorded by `pretrain tokenize --parts`
+                if key in p and not _count(p[key]):
+                    raise ValueError(f"{key} of {p['name']}: {p[key]!r}")
+        for key in ("documents", "tokens"):
+            if not _count(record[key]):
+                raise ValueError(f"{key}: {record[key]!r}")
+        if not isinstance(record.get("stats", {}), dict):
+            raise ValueError("'stats' is not a table")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path} is not a parts index written by `pretrain tokenize --parts` ({e})") from None
+    _check_totals(path, record, dtype)
     return record
+
+
+def _check_totals(path, record: dict, dtype: np.dtype) -> None:
+    """Each part's ``bin_bytes`` against its tokens, and every total of ``parts.json`` against its parts."""
+    again = "the file was edited or damaged: run `pretrain tokenize --parts` again (it redoes only what changed)"
+    parts = record["parts"]
+    for p in parts:
+        if p["bin_bytes"] != p["tokens"] * dtype.itemsize:
+            raise ValueError(f"{path}: part {p['name']} has {p['tokens']:,} tokens of {dtype} "
+                             f"({p['tokens'] * dtype.itemsize:,} bytes) but bin_bytes {p['bin_bytes']:,}: {again}")
+    sums = {key: sum(p[key] for p in parts) for key in ("documents", "tokens")}
+    if all("rows" in p for p in parts):
+        sums["rows"] = sum(p["rows"] for p in parts)
+    stats = record.get("stats") or {}
+    claims = [(key, record[key]) for key in ("documents", "tokens")]
+    claims += [(f"stats.{key}", stats[key]) for key in ("documents", "tokens", "rows") if key in stats and key in sums]
+    for name, claimed in claims:
+        key = name.rsplit(".", 1)[-1]
+        if claimed != sums[key]:
+            raise ValueError(f"{path} says {claimed!r} {key} in all ({name}) but its {len(parts)} parts add up to "
+                             f"{sums[key]:,}: {again}")
+    if "parts" in stats and stats["parts"] != len(parts):
+        raise ValueError(f"{path} says stats.parts = {stats['parts']!r} but lists {len(parts)} parts: {again}")
+
+
+def check_part_files(prefix, record: dict) -> str | None:
+    """The first part whose files are not the sizes ``parts.json`` records (missing, not a regular file, cut
+    short or grown), as a message naming the part; None when every part's ``.bin`` (and ``.idx`` where the size
+    is recorded) is. Only ``stat``: cheap for thousands of parts (opening a part checks its counts too)."""
+    prefix = os.fspath(prefix)
+    for p in record["parts"]:
+        part = os.path.join(prefix, p["name"])
+        for path, key in ((data_file_path(part), "bin_bytes"), (index_file_path(part), "idx_bytes")):
+            if not os.path.lexists(path):
+                return f"part {p['name']}: {path} is missing"
+            if not os.path.isfile(path):
+                return f"part {p['name']}: {path} is not a regular file"
+            if key not in p:  # a parts.json of older runs (or made by hand) records no .idx size
+                continue
+            st = os.stat(path)
+            if st.st_size != p[key]:
+                return (f"part {p['name']}: {path} is {st.st_size:,} bytes, {PARTS_INDEX} says {p[key]:,} (cut "
+                        "short, damaged or rewritten since it was tokenized)")
+    return None
 
 
 class PartsDataset:
@@ -122,6 +188,10 @@ class PartsDataset:
         self.record = read_parts_index(self.prefix)
         self.dtype = np.dtype(self.record["dtype"])
         self.parts: list[IndexedDataset] = []
+        bad = check_part_files(self.prefix, self.record)
+        if bad is not None:
+            raise ValueError(f"{self.prefix}/{PARTS_INDEX}: {bad}: tokenize again (`pretrain tokenize --parts` "
+                             "redoes only the parts that changed)")
         for p in self.record["parts"]:
             part = IndexedDataset(os.path.join(self.prefix, p["name"]))
             got = (part.num_documents, part.num_tokens, os.path.getsize(data_file_path(part.prefix)))
@@ -245,3 +315,18 @@ def merge_parts(prefix, output_prefix, durable: bool = True) -> dict:
         ds.close()
     return {"documents": ds.num_documents, "tokens": ds.num_tokens, "parts": len(ds.record["parts"]),
             "dtype": str(ds.dtype)}
+
+
+def marker_holds(prefix, marker: dict, counts) -> bool:
+    """Whether a finished task's marker can be taken: its ``counts`` are non-negative integers, and the indexed
+    dataset at ``prefix`` holds the ``documents`` and ``tokens`` it records. ``KeyError`` (a count missing),
+    ``OSError`` and ``ValueError`` (damaged files) are the caller's to catch."""
+    from pretrain.data.indexed import IndexedDataset
+
+    if any(isinstance(marker[k], bool) or not isinstance(marker[k], int) or marker[k] < 0 for k in counts):
+        return False
+    part = IndexedDataset(prefix)
+    try:
+        return (part.num_documents, part.num_tokens) == (marker["documents"], marker["tokens"])
+    finally:
+        part.close()

@@ -8,7 +8,12 @@ A killed run resumes: done tasks are kept (when the input manifest, tokenizer an
 same), half-written files are ignored, and the rerun gives byte-identical files.
 Documents that cannot be encoded (not a string, or an encoder error) are counted and skipped; empty
 documents are counted and skipped. ``<prefix>.json`` records the counts and a key of the inputs (manifest,
-tokenizer, settings): a rerun with the same inputs finds the output up to date and does nothing.
+tokenizer, settings, and the version of the rules that read a shard's text, ``READER_VERSION``): a rerun with the
+same inputs finds the output up to date and does nothing; an output of older reading rules is tokenized again.
+
+The output never replaces files Quarry did not write: an existing ``PREFIX.bin/.idx/.json`` without Quarry's
+record ``PREFIX.json`` beside it is refused unless ``force`` (``--force``); a ``PREFIX.parts/`` scratch folder
+holding files Quarry did not write is always refused (it is removed when the run ends).
 """
 from __future__ import annotations
 
@@ -33,6 +38,13 @@ from pretrain.data.indexed import (
 ENCODE_BATCH = 256  # documents per SentencePiece call
 CHUNK_DOCS = 2048  # documents encoded and written at a time within a task
 JOB_VERSION = 1
+# The rules that turn a shard's text column into documents (read_task_column, tokenizer.text_array,
+# encode_documents). Part of every output's key (one file, and each part of --parts), so that outputs written under
+# older rules count as stale and are tokenized again. Bump it whenever those rules change what a shard reads as.
+#   1: binary text columns were all encode errors (every document skipped, exit 0)
+#   2: binary columns decoded as UTF-8, string_view and dictionary columns read (b05eb25)
+READER_VERSION = 2
+OUTPUT_FORMAT = "quarry-tokenize"  # PREFIX.json, the record of a one-file run or of --merge
 
 
 @dataclass(frozen=True)
@@ -211,7 +223,8 @@ def _sha256_file(path) -> str:
 def output_prefix_problem(prefix, parts: bool = False, merge: bool = False) -> str | None:
     """A message when ``prefix`` cannot name the output, checked at start (not after all the work): without
     ``parts`` (or with ``merge``) ``PREFIX.bin/.idx/.json`` are written, so the prefix must name files, not a
-    folder (``dir/`` would write hidden ``dir/.bin``), in an existing folder, and none of them a folder."""
+    folder (``dir/`` would write hidden ``dir/.bin``), in an existing folder, and none of them a folder. (Files
+    there that Quarry did not write: :func:`foreign_output_problem`, which the library functions check.)"""
     from curate.write_guard import blocking_file
 
     prefix = os.fspath(prefix)
@@ -234,14 +247,142 @@ def output_prefix_problem(prefix, parts: bool = False, merge: bool = False) -> s
     return None
 
 
+# ----------------------------------------------------------------------------------------------- what is ours
+
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def output_record(prefix) -> dict | None:
+    """``PREFIX.json`` when it is the record of a `pretrain tokenize` (a one-file run's, or ``--merge``'s, of this
+    version or an older one), else None (missing, not a regular file, not JSON, or another file)."""
+    path = os.fspath(prefix) + ".json"
+    if not os.path.isfile(path):
+        return None
+    try:
+        record = json_files.read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("stats"), dict):
+        return None
+    if record.get("format") == OUTPUT_FORMAT or _is_sha256(record.get("job_key")) or \
+            (_is_sha256(record.get("parts_sha256")) and "merged_from" in record):
+        return record
+    return None
+
+
+def _is_job_folder(folder: str) -> bool:
+    """A folder that a `pretrain tokenize` made: its ``job.json`` holds a job key (``PREFIX.parts/`` of a one-file
+    run, ``PREFIX/`` of --parts)."""
+    try:
+        record = json_files.read_json(os.path.join(folder, "job.json"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and _is_sha256(record.get("job_key"))
+
+
+def _foreign_entries(folder: str, ours: tuple = ()) -> list[str]:
+    """Entries of ``folder`` other than ``ours`` and the hidden ``.*.tmp`` files a killed run leaves."""
+    return sorted(e for e in os.listdir(folder) if e not in ours and not (e.startswith(".") and e.endswith(".tmp")))
+
+
+def foreign_output_problem(prefix, parts: bool = False, merge: bool = False, force: bool = False) -> str | None:
+    """A message when a path this run writes (or removes) holds files Quarry did not write:
+
+    - ``PREFIX.json`` that is not a tokenize record, or ``PREFIX.bin`` / ``PREFIX.idx`` without one beside them
+      (a one-file run killed before its record keeps its ``PREFIX.parts/job.json``, which counts): refused unless
+      ``force``;
+    - a one-file run's scratch folder ``PREFIX.parts/`` that is not a folder, or holds entries without Quarry's
+      ``job.json``: always refused (the run removes that folder when it ends; ``force`` does not make it ours);
+    - with ``parts``, the folder ``PREFIX/`` holding entries without Quarry's ``job.json`` or ``parts.json``:
+      refused unless ``force`` (the run removes the ``part-*`` files, ``parts.json`` and hidden ``.tmp`` files
+      there)."""
+    prefix = os.fspath(prefix)
+
+    def again(n: int) -> str:
+        them = "it" if n == 1 else "them"
+        return f"move {them} away, give another --output-prefix, or pass --force to overwrite {them}"
+
+    if merge or not parts:
+        if not force:
+            record = output_record(prefix)
+            if record is None and os.path.lexists(prefix + ".json"):
+                return f"{prefix}.json exists and is not the record of a `pretrain tokenize` output: {again(1)}"
+            if record is None:
+                killed_run = not parts and os.path.isdir(prefix + ".parts") and _is_job_folder(prefix + ".parts")
+                existing = [prefix + s for s in (".bin", ".idx") if os.path.lexists(prefix + s)]
+                if existing and not killed_run:
+                    return (f"{' and '.join(existing)} exist{'s' if len(existing) == 1 else ''} without the record "
+                            f"{prefix}.json that `pretrain tokenize` writes beside its outputs: not written by "
+                            f"Quarry (or by a merge killed before its record); {again(len(existing))}")
+    if not parts:
+        scratch = prefix + ".parts"
+        if os.path.lexists(scratch):
+            if not os.path.isdir(scratch) or os.path.islink(scratch):
+                return (f"{scratch} exists and is not a folder: tokenize keeps its unfinished tasks there; move it "
+                        "away or give another --output-prefix")
+            foreign = [] if _is_job_folder(scratch) else _foreign_entries(scratch)
+            if foreign:
+                return (f"{scratch}/ holds files Quarry did not write ({_some(foreign)}): tokenize keeps its "
+                        "unfinished tasks there and removes the folder when done; move it away or give another "
+                        "--output-prefix")
+    elif os.path.isdir(prefix) and not force and not _is_job_folder(prefix):
+        from pretrain.data.parts import PARTS_FORMAT, parts_index_path
+
+        try:
+            ours = json_files.read_json(parts_index_path(prefix)).get("format") == PARTS_FORMAT
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        foreign = _foreign_entries(prefix, ("run.lock", "_tasks"))
+        if foreign and not ours:
+            return (f"{prefix}/ holds files Quarry did not write ({_some(foreign)}): a dataset of parts is written "
+                    f"there (its part-* files, parts.json and job.json replaced); {again(2)}")
+    return None
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _outputs_match(prefix: str, record: dict, dtype) -> bool:
+    """``PREFIX.bin`` holds the tokens the record counts, and ``PREFIX.idx`` is a regular file (an output cut short
+    or replaced since is not up to date)."""
+    tokens = record["stats"].get("tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        return False
+    try:
+        return os.path.isfile(index_file_path(prefix)) and os.path.isfile(data_file_path(prefix)) and \
+            os.path.getsize(data_file_path(prefix)) == tokens * np.dtype(dtype).itemsize
+    except OSError:
+        return False
+
+
+def _read_task_marker(parts: Path, task: Task) -> dict | None:
+    """A done task's counts from ``PREFIX.parts/NNNNNN.json``, or None (the task is run again) when the marker is
+    damaged or its files do not hold what it counts."""
+    from pretrain.data.parts import marker_holds
+
+    prefix = parts / f"{task.index:06d}"
+    try:
+        m = json_files.read_json(f"{prefix}.json")
+        if not isinstance(m, dict) or m.get("task") != task.index:
+            return None
+        if not marker_holds(prefix, m, ("documents", "tokens", "rows", "text_bytes", "errors", "empty")):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return m
+
+
 def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1, text_column: str = "text",
-                     progress: bool = True, log=None) -> dict:
-    """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts."""
+                     progress: bool = True, log=None, force: bool = False) -> dict:
+    """Tokenize the kept shards of a curation output into ``output_prefix.{bin,idx}``; returns counts. Existing
+    ``output_prefix.bin/.idx/.json`` that Quarry did not write are refused unless ``force``."""
     from pretrain.data.manifest_check import manifest_entries
     from pretrain.data.tokenizer import load_tokenizer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    problem = output_prefix_problem(output_prefix)
+    problem = output_prefix_problem(output_prefix) or foreign_output_problem(output_prefix, force=force)
     if problem:
         raise ValueError(problem)
     input_dir = Path(input_dir)
@@ -251,28 +392,27 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     dtype = optimal_dtype(tokenizer.vocab_size)
     shards = [Path(e.path) for e in entries]
     prefix = os.fspath(output_prefix)
-    job = {"version": JOB_VERSION, "manifest_sha256": _sha256_file(manifest),
+    job = {"version": JOB_VERSION, "reader": READER_VERSION, "manifest_sha256": _sha256_file(manifest),
            "shards": [str(s.resolve()) for s in shards], "tokenizer_sha256": tokenizer.sha256(),
            "specials": tokenizer.specials(), "dtype": dtype.str, "text_column": text_column}
     job_key = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
 
     done_path = Path(prefix + ".json")
-    if done_path.is_file() and os.path.isfile(data_file_path(prefix)) and os.path.isfile(index_file_path(prefix)):
-        try:
-            done = json_files.read_json(done_path)
-        except ValueError:
-            done = {}
-        if isinstance(done, dict) and done.get("job_key") == job_key:
-            log(f"{prefix}.bin/.idx are up to date")
-            return done["stats"]
+    done = output_record(prefix)
+    if done is not None and done.get("job_key") == job_key and _outputs_match(prefix, done, dtype):
+        log(f"{prefix}.bin/.idx are up to date")
+        return done["stats"]
+    if done is not None and isinstance(done.get("job_key"), str) and done.get("job_key") != job_key:
+        log(f"{prefix}.bin/.idx were written from other inputs, another tokenizer or settings, or by an older "
+            "version of the reading rules: tokenizing again")
 
     parts = _parts_folder(prefix, job_key, job)
     tasks = plan_tasks(entries)
     results: dict[int, dict] = {}
     for t in tasks:
-        marker = parts / f"{t.index:06d}.json"
-        if marker.is_file():
-            results[t.index] = json_files.read_json(marker)
+        done = _read_task_marker(parts, t)
+        if done is not None:
+            results[t.index] = done
     pending = [t for t in tasks if t.index not in results]
     total_rows = sum(e.get("rows", 0) for e in json_files.read_json(manifest)["shards"])
     if results:
@@ -291,8 +431,8 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     with atomic_file(done_path) as f:
-        f.write(json.dumps({"job_key": job_key, "stats": stats, "tokenizer": tokenizer.model_path,
-                            "input": str(input_dir)}, indent=2).encode())
+        f.write(json.dumps({"format": OUTPUT_FORMAT, "job_key": job_key, "reader": READER_VERSION, "stats": stats,
+                            "tokenizer": tokenizer.model_path, "input": str(input_dir)}, indent=2).encode())
     shutil.rmtree(parts)
     return stats
 

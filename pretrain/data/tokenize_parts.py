@@ -5,11 +5,14 @@ group tokenizes its shards (documents in manifest order, each followed by EOD) i
 The tasks run on ``curate``'s executors (a local process pool, or Ray tasks on a cluster), with the lock and
 markers of ``curate run``: ``PREFIX/run.lock`` keeps a second run out; a finished task's marker
 ``PREFIX/_tasks/part-NNNNN.json`` is written after its files, and counts on a rerun only while its key (the job:
-tokenizer, settings; its shards' names, rows and sha256) matches, so a killed run resumes where it was and a task
-lost with its node is run again elsewhere (only that task). ``PREFIX/parts.json`` is written last, when every part
-is there (:mod:`pretrain.data.parts`). Every shard is checked against its manifest entry (sha256, rows) by the task
-that reads it (:mod:`pretrain.data.manifest_check`). ``merge=True`` then writes ``PREFIX.bin/.idx``, the bytes
-tokenizing in one process writes.
+tokenizer, settings, the version of the text reading rules; its shards' names, rows and sha256) matches, so a
+killed run resumes where it was and a task lost with its node is run again elsewhere (only that task).
+``PREFIX/parts.json`` is written last, when every part is there (:mod:`pretrain.data.parts`). Every shard is checked
+against its manifest entry (sha256, rows) by the task that reads it (:mod:`pretrain.data.manifest_check`).
+``merge=True`` then writes ``PREFIX.bin/.idx``, the bytes tokenizing in one process writes. A marker's counts are
+checked against its part's files before they go into parts.json, and a parts.json whose parts' files are not the
+sizes it records is not up to date (the damaged parts are tokenized again). A folder ``PREFIX/`` (or with ``merge``
+a ``PREFIX.bin/.idx/.json``) holding files Quarry did not write is refused unless ``force``.
 """
 from __future__ import annotations
 
@@ -28,7 +31,9 @@ import numpy as np
 from curate import json_files
 from pretrain.data.indexed import IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype
 from pretrain.data.manifest_check import ManifestShard, manifest_entries, verify_shard
-from pretrain.data.parts import PARTS_INDEX, part_name, parts_index_path, read_parts_index, write_parts_index
+from pretrain.data.parts import (
+    PARTS_INDEX, check_part_files, marker_holds, part_name, parts_index_path, read_parts_index, write_parts_index,
+)
 
 JOB_VERSION = 1
 DEFAULT_PART_BYTES = 1 << 30  # shard bytes per part (and per task)
@@ -121,6 +126,7 @@ def tokenize_part(task: PartTask) -> dict:
                 raise ValueError(f"shard {shard.name}: read {rows:,} rows, its manifest entry says {shard.rows:,}")
             stats["rows"] += rows
     stats["bin_bytes"] = os.path.getsize(data_file_path(prefix))
+    stats["idx_bytes"] = os.path.getsize(index_file_path(prefix))
     stats["cpu_seconds"] = round(time.process_time() - cpu0, 4)
     return stats
 
@@ -133,7 +139,9 @@ def _digest(obj) -> str:
 
 def _read_marker(path: Path, key: str, folder: Path) -> dict | None:
     """A finished task's counts, or None when its marker is missing, damaged, of another key, or its files are not
-    the ones it recorded (the task is then run again)."""
+    the ones it recorded: sizes, and the documents and tokens its ``.idx`` holds (the task is then run again; a
+    marker's counts go into parts.json, so they are checked, not taken on trust)."""
+
     try:
         m = json_files.read_json(path)
     except (OSError, ValueError):
@@ -144,8 +152,13 @@ def _read_marker(path: Path, key: str, folder: Path) -> dict | None:
     try:
         if os.path.getsize(data_file_path(prefix)) != m["bin_bytes"] or not os.path.isfile(index_file_path(prefix)):
             return None
-    except (OSError, KeyError, TypeError):
+        if "idx_bytes" in m and os.path.getsize(index_file_path(prefix)) != m["idx_bytes"]:
+            return None
+        if not marker_holds(prefix, m, ("documents", "tokens", "rows", "errors", "empty", "text_bytes", "shards")):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    m["idx_bytes"] = os.path.getsize(index_file_path(prefix))  # markers of older runs did not record it
     return m
 
 
@@ -177,14 +190,21 @@ def _remove_parts(folder: Path, keep: set[str]) -> None:
 
 
 def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_bytes: int = DEFAULT_PART_BYTES,
-                      text_column: str = "text", merge: bool = False, log=None) -> dict:
-    """Tokenize the kept shards of a curation output into the dataset of parts ``output_prefix/``."""
+                      text_column: str = "text", merge: bool = False, log=None, force: bool = False) -> dict:
+    """Tokenize the kept shards of a curation output into the dataset of parts ``output_prefix/``. A folder
+    ``output_prefix/`` holding files Quarry did not write (and with ``merge`` an ``output_prefix.bin/.idx/.json``
+    Quarry did not write) is refused unless ``force`` (:func:`pretrain.data.tokenize.foreign_output_problem`)."""
     from curate.lock import OutputLock
+    from pretrain.data.tokenize import READER_VERSION, foreign_output_problem, output_prefix_problem
     from pretrain.data.tokenizer import load_tokenizer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     if part_bytes <= 0:
         raise ValueError(f"part bytes must be positive, got {part_bytes}")
+    problem = output_prefix_problem(output_prefix, parts=True, merge=merge) or \
+        foreign_output_problem(output_prefix, parts=True, merge=merge, force=force)
+    if problem:
+        raise ValueError(problem)
     shards = manifest_entries(input_dir)
     tokenizer = load_tokenizer(tokenizer_path)
     dtype = optimal_dtype(tokenizer.vocab_size)
@@ -193,8 +213,8 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
         raise ValueError(f"{folder} exists and is not a folder: a dataset of parts is a folder; choose another "
                          "--output-prefix")
     folder.mkdir(parents=True, exist_ok=True)
-    job = {"version": JOB_VERSION, "tokenizer_sha256": tokenizer.sha256(), "specials": tokenizer.specials(),
-           "dtype": dtype.str, "text_column": text_column, "part_bytes": part_bytes}
+    job = {"version": JOB_VERSION, "reader": READER_VERSION, "tokenizer_sha256": tokenizer.sha256(),
+           "specials": tokenizer.specials(), "dtype": dtype.str, "text_column": text_column, "part_bytes": part_bytes}
     job_key = _digest(job)
     t0 = time.perf_counter()
     with OutputLock(folder) as lock:
@@ -207,7 +227,7 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
                           str(Path(tokenizer.model_path).absolute()), specials, dtype.str, text_column)
                  for i, g in enumerate(groups)]
         plan_key = _digest([t.key for t in tasks])
-        done = _up_to_date(folder, plan_key)
+        done = _up_to_date(folder, plan_key, log)
         if done is None:
             _remove_stale_merge(folder, log)
             done = _run_tasks(folder, tasks, executor, plan_key, job, log)
@@ -220,12 +240,23 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
     return stats
 
 
-def _up_to_date(folder: Path, plan_key: str) -> dict | None:
+def _up_to_date(folder: Path, plan_key: str, log) -> dict | None:
+    """parts.json when it is this plan's and every part's files are the sizes it records; None (run the tasks:
+    those whose files are intact are kept) otherwise, saying why when parts.json or a part is damaged."""
+    if not parts_index_path(folder).exists():
+        return None
     try:
         record = read_parts_index(folder)
-    except ValueError:
+    except ValueError as e:
+        log(f"{e}: tokenizing again what is needed")
         return None
-    return record if record.get("plan_key") == plan_key else None
+    if record.get("plan_key") != plan_key:
+        return None
+    bad = check_part_files(folder, record)
+    if bad is not None:
+        log(f"{folder}/{PARTS_INDEX}: {bad}: tokenizing that part again")
+        return None
+    return record
 
 
 def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job: dict, log) -> dict:
@@ -251,7 +282,8 @@ def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job
     for tmp in folder.glob(".*.tmp"):  # left by a task whose node was lost (it ran again elsewhere)
         tmp.unlink(missing_ok=True)
     ordered = [results[t.index] for t in tasks]
-    parts = [{k: r[k] for k in ("name", "documents", "tokens", "bin_bytes", "rows", "shards")} for r in ordered]
+    parts = [{k: r[k] for k in ("name", "documents", "tokens", "bin_bytes", "idx_bytes", "rows", "shards")}
+             for r in ordered]
     stats = {key: sum(r[key] for r in ordered) for key in ("documents", "tokens", "rows", "errors", "empty",
                                                            "text_bytes")}
     stats.update(dtype=str(np.dtype(job["dtype"])), parts=len(parts),
@@ -273,9 +305,20 @@ def _remove_stale_merge(folder: Path, log) -> None:
             Path(path).unlink(missing_ok=True)
 
 
+def _merged_intact(folder: Path, prefix: str) -> bool:
+    """``PREFIX.bin`` holds the parts' tokens (its size) and ``PREFIX.idx`` is a regular file: not cut short."""
+    record = read_parts_index(folder)
+    try:
+        return os.path.isfile(index_file_path(prefix)) and os.path.isfile(data_file_path(prefix)) and \
+            os.path.getsize(data_file_path(prefix)) == record["tokens"] * np.dtype(record["dtype"]).itemsize
+    except OSError:
+        return False
+
+
 def _merge(folder: Path, log) -> dict:
     """``PREFIX.bin/.idx`` from the parts, unless ``PREFIX.json`` says they were merged from these very parts."""
     from pretrain.data.parts import merge_parts
+    from pretrain.data.tokenize import OUTPUT_FORMAT
 
     prefix = str(folder)
     record_path = Path(prefix + ".json")
@@ -284,12 +327,13 @@ def _merge(folder: Path, log) -> dict:
         record = json_files.read_json(record_path)
     except (OSError, ValueError):
         record = {}
-    if isinstance(record, dict) and record.get("parts_sha256") == parts_sha and os.path.isfile(data_file_path(prefix)) \
-            and os.path.isfile(index_file_path(prefix)):
-        log(f"{prefix}.bin/.idx are up to date")
-        return record["stats"]
+    if isinstance(record, dict) and record.get("parts_sha256") == parts_sha:
+        if _merged_intact(folder, prefix) and isinstance(record.get("stats"), dict):
+            log(f"{prefix}.bin/.idx are up to date")
+            return record["stats"]
+        log(f"{prefix}.bin/.idx are not what was merged (missing, cut short or changed): merged again")
     stats = merge_parts(folder, prefix)
     with atomic_file(record_path) as f:
-        f.write(json.dumps({"parts_sha256": parts_sha, "merged_from": f"{prefix}/{PARTS_INDEX}", "stats": stats},
-                           indent=2).encode())
+        f.write(json.dumps({"format": OUTPUT_FORMAT, "parts_sha256": parts_sha,
+                            "merged_from": f"{prefix}/{PARTS_INDEX}", "stats": stats}, indent=2).encode())
     return stats
