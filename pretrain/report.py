@@ -8,11 +8,17 @@ Reads each curation output's ``stats.json`` and the trainer's ``LOG_DIR/metrics.
 - ``eval.png`` (when the run evaluated ``[[eval.tasks]]``): each task metric against tokens seen;
 - ``index.md``: a one-page summary linking both, with the funnel tables, the final train / validation loss,
   throughput (tokens/s, MFU; "n/a" above 100%: a CPU peak measured too low) and, with ``--checkpoint``, a
-  greedy sample generated from the prompt.
+  greedy sample generated from the prompt;
+- ``quarry_report.json``, written first: the mark of a report folder.
+
+DIR must be new, empty, or an earlier report's (only the files above, with ``quarry_report.json`` or an
+``index.md`` titled "# Quarry run report"): anything else is refused (``ReportError``) unless ``force``, so a
+user's own files are never overwritten by mistake. Every file is written atomically.
 """
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from pathlib import Path
 
@@ -23,6 +29,75 @@ TRAIN_KEY, VAL_KEY = "loss", "val_loss"
 
 class ReportError(ValueError):
     pass
+
+
+MARKER = "quarry_report.json"
+REPORT_FILES = frozenset({"index.md", "funnel.png", "loss.png", "eval.png", MARKER})
+TITLE = "# Quarry run report"
+
+
+def _leftover(name: str) -> bool:
+    """A temporary file of an atomic write killed before its rename (``.NAME.XXXXXXXX.tmp``)."""
+    return name.endswith(".tmp") and any(name.startswith(f".{f}.") for f in REPORT_FILES)
+
+
+def is_report_dir(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` is a folder `pretrain report` wrote: only the files it writes (and temporary files of
+    its atomic writes), with its ``quarry_report.json`` or an ``index.md`` under its title (a report written before
+    the marker was)."""
+    from curate.shards import read_record
+
+    out = Path(out_dir)
+    try:
+        names = {p.name for p in out.iterdir()}
+    except OSError:
+        return False
+    if not names or not all(n in REPORT_FILES or _leftover(n) for n in names):
+        return False
+    marker = read_record(out / MARKER)
+    if marker is not None and marker.get("written_by") == "pretrain report":
+        return True
+    try:
+        return json_files.read_bytes(out / "index.md", 1 << 20).decode("utf-8").startswith(TITLE + "\n")
+    except (OSError, ValueError):
+        return False
+
+
+def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
+    """ReportError when ``out_dir`` cannot be the report folder: a file (or below one), or (unless ``force``) a
+    folder that holds anything but an earlier report (:func:`is_report_dir`)."""
+    from curate.write_guard import blocking_file
+
+    out = Path(out_dir)
+    above = blocking_file(out)
+    if above:
+        raise ReportError(f"{out} is a file, not a folder: choose another --out" if above == os.path.abspath(out)
+                          else f"{out} lies below {above}, which is a file, not a folder: choose another --out")
+    for name in REPORT_FILES:
+        if (out / name).is_dir():
+            raise ReportError(f"{out / name} is a folder, where the report writes a file: choose another --out")
+    if force or not out.exists() or not any(out.iterdir()) or is_report_dir(out):
+        return
+    names = sorted(p.name for p in out.iterdir())
+    other = [n for n in names if n not in REPORT_FILES and not _leftover(n)] or names
+    raise ReportError(f"{out} is not empty and is not an earlier report (it holds {', '.join(other[:5])}"
+                      f"{' and more' if len(other) > 5 else ''}); choose a new or empty folder, or pass --force "
+                      f"to write the report's files into it (files of the same names are replaced)")
+
+
+def _save_figure(fig, path: Path, **kwargs) -> None:
+    """``fig.savefig(path)`` atomically (a temporary file beside it, renamed onto it)."""
+    from curate.shards import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", **kwargs)
+
+
+def _write_text(path: Path, text: str) -> None:
+    from curate.shards import atomic_path
+
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 def read_stats(curated_dir: str | Path) -> dict:
@@ -133,7 +208,7 @@ def plot_eval(series: dict[str, list[tuple[int, float]]], path: Path) -> None:
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.savefig(path, dpi=100)
+    _save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -186,7 +261,7 @@ def plot_funnel(datasets: list[dict], path: Path) -> None:
     handles += [Patch(facecolor=c, hatch=h, edgecolor="white", label=f"dropped: {r}") for r, (c, h) in colours.items()]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8, ncols=1 + len(handles) // 30,
                title="documents")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    _save_figure(fig, path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -206,7 +281,7 @@ def plot_loss(summary: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    _save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -247,7 +322,7 @@ def eval_section(series: dict) -> list[str]:
 
 def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, sample: tuple[str, str] | None,
                 evals: dict | None = None) -> None:
-    md = ["# Quarry run report", ""]
+    md = [TITLE, ""]
     md += ["## Curation funnel", "", "![funnel](funnel.png)", ""]
     for where, stats in datasets:
         first, last = stats["stages"][0], stats["stages"][-1]
@@ -267,22 +342,32 @@ def write_index(out: Path, datasets: list[tuple[str, dict]], summary: dict, samp
     if sample is not None:
         prompt, text = sample
         md += ["## Sample", "", f"Greedy continuation of {prompt!r}:", "", "```text", prompt + text, "```", ""]
-    (out / "index.md").write_text("\n".join(md))
+    _write_text(out / "index.md", "\n".join(md))
 
 
 def make_report(out_dir: str | Path, curated: list[str | Path], log_dir: str | Path,
-                sample: tuple[str, str] | None = None) -> Path:
+                sample: tuple[str, str] | None = None, force: bool = False) -> Path:
+    """Write the report into ``out_dir`` (new, empty, or an earlier report's; any folder with ``force``:
+    :func:`check_out_dir`), its marker first, ``index.md`` last."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out, force)
+    earlier = out.is_dir() and is_report_dir(out)
     datasets = [(str(c), read_stats(c)) for c in curated]
     rows = read_metrics(log_dir)
     summary = summarize_metrics(rows)
     evals = eval_series(rows)
     if not summary["train"]:
         raise ReportError(f"{Path(log_dir) / 'metrics.jsonl'} has no entry with step and {TRAIN_KEY!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    from curate.shards import write_json
+
+    write_json({"written_by": "pretrain report", "curated": [str(c) for c in curated], "logs": str(log_dir)},
+               out / MARKER)
     plot_funnel([s for _, s in datasets], out / "funnel.png")
     plot_loss(summary, out / "loss.png")
     if evals:
         plot_eval(evals, out / "eval.png")
+    elif earlier and (out / "eval.png").is_file():  # an earlier report's plot: this one has no evaluation
+        (out / "eval.png").unlink()
     write_index(out, datasets, summary, sample, evals)
     return out

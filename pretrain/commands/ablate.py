@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="the ablation spec (TOML)")
     parser.add_argument("--output", default=None, metavar="DIR",
                         help="where runs, results.json and report.md go (default: out/ablate/SPEC_NAME)")
+    parser.add_argument("--force", action="store_true",
+                        help="use DIR although it holds files and is not an earlier ablation's folder (default: "
+                             "refuse; a rerun onto its own folder continues)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="local: runs one after another here (default); ray: runs in parallel as Ray tasks")
     parser.add_argument("--address", default=None,
@@ -72,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
                                     + [c for v in spec.variants for c in v.curated + [v.blend]]
                                     + [t.get("path") if isinstance(t, dict) else getattr(t, "path", None)
                                        for t in spec.tasks])
+        problem = problem or output_dir_problem(out, args.force)
         if problem:
             raise ConfigError(problem)
         out.mkdir(parents=True, exist_ok=True)
@@ -94,6 +98,46 @@ def run(args: argparse.Namespace) -> int:
         return 130
     print_summary(result, out, _say)
     return 0
+
+
+def is_ablation_dir(out) -> bool:
+    """Whether ``out`` is a folder `pretrain ablate` wrote: its ``spec.json`` (the spec and the checksums of its
+    files), or only the ``run.lock`` of a run stopped before it wrote that."""
+    from pathlib import Path
+
+    from curate.lock import LOCK_FILE
+    from curate.shards import read_record
+
+    out = Path(out)
+    spec = read_record(out / "spec.json")
+    if spec is not None and isinstance(spec.get("spec"), dict) and isinstance(spec.get("files"), dict):
+        return True
+    try:
+        names = [p.name for p in out.iterdir()]
+    except OSError:
+        return False
+    lock = read_record(out / LOCK_FILE)
+    return names == [LOCK_FILE] and lock is not None and "pid" in lock
+
+
+def output_dir_problem(out, force: bool = False) -> str | None:
+    """A message when ``out`` cannot be the ablation's folder: a file (or below one), or (unless ``force``) a
+    folder that holds files and is not an earlier ablation's (:func:`is_ablation_dir`): its results.json,
+    report.md and curves/ would be written over."""
+    from pathlib import Path
+
+    from curate.write_guard import blocking_file
+
+    out = Path(out)
+    above = blocking_file(out)
+    if above:
+        return f"--output {out}: {above} is a file, not a folder; choose another --output"
+    if force or not out.is_dir() or not any(out.iterdir()) or is_ablation_dir(out):
+        return None
+    names = sorted(p.name for p in out.iterdir())
+    return (f"--output {out} is not empty and is not an earlier ablation's folder (it holds {', '.join(names[:5])}"
+            f"{' and more' if len(names) > 5 else ''}); choose a new or empty folder, or pass --force to write "
+            f"the ablation into it (files of the same names are replaced)")
 
 
 def _say(text: str) -> None:

@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--seed", type=seed_arg, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED}, as Megatron)")
     b.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")
     b.add_argument("--out", required=True, help="cache folder")
+    b.add_argument("--force", action="store_true",
+                   help="write into OUT although a file the build replaces there is not an index cache's "
+                        "(default: refuse; a rebuild onto its own earlier cache goes ahead)")
     b.add_argument("--order", choices=ORDERS, default="stable",
                    help="stable (default): extending --samples keeps the first samples (data.order in the train "
                         "config); megatron: Megatron-core's exact arrays, reshuffled when more epochs are needed")
@@ -85,10 +88,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_build(args) -> int:
-    from pretrain.data.blend import build_blend_splits
+    from pretrain.data.blend import build_blend_splits, cache_dir_problem
     from pretrain.data.gpt_dataset import SPLIT_NAMES
 
     sizes = (args.samples, args.valid_samples, args.test_samples)
+    problem = cache_dir_problem(args.spec, args.out, sizes, args.force)
+    if problem:
+        raise ValueError(problem)
     print(f"building indices: seq_len={args.seq_len} samples={sizes} seed={args.seed} -> {args.out}",
           file=sys.stderr)
     splits = build_blend_splits(args.spec, args.seq_len, sizes, args.seed, args.out, split=args.split,

@@ -45,6 +45,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tasks", metavar="FILE", help="a TOML file of [[tasks]] tables (name, kind, path, "
                                                         "shots, stride, limit)")
     parser.add_argument("--output", help="write the results JSON here (atomically)")
+    parser.add_argument("--force", action="store_true",
+                        help="write --output, or --write-lm-eval-tasks' NAME.yaml and NAME.jsonl, over existing "
+                             "files that `pretrain eval` did not write (default: refuse; its own earlier output "
+                             "is written over)")
     parser.add_argument("--write-lm-eval-tasks", metavar="DIR",
                         help="write lm-eval task YAMLs (+ their data) for the tasks into DIR and stop; with "
                              "--checkpoint only the items its model can score (the ones `pretrain eval` scores)")
@@ -112,6 +116,38 @@ def _overwrite_problem(args, specs) -> str | None:
     return overwrite_problem(writes, reads)
 
 
+RESULT_KEYS = ("checkpoint", "step", "tasks")  # what every results JSON of `pretrain eval` holds
+
+
+def is_results_file(path) -> bool:
+    """Whether ``path`` is a results JSON `pretrain eval --output` wrote: an object with the checkpoint, its step
+    and the tasks' results."""
+    from curate.shards import read_record
+
+    res = read_record(path)  # None: missing, not a regular file, not JSON, not an object
+    return res is not None and all(k in res for k in RESULT_KEYS) and isinstance(res["tasks"], dict)
+
+
+def _results_problem(path, force: bool) -> str | None:
+    """``--output`` an existing file that is not an earlier results JSON (unless ``force``): refused at start,
+    before the checkpoint is loaded."""
+    import os
+
+    if not path or force or not os.path.lexists(path) or is_results_file(path):
+        return None
+    return (f"--output {path} exists and is not a results file `pretrain eval` wrote: choose another --output, "
+            f"or pass --force to overwrite it")
+
+
+def lm_eval_command(include_path, names) -> str:
+    """The lm_eval line that scores the tasks written into ``include_path`` on an export (``EXPORT``: the folder of
+    `pretrain export-hf`), every argument quoted for a POSIX shell (a folder with spaces or ``$`` in its name)."""
+    import shlex
+
+    return shlex.join(["lm_eval", "--model", "hf", "--model_args", "pretrained=EXPORT", "--include_path",
+                       str(include_path), "--tasks", ",".join(names)])
+
+
 def run(args) -> int:
     from curate.config import ConfigError
     from pretrain.checkpoint import CheckpointError
@@ -128,15 +164,19 @@ def run(args) -> int:
         problem = output_file_problem(args.output)
         if problem:
             raise ConfigError(f"--output {problem}")
+        problem = _results_problem(args.output, args.force)
+        if problem:
+            raise ConfigError(problem)
         if args.write_lm_eval_tasks:
-            from pretrain.eval.lm_eval_tasks import write_lm_eval_tasks
+            from pretrain.eval.lm_eval_tasks import output_problem, write_lm_eval_tasks
 
+            problem = output_problem(specs, args.write_lm_eval_tasks, args.force)  # before the checkpoint is read
+            if problem:
+                raise ConfigError(problem)
             keep = _scorable(args, specs) if args.checkpoint else None
-            for path in write_lm_eval_tasks(specs, args.write_lm_eval_tasks, keep):
+            for path in write_lm_eval_tasks(specs, args.write_lm_eval_tasks, keep, force=args.force):
                 print(path)
-            names = ",".join(s.name for s in specs)
-            print(f"run: lm_eval --model hf --model_args pretrained=EXPORT --include_path "
-                  f"{args.write_lm_eval_tasks} --tasks {names}")
+            print("run: " + lm_eval_command(args.write_lm_eval_tasks, [s.name for s in specs]))
             return 0
         if not args.checkpoint:
             raise ConfigError("--checkpoint DIR is required (or --write-lm-eval-tasks DIR)")

@@ -17,20 +17,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-tokens", type=whole(), default=50, help="sample length in tokens (default 50)")
     parser.add_argument("--tokenizer", default=None,
                         help="sentencepiece .model for the sample (default: the one recorded with the checkpoint)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into OUT although it holds files other than an earlier report "
+                             "(default: refuse; files of the same names are replaced)")
 
 
 def run(args) -> int:
-    from pretrain.report import ReportError, make_report
+    from pretrain.report import ReportError, check_out_dir, make_report
 
     sample = None
     try:
+        check_out_dir(args.out, args.force)  # before the checkpoint is loaded: a refusal costs nothing
         if args.checkpoint:
             from pretrain.generate import generate_text, load_for_generation
 
             model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer)
             text = generate_text(model, tokenizer, args.generate_prompt, args.max_tokens, temperature=0.0)
             sample = (args.generate_prompt, text)
-        out = make_report(args.out, args.curated, args.logs, sample)
+        out = make_report(args.out, args.curated, args.logs, sample, force=args.force)
     except (ReportError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

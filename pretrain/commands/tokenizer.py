@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="curation output folder(s) (each manifest.json names the shards); documents are sampled from all")
     t.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special ids included")
     t.add_argument("--output", required=True, help="PATH.model to write (special ids go to PATH.json)")
+    t.add_argument("--force", action="store_true",
+                   help="write PATH.model and PATH.json although one of them exists and is not a tokenizer "
+                        "`pretrain tokenizer train` wrote (default: refuse; a rerun onto its own output goes ahead)")
     t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="default bpe")
     t.add_argument("--max-bytes", type=_bytes, default=DEFAULT_MAX_BYTES,
                    help=f"cap on the sampled text (default {DEFAULT_MAX_BYTES // 1_000_000}M bytes; every shard is read "
@@ -76,7 +79,7 @@ def check_train_arguments(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain.data.tokenizer import load_tokenizer, specials_path, train_tokenizer
+    from pretrain.data.tokenizer import load_tokenizer, output_problem, specials_path, train_tokenizer
 
     try:
         if args.tokenizer_command == "info":
@@ -86,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         check_train_arguments(args)
         from curate.write_guard import overwrite_problem
 
-        problem = overwrite_problem([args.output, specials_path(args.output)], args.input)
+        problem = (overwrite_problem([args.output, specials_path(args.output)], args.input)
+                   or output_problem(args.output, args.force))
         if problem:
             raise ValueError(problem)
         if args.executor and args.sample_bytes is None:
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                                   max_bytes=args.max_bytes, byte_fallback=args.byte_fallback,
                                   character_coverage=args.character_coverage, seed=args.seed,
                                   threads=args.threads, text_column=args.text_column,
-                                  sample_bytes=args.sample_bytes, executor=executor)
+                                  sample_bytes=args.sample_bytes, executor=executor, force=args.force)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (dispatch prints the one line): the workers end now
             if executor is not None:
                 executor.abort()

@@ -16,7 +16,9 @@ Index cache layout (``pretrain blend build --out CACHE``, or ``cache_dir`` of :f
     CACHE/valid/... and CACHE/test/...                             the same for the other splits
 
 Each ``index.json`` holds the hash of every parameter and of the data the arrays were built from; a
-folder whose key differs is rebuilt, and arrays are never read half-written.
+folder whose key differs is rebuilt, and arrays are never read half-written. ``pretrain blend build`` refuses,
+before it builds anything, a CACHE where a file it would replace is not an index cache's (:func:`cache_dir_problem`)
+unless ``--force``.
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ from pretrain.data.indexed import IndexedDataset
 from pretrain.data.parts import open_indexed
 
 MID_LEVEL_SURPLUS = 0.005
+BLEND_ARRAYS = ("dataset_index", "dataset_sample_index")  # a blend split's cached arrays
+GPT_ARRAYS = ("document_index", "sample_index", "shuffle_index")  # a dataset's (gpt_dataset.build_gpt_dataset)
 
 
 # ------------------------------------------------------------------------------------ blending indices
@@ -192,7 +196,7 @@ def _blend_split(k: int, datasets: list, blend_weights: list, blend_size: int, n
                                  f"which has {len(datasets[j])}")
         return {"dataset_index": di, "dataset_sample_index": dsi}, {"counts": counts.tolist()}
 
-    names_ = ("dataset_index", "dataset_sample_index")
+    names_ = BLEND_ARRAYS
     if cache_dir is None:
         arrays, _ = build()
     else:
@@ -205,6 +209,80 @@ def _blend_split(k: int, datasets: list, blend_weights: list, blend_size: int, n
             raise
         raise ValueError(f"{e}: the blend cache {_split_root(cache_dir, k)} is damaged; delete it and it is "
                          "rebuilt") from e
+
+
+def _is_cache_meta(path: Path) -> bool:
+    """An ``index.json`` as :class:`~pretrain.data.index_cache.IndexCache` writes it (key, description, arrays)."""
+    from curate.shards import read_record
+
+    meta = read_record(path)  # None: missing, not a regular file, not JSON, not an object
+    return (meta is not None and isinstance(meta.get("key"), str) and isinstance(meta.get("arrays"), dict)
+            and "description" in meta)
+
+
+def _is_npy(path: Path) -> bool:
+    import stat
+
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(6) == b"\x93NUMPY"
+    except OSError:
+        return False
+
+
+def cache_folders(spec, num_samples) -> list[tuple[Path, tuple[str, ...]]]:
+    """(folder relative to the cache, the arrays cached there) for every folder a build of ``num_samples``
+    (train, valid, test) writes: a blend split's root and each dataset's folder below it."""
+    spec = load_blend_spec(spec)
+    blended = not (len(spec.datasets) == 1 and not spec.weighted)  # a lone unweighted prefix is not blended
+    out = []
+    for k, n in enumerate(num_samples):
+        if not n:
+            continue
+        root = _split_root(Path(), k)
+        if blended:
+            out.append((root, BLEND_ARRAYS))
+        out += [(root / d.name, GPT_ARRAYS) for d in spec.datasets]
+    return out
+
+
+def cache_dir_problem(spec, cache_dir, num_samples, force: bool = False) -> str | None:
+    """A message when building ``spec``'s indices into ``cache_dir`` cannot or must not go ahead, else None:
+    a folder it writes is a file (or below one), or a file it writes a folder; and, unless ``force``, a file it
+    would replace is not an index cache's: an ``index.json`` that is not one
+    :class:`~pretrain.data.index_cache.IndexCache` wrote (a dataset's ``PREFIX.json`` sidecar, say), or an array
+    ``.npy`` without one beside it (other than the arrays of a build killed before its ``index.json``: ``.npy``
+    files beside its ``.lock``). A rebuild onto its own earlier cache goes ahead (a changed key is rebuilt)."""
+    import os
+
+    from curate.write_guard import blocking_file
+
+    cache_dir = Path(cache_dir)
+    for rel, arrays in cache_folders(spec, num_samples):
+        folder = cache_dir / rel
+        above = blocking_file(folder)
+        if above:
+            return f"{folder}: {above} is a file, where the index cache needs a folder; choose another cache folder"
+        meta = folder / IndexCache.META
+        files = [folder / f"{a}.npy" for a in arrays] + [meta]
+        for f in files:
+            if f.is_dir():
+                return f"{f} is a folder, where the index cache writes a file; choose another cache folder"
+        existing = [f for f in files if os.path.lexists(f)]
+        if force or not existing:
+            continue
+        if os.path.lexists(meta):
+            if _is_cache_meta(meta):
+                continue
+            return (f"{meta} exists and is not an index cache file Quarry wrote: choose another cache folder, or "
+                    f"pass --force to overwrite it (and the arrays beside it)")
+        if (folder / ".lock").is_file() and all(_is_npy(f) for f in existing):
+            continue  # a build killed between its arrays and its index.json
+        return (f"{existing[0]} exists and is not part of an index cache Quarry wrote: choose another cache "
+                f"folder, or pass --force to overwrite it")
+    return None
 
 
 def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,

@@ -122,6 +122,76 @@ def specials_path(model_path: str | os.PathLike) -> Path:
     return Path(model_path).with_suffix(".json")
 
 
+SIDECAR_KEYS = (*SPECIALS, "vocab_size", "model_type", "model_sha256")  # what every sidecar train_tokenizer wrote holds
+
+
+def is_quarry_sidecar(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a special-ids file as :func:`train_tokenizer` writes it: a JSON object with the special
+    ids, ``vocab_size``, ``model_type`` and ``model_sha256``. A sidecar a user wrote for a pretrained model (the ids
+    alone), or any other JSON file, is not."""
+    from curate.shards import read_record
+
+    meta = read_record(path)  # None: missing, not a regular file, not JSON, not an object
+    return meta is not None and all(k in meta for k in SIDECAR_KEYS)
+
+
+def is_quarry_model(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a SentencePiece model :func:`train_tokenizer` wrote: its sidecar records its sha256, or
+    (the sidecar lost, as by a run killed between the two writes) the model's own settings are the ones Quarry
+    trains with (identity normalization; unk, bos, eos, pad = 0, 1, 2, 3; ``"\\n"`` a user-defined piece). A
+    pretrained model, or any other file, is not."""
+    p = Path(path)
+    try:
+        if not p.is_file() or p.stat().st_size > MAX_MODEL_BYTES:
+            return False
+        data = p.read_bytes()
+    except OSError:
+        return False
+    side = specials_path(p)
+    if side != p and is_quarry_sidecar(side):
+        from curate.shards import read_record
+
+        if (read_record(side) or {}).get("model_sha256") == hashlib.sha256(data).hexdigest():
+            return True
+    try:
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto.FromString(data)
+    except Exception:  # noqa: BLE001 - not a protobuf (DecodeError), or no protobuf module: not recognisably ours
+        return False
+    ts = proto.trainer_spec
+    return (len(proto.pieces) > 0 and proto.normalizer_spec.name == "identity" and "\n" in ts.user_defined_symbols
+            and (ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id) == tuple(SPECIALS[k] for k in
+                                                                      ("unk_id", "bos_id", "eod_id", "pad_id")))
+
+
+def output_problem(output: str | os.PathLike, force: bool = False) -> str | None:
+    """A message when training to ``output`` cannot or must not go ahead, else None; checked before any shard is
+    read. Not a ``.model`` path; ``output`` or its sidecar ``.json`` a folder, or below a file; and, unless
+    ``force``, ``output`` an existing file that is not a SentencePiece model Quarry trained
+    (:func:`is_quarry_model`) or the sidecar an existing file that is not one Quarry wrote
+    (:func:`is_quarry_sidecar`). A rerun onto its own earlier output goes ahead."""
+    from curate.write_guard import output_file_problem
+
+    out = Path(output)
+    if out.suffix != ".model":
+        return f"the output must be a .model path, got {out}"
+    side = specials_path(out)
+    for path in (out, side):
+        problem = output_file_problem(path)
+        if problem:
+            return problem
+    if force:
+        return None
+    if os.path.lexists(out) and not is_quarry_model(out):
+        return (f"{out} exists and is not a tokenizer `pretrain tokenizer train` wrote: choose another --output, "
+                f"or pass --force to overwrite it (and {side.name} beside it)")
+    if os.path.lexists(side) and not is_quarry_sidecar(side):
+        return (f"{side} exists and is not the special-ids file `pretrain tokenizer train` writes beside "
+                f"{out.name}: choose another --output, or pass --force to overwrite it")
+    return None
+
+
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     """A SentencePiece ``.model`` (ours or pretrained); special ids from ``PATH.json`` when present."""
     path = Path(path)
@@ -239,17 +309,21 @@ def _chunks(line: str):
 def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output: str | os.PathLike, *,
                     model_type: str = "bpe", max_bytes: int = DEFAULT_MAX_BYTES, byte_fallback: bool = True,
                     character_coverage: float = 0.9995, seed: int = 0, threads: int | None = None,
-                    text_column: str = "text", sample_bytes: int | None = None, executor=None) -> Tokenizer:
+                    text_column: str = "text", sample_bytes: int | None = None, executor=None,
+                    force: bool = False) -> Tokenizer:
     """Train a SentencePiece model on sampled text of a curation output; write ``output`` (``.model``)
     and its special ids to ``output`` with ``.json``. ``sample_bytes``: read a bounded sample spread over every
-    shard instead (:mod:`pretrain.data.tokenizer_sample`), its shard tasks on ``executor`` when given."""
+    shard instead (:mod:`pretrain.data.tokenizer_sample`), its shard tasks on ``executor`` when given. An existing
+    ``output`` or sidecar that Quarry did not write is refused before anything is read, unless ``force``
+    (:func:`output_problem`)."""
     import sentencepiece as spm
 
     if model_type not in ("bpe", "unigram"):
         raise ValueError(f"model type must be 'bpe' or 'unigram', got {model_type!r}")
     output = Path(output)
-    if output.suffix != ".model":
-        raise ValueError(f"the output must be a .model path, got {output}")
+    problem = output_problem(output, force)
+    if problem:
+        raise ValueError(problem)
     if sample_bytes is not None:
         from pretrain.data.tokenizer_sample import sample_spread_text
 

@@ -78,6 +78,58 @@ def _yaml_text(kind: str, name: str, data: str) -> str:
     return YAML[kind].format(name=json.dumps(name), data=json.dumps(data))
 
 
+def is_quarry_yaml(path: str | Path, name: str) -> bool:
+    """Whether ``path`` is the YAML :func:`write_lm_eval_tasks` writes for task ``name`` (of any kind, whatever
+    data path it names): a user's own YAML, or any other file, is not."""
+    from curate import json_files
+
+    try:
+        text = json_files.read_bytes(path, 1 << 20).decode("utf-8")
+    except (OSError, ValueError):  # missing, not a regular file, too large, not UTF-8
+        return False
+    for kind in YAML:
+        head, tail = YAML[kind].format(name=json.dumps(name), data="\0").split("\0")
+        middle = text[len(head):len(text) - len(tail)]
+        if len(text) > len(head) + len(tail) and text.startswith(head) and text.endswith(tail) \
+                and "\n" not in middle:
+            try:
+                if isinstance(json.loads(middle), str):
+                    return True
+            except ValueError:
+                pass
+    return False
+
+
+def output_problem(specs: list[TaskSpec], out_dir: str | Path, force: bool = False) -> str | None:
+    """A message when :func:`write_lm_eval_tasks` cannot or must not write into ``out_dir``, else None: ``out_dir``
+    a file (or below one); a ``NAME.yaml`` or ``NAME.jsonl`` it would write a folder; and, unless ``force``, a
+    ``NAME.yaml`` that is not the YAML it writes for that task (:func:`is_quarry_yaml`), or a ``NAME.jsonl``
+    without that YAML beside it (the YAML is written first: it marks the data file as Quarry's). A rerun onto
+    its own earlier output goes ahead."""
+    import os
+
+    from curate.write_guard import blocking_file
+
+    out = Path(out_dir)
+    above = blocking_file(out)
+    if above:
+        return (f"--write-lm-eval-tasks {out}: {above} is a file, not a folder" if str(above) != os.path.abspath(out)
+                else f"--write-lm-eval-tasks {out} is a file, not a folder: give a folder to write the task files in")
+    for spec in specs:
+        yaml, data = out / f"{spec.name}.yaml", out / f"{spec.name}.jsonl"
+        for path in (yaml, data):
+            if path.is_dir():
+                return f"{path} is a folder, where `pretrain eval --write-lm-eval-tasks` writes a file: move it"
+        if force:
+            continue
+        ours = is_quarry_yaml(yaml, spec.name)
+        for path in (yaml, data):
+            if os.path.lexists(path) and not ours:
+                return (f"{path} exists and is not a task file `pretrain eval --write-lm-eval-tasks` wrote: choose "
+                        f"another folder, or pass --force to overwrite it")
+    return None
+
+
 def _write(path: Path, text: str) -> None:
     from curate.shards import atomic_path
 
@@ -85,17 +137,23 @@ def _write(path: Path, text: str) -> None:
         Path(tmp).write_text(text, encoding="utf-8")
 
 
-def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict | None = None) -> list[Path]:
+def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict | None = None,
+                        force: bool = False) -> list[Path]:
     """-> the YAML files written (one per task). ``keep``: {task name: item indices} to write only the items a
-    model can score (lm-eval stops on a continuation longer than the model's window; Quarry sets it aside)."""
+    model can score (lm-eval stops on a continuation longer than the model's window; Quarry sets it aside).
+    A ``NAME.yaml`` / ``NAME.jsonl`` already in ``out_dir`` that this function did not write is refused before
+    anything is written, unless ``force`` (:func:`output_problem`)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     for spec in specs:  # checked when tasks are parsed; again here, before anything is written, for any caller
         if not is_valid_task_name(spec.name):
             raise ValueError(f"task name {spec.name!r} is not allowed; a task name is {TASK_NAME_RULE}")
         if spec.kind not in YAML:
             raise ValueError(f"task {spec.name!r}: kind = {spec.kind!r}; choose one of {', '.join(YAML)}")
+    problem = output_problem(specs, out, force)
+    if problem:
+        raise ValueError(problem)
+    out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         if spec.shots:
             raise ValueError(f"task {spec.name!r}: shots = {spec.shots}: lm-eval draws few-shot examples its own "
@@ -110,8 +168,9 @@ def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict |
         else:
             rows = items
         data = out / f"{spec.name}.jsonl"
-        _write(data, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         yaml = out / f"{spec.name}.yaml"
+        # the YAML first: it marks NAME.jsonl as this function's, so a rerun after a killed one goes on
         _write(yaml, _yaml_text(spec.kind, spec.name, str(data.resolve())))
+        _write(data, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         written.append(yaml)
     return written
