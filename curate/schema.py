@@ -62,6 +62,9 @@ READ_REASONS = {
     "empty_document": "no text at all after decoding",
     "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
     "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
+    "duplicate_column": "a Parquet/Arrow file where two or more columns bear the name of the text, id or url "
+                        "column: which one to read is unknown, so the file is not read; one row names the columns "
+                        "and the rows not read",
     "reader_error": "a bug in the reader hit this file; the rest of the split is not read",
     "read_crashed": "a library crashed the worker reading this split, each time it ran: the split is not read",
 }

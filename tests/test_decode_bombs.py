@@ -283,3 +283,35 @@ def test_bytes_after_a_column_chunks_last_page_do_not_hide_a_bomb(tmp_path, monk
     monkeypatch.setattr(tables, "SLICE_BYTES", 1 << 20)
     items = list(readers.read_file(str(path), "parquet", max_doc_bytes=64 << 10))
     assert [it[2] for it in items] == ["decode_too_large"]
+
+
+def test_a_page_header_of_millions_of_items_is_refused_at_once(monkeypatch):
+    """A page header holding a list of 4 million one-byte elements (parquet-cpp reads headers of up to 16 MB):
+    the walk stops after ``MAX_HEADER_ITEMS`` fields and elements (it took 6 s, in Python, per header) with
+    ``HeaderRefused``, not a plain ``ValueError`` that would leave the page to pyarrow unchecked."""
+    import curate.readers.parquet_pages as pp
+    from curate.readers.parquet_pages import MAX_HEADER_ITEMS, HeaderRefused, _page_header
+
+    n = 4 << 20
+    header = bytes([0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x19, 0xF5]) + _varint(n) + bytes(n) + b"\0"
+    walked = []
+    monkeypatch.setattr(pp._Reader, "count", lambda self, real=pp._Reader.count: walked.append(1) or real(self))
+    with pytest.raises(HeaderRefused, match=f"{MAX_HEADER_ITEMS:,}"):
+        _page_header(header)
+    assert len(walked) == MAX_HEADER_ITEMS + 1  # stopped there, not after 4 million
+    assert _page_header(bytes([0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x19, 0x35]) + bytes(3) + b"\0")[0].decoded_bytes == 1
+
+
+def test_a_row_group_whose_header_is_refused_is_set_aside_not_read_unchecked(tmp_path, monkeypatch):
+    """A refused header sets its row group aside as ``corrupt_row_group`` (named, its rows counted), where any other
+    header that does not walk is left to pyarrow: the real headers of a file, with the bound lowered to 2 items."""
+    import curate.readers.parquet_pages as pp
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": [f"document number {i}" for i in range(30)]}), path, row_group_size=10)
+    monkeypatch.setattr(pp, "MAX_HEADER_ITEMS", 2)
+    items = list(readers.read_file(str(path), "parquet"))
+    assert [it[2] for it in items] == ["corrupt_row_group"] * 3
+    assert all("not decoded" in it[1]["text"] and "fields and elements" in it[1]["text"] for it in items)
+    monkeypatch.undo()
+    assert sum(it[0] == "doc" for it in readers.read_file(str(path), "parquet")) == 30

@@ -4,7 +4,7 @@ A reader yields ``("doc", row)`` for a document, ``("drop", row, reason)`` for i
 ``("skip", kind)`` for a record that is not a document at all (WARC request/revisit/metadata records,
 non-HTML responses) and ``("count", key, n)`` for counters the runner adds to the read stage's stats
 (``surrogates_replaced``, ``warc_single_gzip_members``). A reader never raises on bad input: it resyncs
-after damage (next line, next ``WARC/1.`` header, next gzip member) and sets the damaged bytes aside as one
+after damage (next line, next WARC record: ``WARC/1.x``, ``0.17``, ``0.18``, next gzip member) and sets the damaged bytes aside as one
 row with their offset and a reason from :data:`READ_REASONS`. Every string it yields is valid UTF-8.
 
 Large files are read in splits: :func:`plan_splits` cuts a file into JSON-serialisable splits (byte ranges

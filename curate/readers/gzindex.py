@@ -21,6 +21,8 @@ import zlib
 
 import indexed_gzip
 
+from curate.readers.lines import count_ends
+
 CHUNK = 4 << 20
 GRAIN = 1 << 20  # candidate cut points: the first line start after every GRAIN bytes of output (less for small splits)
 MIN_SPACING, MAX_SPACING = 1 << 20, 16 << 20
@@ -45,7 +47,7 @@ def build(path: str, index_path: str, target: int) -> list[tuple[int, int | None
     want_crc, want_len = int.from_bytes(trailer[:4], "little"), int.from_bytes(trailer[4:], "little")
     grain = max(1, min(GRAIN, target // 8))
     candidates = []  # (line start, newlines before it), one per grain of output
-    crc, pos, newlines, next_grain = 0, 0, 0, grain
+    crc, pos, newlines, next_grain, cr = 0, 0, 0, grain, False  # line ends: \n, \r\n or a lone \r
     try:
         with indexed_gzip.IndexedGzipFile(path, spacing=spacing_for(target), readbuf_size=CHUNK) as g:
             while True:
@@ -59,9 +61,10 @@ def build(path: str, index_path: str, target: int) -> list[tuple[int, int | None
                     if k == -1:
                         break  # a line longer than the rest of the chunk: look again in the next one
                     cut = pos + k + 1
-                    candidates.append((cut, newlines + chunk.count(b"\n", 0, k + 1)))
+                    candidates.append((cut, newlines + count_ends(chunk, cr, k + 1)))
                     next_grain = max(next_grain + grain, cut + 1)
-                newlines += chunk.count(b"\n")
+                newlines += count_ends(chunk, cr)
+                cr = chunk.endswith(b"\r")
                 pos = end
             if crc != want_crc or pos % (1 << 32) != want_len or pos == 0:
                 return None  # not exactly one intact member: the streaming reader handles (and reports) it

@@ -1,4 +1,5 @@
-"""JSONL (plain, .gz, .zst, .bz2, .xz): one JSON object per line.
+"""JSONL (plain, .gz, .zst, .bz2, .xz): one JSON object per line; a line ends at ``\n``, ``\r\n`` or a lone ``\r``
+(:mod:`curate.readers.lines`).
 
 Ids: the record's own ``id_field`` when it has one, else ``<file name>:<line>`` (line numbers from 1) for a
 plain file and for the first gzip member / zstd frame of a compressed file, and ``<file name>@<offset>:<line>``
@@ -6,7 +7,7 @@ for a line that starts in a later member (``offset``: the member's byte offset i
 inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers.
 
 Splits (each owns the lines that *start* in it):
-- plain: byte ranges ``[start, stop)`` cut at line starts. Planning reads the file once to count newlines
+- plain: byte ranges ``[start, stop)`` cut at line starts. Planning reads the file once to count line ends
   (for the line numbers), at disk speed, without parsing. (A split may also start mid-line: it then
   skips to the next line start, which the split before reads to.)
 - compressed with many members (``cat a.gz b.gz``, bgzip, pzstd, pbzip2, ``cat a.xz b.xz``): ranges of members ``[start, stop)``. The
@@ -35,10 +36,11 @@ import re
 
 from curate import json_files
 from curate.readers import gzindex, streams
-from curate.readers.lines import PREFIX, split_lines
+from curate.readers.lines import PREFIX, count_ends, split_lines
 from curate.readers.text import check_text, row
 
 MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32, "bz2": 8, "xz": 8}
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[dict]:
@@ -79,7 +81,7 @@ def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[di
 
 
 def _plan_plain(path: str, size: int, target: int, base: dict) -> list[dict]:
-    """Cuts at line starts about ``target`` bytes apart, with the newline count before each (one read)."""
+    """Cuts at line starts about ``target`` bytes apart, with the count of line ends before each (one read)."""
     starts = [0]
     with open(path, "rb") as f:
         a = target
@@ -89,31 +91,33 @@ def _plan_plain(path: str, size: int, target: int, base: dict) -> list[dict]:
                 break
             starts.append(start)
             a = start + target
-        newlines, pos = [0], 0
+        newlines, pos, n, cr = [0], 0, 0, False
         f.seek(0)
-        for start in starts[1:]:  # newlines in [0, start - 1): the reader starts at start - 1, skips one
-            n = newlines[-1]
-            while pos < start - 1:
-                chunk = f.read(min(streams.CHUNK, start - 1 - pos))
-                n += chunk.count(b"\n")
+        for start in starts[1:]:  # line ends before start, less the one the reader starts on (at start - 1)
+            while pos < start:
+                chunk = f.read(min(streams.CHUNK, start - pos))
+                if not chunk:
+                    break
+                n += count_ends(chunk, cr)
+                cr = chunk.endswith(b"\r")
                 pos += len(chunk)
-            newlines.append(n)
+            newlines.append(n - 1)
     stops = starts[1:] + [None]
     return [{**base, "start": a, "stop": b, "newlines": n} for a, b, n in zip(starts, stops, newlines)]
 
 
 def _line_start(f, at: int) -> int | None:
-    """The first line start at or after ``at`` (just past the first newline at or after ``at - 1``)."""
+    """The first line start at or after ``at`` (just past the first line end found from ``at - 1`` on)."""
     pos = at - 1
-    f.seek(pos)
     while True:
-        chunk = f.read(streams.CHUNK)
+        f.seek(pos)
+        chunk = f.read(streams.CHUNK + 1)  # (one byte more: a "\n" after a "\r" at the end)
         if not chunk:
             return None
-        i = chunk.find(b"\n")
-        if i != -1:
-            return pos + i + 1
-        pos += len(chunk)
+        m = _LINE_END.search(chunk)
+        if m and m.start() < streams.CHUNK:
+            return pos + m.end()
+        pos += streams.CHUNK
 
 
 def _estimate_decompressed(path: str, kind: str, size: int) -> int:
@@ -155,7 +159,9 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
                 if stop is not None and dpos >= stop:
                     return
             elif stop is not None and member >= stop:
-                if j == 0 and raw.strip():  # the line that begins the cut member still belongs here
+                # the line that begins the cut member still belongs here (a first line of a later member does
+                # not: the cut member held no line end, and the next split reads that line)
+                if member == stop and j == 0 and raw.strip():
                     yield _record(raw, length, _line_id(name, member, j), source, text_field, id_field, max_doc_bytes)
                 return
             elif dstop is not None and dpos >= dstop:

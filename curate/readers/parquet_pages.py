@@ -6,12 +6,16 @@ A page header is a Thrift struct in the compact protocol (parquet-format's ``Pag
 2 ``uncompressed_page_size``, 3 ``compressed_page_size``, 5 ``data_page_header``, 7 ``dictionary_page_header``,
 8 ``data_page_header_v2``; the first field of each of those three is ``num_values``); the page's bytes follow
 it. Only those fields are read; the rest (statistics, CRCs) are skipped by their lengths. A header is read from
-at most ``MAX_HEADER_BYTES`` (parquet-cpp's own limit)."""
+at most ``MAX_HEADER_BYTES`` (parquet-cpp's own limit), and walked over at most ``MAX_HEADER_ITEMS`` fields and
+elements: a real header holds a few dozen, and the walk is Python, so 16 MB of one-byte list elements took 6 s a
+header (parquet-cpp parses such a header in milliseconds and would decode the page behind it: a header that
+is refused is not passed to pyarrow unchecked, see ``HeaderRefused``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 MAX_HEADER_BYTES = 16 << 20
+MAX_HEADER_ITEMS = 100_000
 MAX_PAGES = 1 << 20  # a column chunk of more pages is not walked (the caller reads it as before)
 
 
@@ -25,6 +29,12 @@ class Page:
     @property
     def is_data(self) -> bool:
         return self.kind in (0, 3)
+
+
+class HeaderRefused(ValueError):
+    """A page header too intricate to walk (more than ``MAX_HEADER_ITEMS`` fields and elements). Unlike other
+    ``ValueError``s of the walk (headers pyarrow will reject in turn), pyarrow may read such a header and
+    decode the page behind it unchecked: the caller sets the row group aside."""
 
 
 class _Truncated(Exception):
@@ -104,7 +114,13 @@ class _Reader:
     """Thrift's compact protocol, enough to walk and skip a struct."""
 
     def __init__(self, data: bytes):
-        self.data, self.pos, self.depth = data, 0, 0
+        self.data, self.pos, self.depth, self.items = data, 0, 0, 0
+
+    def count(self) -> None:
+        self.items += 1
+        if self.items > MAX_HEADER_ITEMS:
+            raise HeaderRefused(f"a page header of more than {MAX_HEADER_ITEMS:,} fields and elements "
+                                "(a real one holds a few dozen)")
 
     def byte(self) -> int:
         if self.pos >= len(self.data):
@@ -141,9 +157,12 @@ class _Reader:
                 return
             delta, ftype = b >> 4, b & 0x0F
             fid = fid + delta if delta else self.varint_zigzag()
+            self.count()
             yield fid, ftype
 
     def skip(self, ftype: int, element: bool = False) -> None:
+        if element:
+            self.count()
         if ftype in (1, 2):  # a field's boolean lives in its type byte; an element's is a byte of its own
             if element:
                 self.byte()

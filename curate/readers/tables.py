@@ -5,11 +5,13 @@ whole file). Splits: consecutive Parquet row groups, or Arrow IPC record batches
 (planning reads the footer and the batches' message headers, no data). A split decodes only its own row
 groups or batches; the rows before it are counted from the metadata. An Arrow *stream* (no footer) is one split.
 
-Text columns: every string-like Arrow type pyarrow, Polars and DuckDB write is read: ``string``,
-``large_string``, ``string_view`` (Polars' default), ``binary``, ``large_binary`` and ``binary_view`` (bytes
-that are not UTF-8 are set aside as ``invalid_utf8``), a dictionary of any of them (Polars' Categorical,
-Parquet dictionary pages) and a run-end encoded column of them (read as the dictionary it amounts to). Other
-types (numbers, lists, structs) set the row aside as ``missing_text``.
+A Feather V1 file (``.feather`` written before Feather V2, which is Arrow IPC) is read too, as one split.
+
+Text columns (:mod:`curate.readers.arrow_text`): every string-like Arrow type pyarrow, Polars and DuckDB write
+is read: ``string``, ``large_string``, ``string_view`` (Polars' default), ``binary``, ``large_binary`` and
+``binary_view`` (bytes that are not UTF-8 are set aside as ``invalid_utf8``), a dictionary of any of them
+(Polars' Categorical, Parquet dictionary pages) and a run-end encoded column of them (read as the dictionary it
+amounts to). Other types (numbers, lists, structs) set the row aside as ``missing_text``.
 
 Memory is bounded by bytes, not rows: Parquet batches are sized from the row group's bytes per row, a
 dictionary column is read as a dictionary (a text repeated in 4096 rows is held once, not 4096 times), and a
@@ -25,7 +27,8 @@ url column's offsets or views point outside its data (checked before any value i
 (``corrupt_row_group`` / ``corrupt_batch``) with its position; an unreadable footer makes one row for the file
 (``corrupt_file``); an Arrow stream that ends early keeps its complete batches (``truncated_arrow``).
 Only the text, id and url columns are read; a file without the text column sets every row aside as
-``missing_text``.
+``missing_text``; one where two columns bear the name of a column read (pyarrow allows it) is not read, one
+``duplicate_column`` row names the columns and the rows not read.
 """
 from __future__ import annotations
 
@@ -34,24 +37,41 @@ import itertools
 import os
 import struct
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from curate.readers.arrow_text import PREFIX, check, is_text, lengths, run_ends_as_dictionary
+from curate.readers.arrow_text import texts as arrow_texts
 from curate.readers.jsonl import table_row
-from curate.readers.parquet_pages import chunk_pages
+from curate.readers.parquet_pages import HeaderRefused, chunk_pages
 from curate.readers.text import row
 
 BATCH_ROWS = 4096
 MAX_DECODE_BYTES = 256 << 20  # a Parquet page or compressed Arrow batch decoding to more than this (or to twice
 MAX_DECODE_RATIO = 100        # max_doc_bytes) and to more than this many times its bytes on disk is not decoded
 SLICE_BYTES = 64 << 20  # text bytes decoded to Python at once (and per Parquet batch, by its average row)
-PREFIX = 10000  # bytes of a too-large text that are decoded (the row keeps a prefix only)
 _ARROW_MAGIC = b"ARROW1"
+_FEATHER_V1_MAGIC = b"FEA1"
 
 
 class DecodeTooLarge(ValueError):
     """A unit (Parquet row group, Arrow batch) that would decode one piece to more than ``decode_cap``."""
+
+
+class DuplicateColumn(ValueError):
+    """A file where two or more columns bear the name of a column read (text, id, url): which is meant is unknown."""
+
+
+def _unique(names: list, wanted: tuple, rows: int | None = None) -> None:
+    """Raise ``DuplicateColumn`` where a column read is named by more than one column of the file (pyarrow allows
+    it, and would silently take the first)."""
+    for c in dict.fromkeys(wanted):
+        at = [i for i, n in enumerate(names) if n == c]
+        if len(at) > 1:
+            held = f" ({_rows(rows)})" if rows is not None else ""
+            raise DuplicateColumn(f"{len(at)} columns are named {c!r} (columns {', '.join(map(str, at))} of "
+                                  f"{len(names)}): which one to read is unknown, so no row of the file{held} was read; "
+                                  "rename or drop all but one, or read another column (the source's text_field / "
+                                  "id_field)")
 
 
 def _is_bomb(decoded: int, stored: int, cap: int) -> bool:
@@ -106,7 +126,11 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
         cap = decode_cap(max_doc_bytes)
         before = split.get("rows_before") if fmt != "parquet" else None
         units = (_parquet_units(path, wanted, text_field, cap) if fmt == "parquet" else
-                 _arrow_units(path, first, cap, last=last, rows_before=before))
+                 _arrow_units(path, first, cap, last=last, rows_before=before, wanted=wanted))
+    except DuplicateColumn as e:
+        if first == 0:
+            yield ("drop", row(f"{name}:duplicate_column", str(e), path), "duplicate_column")
+        return
     except (pa.ArrowException, OSError, ValueError) as e:
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
@@ -142,6 +166,7 @@ def _parquet_units(path: str, wanted: tuple, text_field: str, cap: int = MAX_DEC
     probe = pq.ParquetFile(path)
     md = probe.metadata
     names = probe.schema_arrow.names
+    _unique(names, wanted, md.num_rows)
     columns = [c for c in dict.fromkeys(wanted) if c in names]
     # a dictionary-encoded text column stays a dictionary: its repeated texts are not decoded once per row.
     # Batches of one row (rows of SLICE_BYTES or more on average) are read plain: a row holds one text, so
@@ -167,7 +192,8 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
     ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb: a few KB that decode to GBs) raises
     ``DecodeTooLarge`` when the unit is read; and a batch holds no more rows than the densest page's
     ``SLICE_BYTES`` worth (the batch size by the row group's average row alone let one batch span several huge
-    values among small ones)."""
+    values among small ones). A page header too intricate to walk (``HeaderRefused``) sets the row group aside
+    (``corrupt_row_group``): a header that merely does not walk is left to pyarrow, which rejects it in turn."""
     rows = BATCH_ROWS
     chunks = [rg.column(j) for j in range(rg.num_columns)]
     chunks = [c for c in chunks if c.path_in_schema in columns]  # every chunk read is walked: sizes could lie
@@ -180,6 +206,9 @@ def _rows_by_pages(path: str, rg, columns: list, cap: int, index: int) -> int:
         for c in chunks:
             try:
                 walked.append((c, chunk_pages(f, c)))
+            except HeaderRefused as e:  # pyarrow might read it, and decode the page behind it unchecked
+                raise HeaderRefused(f"row group {index} ({_rows(rg.num_rows)}) not decoded: column "
+                                    f"{c.path_in_schema!r}: {e}") from None
             except (OSError, ValueError):
                 pass  # headers that do not walk: pyarrow says what is wrong when it reads them
     for c, pages in walked:
@@ -232,28 +261,35 @@ def _dictionary_pages(md, field: str) -> bool:
 
 
 def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: int | None = None,
-                 rows_before: int | None = None):
+                 rows_before: int | None = None, wanted: tuple = ()):
     """One unit per record batch of an IPC file, decoded only when its split reads it; a file without a footer
     is read as one stream. With ``rows_before`` (the plan counted the rows before ``first``) the batches before
     ``first`` are one unit of that many rows and only those from ``first`` to ``last`` are walked; else the
     rows of the batches before ``first`` come from their message headers. A compressed batch that decodes to
     more than ``cap`` and to more than ``MAX_DECODE_RATIO`` times its bytes on disk (a decompression bomb) is
-    not decoded: ``DecodeTooLarge`` when its unit is read."""
+    not decoded: ``DecodeTooLarge`` when its unit is read. A Feather V1 file is one unit (``_feather_v1``)."""
     src = pa.memory_map(path)
     try:
         reader = pa.ipc.open_file(src)
     except pa.ArrowInvalid:
         src.seek(0)
         head = src.read(8)
+        if head.startswith(_FEATHER_V1_MAGIC):
+            return _feather_v1(path, wanted)
         start = 8 if head.startswith(_ARROW_MAGIC) else 0  # a file whose footer is gone: read it as a stream
         src.seek(start)
         stream = pa.ipc.open_stream(src)  # no readable schema: the caller sets the file aside as corrupt_file
+        _unique(stream.schema.names, wanted)
         bombs = _stream_bombs(src, start, cap)
         if not bombs:
             src.seek(start)
             return [(0, 0, lambda: pa.ipc.open_stream(src), "stream")]
         return [(0, 0, lambda: _stream_batches(src, bombs), "stream")]
     n = reader.num_record_batches
+    names = reader.schema.names
+    if len(set(names)) < len(names):  # (the rows are counted from the batches' headers only then)
+        counted = ipc_batches(path, n)
+        _unique(names, wanted, None if counted is None else sum(r for r, _, _ in counted))
     lo = first if rows_before is not None and 0 < first < n else 0  # the first batch whose header is walked
     end = n if last is None else min(last, n)
     counted = ipc_batches(path, n, lo, end)
@@ -265,6 +301,122 @@ def _arrow_units(path: str, first: int = 0, cap: int = MAX_DECODE_BYTES, last: i
         else:
             units.append((i, sizes[0] if sizes else 0, _batch_loader(reader, i, sizes, cap), "batch"))
     return units
+
+
+def _feather_v1(path: str, wanted: tuple):
+    """A Feather V1 file (``FEA1``, the format before Feather V2 = Arrow IPC) as one unit of the columns read,
+    through pyarrow's Feather reader (deprecated since pyarrow 25, hence its warning is silenced). It has no
+    batches to split at, so the file is one split. Memory stays bounded although the file is read whole: V1 is
+    never compressed, and with the file memory-mapped the columns are views of the map, not copies (a 50 MB
+    file read so allocates nothing); the table's rows are then handed on in batches and slices as any other's."""
+    import warnings
+
+    import pyarrow.feather as feather
+
+    _check_feather_v1(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        table = feather.read_table(path, memory_map=True)
+    names = table.schema.names
+    _unique(names, wanted, table.num_rows)
+    table = table.select([i for i, n in enumerate(names) if n in wanted])
+    return [(0, table.num_rows, lambda: table.to_batches(max_chunksize=BATCH_ROWS), "file")]
+
+
+_V1_BITS = {0: 1, 1: 8, 2: 16, 3: 32, 4: 64, 5: 8, 6: 16, 7: 32, 8: 64, 9: 32, 10: 64}  # Type: bits per value
+_V1_OFFSETS = {11: 4, 12: 4, 17: 8, 18: 8}  # UTF8, BINARY, LARGE_UTF8, LARGE_BINARY: bytes per offset
+
+
+def _check_feather_v1(path: str) -> None:
+    """Raise ``ValueError`` unless a Feather V1 file's metadata (a ``CTable`` flatbuffer, Arrow's feather.fbs)
+    holds together: every offset inside it, each column's buffers inside the file and as large as its length
+    needs, every column as long as the table. pyarrow's V1 reader trusts all of it (no flatbuffer verification,
+    no bounds on the buffers it slices): a flipped byte there crashed the worker."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        f.seek(max(size - 8, 0))
+        tail = f.read(8)
+        n = struct.unpack_from("<I", tail)[0] if len(tail) == 8 else size
+        if tail[4:] != b"FEA1" or n > size - 12:
+            raise ValueError("a Feather V1 file whose footer is incomplete")
+        f.seek(size - 8 - n)
+        fb = _Flat(f.read(n))
+    root = fb.ref(0)
+    rows, version, columns = fb.scalar(root, 1, "<q"), fb.scalar(root, 3, "<i"), fb.ref_of(root, 2)
+    for i in range(fb.at("<I", columns)):
+        col = fb.ref(columns + 4 + 4 * i)
+        fb.string(fb.ref_of(col, 0))  # the name
+        kind = fb.scalar(col, 2, "<B")  # TypeMetadata: 1 category, 2 timestamp, 3 date, 4 time
+        meta = fb.ref_of(col, 3, kind != 0)
+        unit = fb.scalar(meta, 0, "<b") if kind in (2, 4) else 0  # (a time is in seconds or milliseconds)
+        if kind > 4 or not 0 <= unit <= (1 if kind == 4 else 3):
+            raise ValueError(f"Feather V1 metadata: column {i} has a type that is not one")
+        if kind == 2 and fb.field(meta, 1) is not None:
+            fb.string(fb.ref_of(meta, 1))  # the time zone
+        _check_v1_array(fb, fb.ref_of(col, 1), rows, version, size, index=kind == 1)
+        if kind == 1:  # a category column's levels
+            _check_v1_array(fb, fb.ref_of(meta, 0), None, version, size)
+
+
+def _check_v1_array(fb: "_Flat", arr: int, rows: int | None, version: int, size: int, index: bool = False) -> None:
+    """A V1 ``PrimitiveArray``: a type pyarrow reads (an integer one for a category's codes), ``rows`` values
+    (when given), its bytes inside the file and enough of them for its null bitmap, offsets and values."""
+    t, offset, length = fb.scalar(arr, 0, "<b"), fb.scalar(arr, 2, "<q"), fb.scalar(arr, 3, "<q")
+    nulls, total = fb.scalar(arr, 4, "<q"), fb.scalar(arr, 5, "<q")
+
+    def padded(n: int) -> int:  # (files of format version 2 pad each buffer to 8 bytes)
+        return n if version < 2 else -(-n // 8) * 8
+
+    need = padded(-(-length // 8)) if nulls > 0 else 0
+    need += padded((length + 1) * _V1_OFFSETS[t]) if t in _V1_OFFSETS else -(-length * _V1_BITS.get(t, 0) // 8)
+    known = range(1, 9) if index else (*_V1_BITS, *_V1_OFFSETS)  # (a category's codes: an integer type)
+    if (t not in known or length < 0 or (rows is not None and length != rows) or not 0 <= nulls <= length
+            or offset < 0 or total < need or offset + total > size):
+        raise ValueError(f"Feather V1 metadata: a column's type, length or bytes do not hold together (type {t}, "
+                         f"{length} values, {nulls} nulls, bytes {offset}+{total} of a {size}-byte file)")
+
+
+class _Flat:
+    """Bounds-checked reads of a flatbuffer: ``ValueError`` where an offset leads outside it."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def at(self, fmt: str, pos: int):
+        if not 0 <= pos <= len(self.data) - struct.calcsize(fmt):
+            raise ValueError("Feather V1 metadata: an offset outside it")
+        return struct.unpack_from(fmt, self.data, pos)[0]
+
+    def ref(self, pos: int) -> int:
+        """What the offset at ``pos`` points to (a table, string or vector)."""
+        return pos + self.at("<I", pos)
+
+    def field(self, table: int, k: int) -> int | None:
+        """Where field ``k`` of the table at ``table`` is, or None where it is absent."""
+        vt = table - self.at("<i", table)
+        if 4 + 2 * k + 2 > self.at("<H", vt):
+            return None
+        off = self.at("<H", vt + 4 + 2 * k)
+        return table + off if off else None
+
+    def scalar(self, table: int, k: int, fmt: str):
+        pos = self.field(table, k)
+        return 0 if pos is None else self.at(fmt, pos)
+
+    def ref_of(self, table: int, k: int, required: bool = True) -> int | None:
+        """The table, string or vector field ``k`` points to; a ``ValueError`` where it is absent and required."""
+        pos = self.field(table, k)
+        if pos is None:
+            if required:
+                raise ValueError(f"Feather V1 metadata: a required field ({k}) is missing")
+            return None
+        return self.ref(pos)
+
+    def string(self, pos: int) -> bytes:
+        n = self.at("<I", pos)
+        if pos + 4 + n > len(self.data):
+            raise ValueError("Feather V1 metadata: a string past its end")
+        return self.data[pos + 4:pos + 4 + n]
 
 
 class Skipped:
@@ -473,30 +625,17 @@ def _decoded_bytes(body: pa.Buffer, buffers: list[tuple[int, int]]) -> int:
     return total
 
 
-def _run_ends_as_dictionary(col):
-    """A run-end encoded column as the dictionary array it amounts to (row -> its run's value), never expanded:
-    one value repeated over a million rows stays one value (``pc.run_end_decode`` would copy it per row).
-    Raises ``ArrowInvalid`` where the run ends do not hold together."""
-    if not pa.types.is_run_end_encoded(col.type):
-        return col
-    col.validate(full=True)
-    ends = col.run_ends.to_numpy(zero_copy_only=False).astype(np.int64)
-    idx = np.searchsorted(ends, np.arange(col.offset, col.offset + len(col), dtype=np.int64), side="right")
-    values = _run_ends_as_dictionary(col.values)
-    return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int64()), values)
-
-
 def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
     names = batch.schema.names
-    text_col = _run_ends_as_dictionary(batch.column(names.index(text_field))) if text_field in names else None
+    text_col = run_ends_as_dictionary(batch.column(names.index(text_field))) if text_field in names else None
     if text_col is not None:
-        _check(text_col)  # texts that do not hold together: the batch is corrupt_batch (the caller)
+        check(text_col)  # texts that do not hold together: the batch is corrupt_batch (the caller)
     sound = {}  # the id and url columns that hold together; others are left unread (fallback ids, no url)
     for field in dict.fromkeys((id_field, "url")):
         if field in names and field != text_field:
             try:
-                col = _run_ends_as_dictionary(batch.column(names.index(field)))
-                _check(col)
+                col = run_ends_as_dictionary(batch.column(names.index(field)))
+                check(col)
                 sound[field] = col
             except (pa.ArrowException, ValueError):
                 pass
@@ -505,7 +644,7 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
         for field in (id_field, "url"):
             if field in sound:
                 cols[field] = _column(sound[field].slice(a, b - a))
-        texts, sizes = _texts(None if text_col is None else text_col.slice(a, b - a), b - a, max_doc_bytes)
+        texts, sizes = arrow_texts(None if text_col is None else text_col.slice(a, b - a), b - a, max_doc_bytes)
         for k in range(b - a):
             obj = {f: c[k] for f, c in cols.items()}
             fallback = f"{name}:{row0 + a + k + 1}"
@@ -519,31 +658,14 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
             yield table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
 
 
-_AS_BYTES = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary(), pa.string_view(): pa.binary_view()}
-
-
-def _check(col: pa.Array) -> None:
-    """Raise ``ArrowInvalid`` where a column's buffers do not hold together (offsets or views past their data,
-    a dictionary's indices of the wrong size). Arrow IPC readers map a file's buffers without checking them:
-    a damaged batch's offsets would take pyarrow outside its memory (a segmentation fault, the worker lost),
-    so the batch is set aside instead. Text is checked as bytes: UTF-8 is decided row by row."""
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col.indices.validate(full=True)  # (an index past the dictionary is no text: see _lengths, _texts)
-        _check(col.dictionary)
-        return
-    as_bytes = _AS_BYTES.get(t)
-    (col.view(as_bytes) if as_bytes is not None else col).validate(full=True)
-
-
 def _slices(col, n: int):
     """Row ranges ``[a, b)`` of a batch, each holding at most SLICE_BYTES of text (at least one row)."""
-    lengths = _lengths(col) if col is not None else None
-    if lengths is None or n == 0 or int(lengths.sum()) <= SLICE_BYTES:
+    sizes = lengths(col) if col is not None else None
+    if sizes is None or n == 0 or int(sizes.sum()) <= SLICE_BYTES:
         yield 0, n
         return
     a, acc = 0, 0
-    for i, size in enumerate(lengths.tolist()):
+    for i, size in enumerate(sizes.tolist()):
         if i > a and acc + size > SLICE_BYTES:
             yield a, i
             a, acc = i, 0
@@ -551,48 +673,12 @@ def _slices(col, n: int):
     yield a, n
 
 
-def _lengths(col) -> np.ndarray | None:
-    """Bytes of each value of a string-like column (0 for nulls), without copying its data; None when not text."""
-    t = col.type
-    if pa.types.is_dictionary(t):
-        values = _lengths(col.dictionary)
-        if values is None:
-            return None
-        idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        ok = (idx >= 0) & (idx < len(values))  # an index past the dictionary (a damaged file): no text
-        return np.where(ok, values[np.where(ok, idx, 0)] if len(values) else 0, 0).astype(np.int64)
-    if _is_view(t):
-        views = col.buffers()[1]
-        if views is None or len(col) == 0:
-            return np.zeros(len(col), np.int64)
-        lengths = np.frombuffer(views, dtype=np.int32).reshape(-1, 4)[col.offset:col.offset + len(col), 0].astype(np.int64)
-        if col.null_count:
-            lengths[col.is_null().to_numpy(zero_copy_only=False)] = 0
-        return lengths
-    if _is_offset_text(t):
-        return pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return None
-
-
-def _is_view(t) -> bool:
-    return pa.types.is_string_view(t) or pa.types.is_binary_view(t)
-
-
-def _is_offset_text(t) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t))
-
-
-def _is_text(t) -> bool:
-    return _is_view(t) or _is_offset_text(t)
-
-
 def _column(col: pa.Array) -> list:
     t = col.type
     if pa.types.is_dictionary(t):  # (Arrow has no take for view types: the values are mapped here)
         values = _column(col.dictionary)
         return [None if i is None or not 0 <= i < len(values) else values[i] for i in col.indices.to_pylist()]
-    if _is_text(t):
+    if is_text(t):
         return [None if b is None else b.decode("utf-8", "replace") for b in col.cast(pa.large_binary()).to_pylist()]
     try:
         return col.to_pylist()
@@ -610,40 +696,3 @@ def _value(col: pa.Array, i: int):
         return col.slice(i, 1).cast(pa.string())[0].as_py()
     except (pa.ArrowException, ValueError, OverflowError):
         return None
-
-
-def _texts(col, n: int, max_doc_bytes: int) -> tuple[list, list]:
-    """Texts as str (bytes where not valid UTF-8, None where not text) and their sizes in bytes. A dictionary's
-    values are decoded once each (rows sharing a value share one str); a text over ``max_doc_bytes`` is decoded
-    as a prefix only (the row is set aside as too_large, keeping a prefix)."""
-    if col is None:
-        return [None] * n, [0] * n
-    t = col.type
-    if pa.types.is_dictionary(t):
-        if not _is_text(t.value_type):
-            return [None] * n, [0] * n
-        size = len(col.dictionary)
-        idx = [i if i is not None and 0 <= i < size else None for i in col.indices.to_pylist()]
-        used = sorted({i for i in idx if i is not None})  # only the values these rows use are decoded
-        decoded = {i: _texts(col.dictionary.slice(i, 1), 1, max_doc_bytes) for i in used}  # (no take for views)
-        return ([None if i is None else decoded[i][0][0] for i in idx], [0 if i is None else decoded[i][1][0] for i in idx])
-    if not _is_text(t):
-        return [None] * n, [0] * n
-    lengths = _lengths(col)
-    if lengths is not None and len(lengths) and int(lengths.max()) > max_doc_bytes:
-        col = pc.binary_slice(col.cast(pa.large_binary()), 0, max(max_doc_bytes, PREFIX) + 1)
-    raw = col.cast(pa.large_binary()).to_pylist()
-    texts = []
-    for b in raw:
-        if b is None:
-            texts.append(None)
-            continue
-        try:
-            texts.append(b.decode("utf-8"))
-        except UnicodeDecodeError:
-            if len(b) > max_doc_bytes:  # a prefix cut inside a character: still text, too large
-                texts.append(b[:PREFIX].decode("utf-8", "replace"))
-            else:
-                texts.append(b)
-    sizes = lengths.tolist() if lengths is not None else [0 if b is None else len(b) for b in raw]
-    return texts, sizes

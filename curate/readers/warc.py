@@ -6,7 +6,10 @@ skips. Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` whe
 byte offset in the file (for .gz: the offset of the member it starts in, ``+n`` when it is not the first
 record of that member).
 
-Damage never ends a file: the parser resyncs at the next ``WARC/1.`` header (or the next gzip member) and
+Version lines read: ``WARC/1.0`` and ``WARC/1.1`` (any ``WARC/1.x``), and ``WARC/0.17`` / ``WARC/0.18`` (the drafts
+Heritrix wrote before ISO 28500: the same named headers, WARC-Type, Content-Length ...), all read alike.
+
+Damage never ends a file: the parser resyncs at the next version line (or the next gzip member) and
 sets aside what it skipped as one row with its offset and reason:
 - ``corrupt_gzip`` / ``corrupt_zstd`` (``_bz2``, ``_xz``): a member that does not decode; the records of later members are read;
 - ``truncated_gzip`` / ``truncated_zstd`` (``_bz2``, ``_xz``) / ``truncated_record``: the file ends inside a record;
@@ -18,7 +21,7 @@ A body's size is checked before it is read: a record larger than ``max_doc_bytes
 ``example-bad.warc.gz.bad`` is) is read all the same and counted in ``warc_single_gzip_members``.
 
 Splits: record offsets. For .gz/.zst, cuts at member starts whose content begins with ``WARC/`` (planning
-seeks to each cut point and test-decodes a few KiB); for plain WARC, at ``WARC/1.`` headers whose
+seeks to each cut point and test-decodes a few KiB); for plain WARC, at version lines whose
 Content-Length lands on the next header. A split owns the records whose header starts in its range. ARC files
 split the same way (:func:`curate.readers.arc.plan`).
 """
@@ -35,7 +38,10 @@ from curate.schema import HTML, PLAIN
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 MAX_HEADER = 64 << 10
-_MAGIC = b"WARC/1."
+_MAGIC = b"WARC/"
+_VERSION = re.compile(rb"WARC/(?:1\.|0\.1[78])")  # the version lines read (see the module docstring)
+_LINE_VERSION = re.compile(b"\n" + _VERSION.pattern)
+_MIN_VERSION, _MAX_VERSION = len(b"WARC/1."), len(b"WARC/0.17")  # bytes that decide whether one starts here
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
@@ -68,9 +74,8 @@ def _next_plain_record(f, pos: int, size: int) -> int | None:
         window = f.read(streams.CHUNK)
         if not window:
             return None
-        i = window.find(_MAGIC)
-        while i != -1:
-            at = pos + i
+        for v in _VERSION.finditer(window):
+            at = pos + v.start()
             f.seek(at)
             head = f.read(MAX_HEADER)
             m = _HEAD_END.search(head)
@@ -80,10 +85,9 @@ def _next_plain_record(f, pos: int, size: int) -> int | None:
                 after = f.read(64)
                 if after.strip() == b"" or after.lstrip().startswith(b"WARC/"):
                     return at
-            i = window.find(_MAGIC, i + 1)
         if len(window) < streams.CHUNK:
             return None
-        pos += len(window) - len(_MAGIC) + 1
+        pos += len(window) - _MAX_VERSION + 1
     return None
 
 
@@ -153,14 +157,19 @@ class _Stream:
         start, member = self.members[0]
         return (member, max(self.pos - start, 0))
 
-    def find(self, needle: bytes, start: int = 0, limit: int | None = None) -> int:
+    def find(self, needle: bytes | re.Pattern, start: int = 0, limit: int | None = None, width: int = 0) -> int:
+        """The first offset >= start (and < limit) of ``needle``: bytes, or a pattern of at most ``width`` bytes."""
         while True:
-            i = self.buf.find(needle, start)
+            if isinstance(needle, bytes):
+                i, width = self.buf.find(needle, start), len(needle)
+            else:
+                m = needle.search(self.buf, start)
+                i = m.start() if m else -1
             if i != -1 and (limit is None or i < limit):
                 return i
             if limit is not None and len(self.buf) >= limit:
                 return -1
-            start = max(start, len(self.buf) - len(needle) + 1)
+            start = max(start, len(self.buf) - width + 1)
             if not self.more():
                 return -1
 
@@ -206,11 +215,12 @@ class _WarcSplit:
         s = self.s
         while True:
             # 1. the next record header, skipping (and setting aside) anything else
-            if not s.fill(len(_MAGIC)):
+            if not s.fill(_MIN_VERSION):
                 if (yield from self._end_of_data()):
                     continue
                 break
-            if not s.buf.startswith(_MAGIC):
+            s.fill(_MAX_VERSION)
+            if not _VERSION.match(s.buf):
                 yield from self._skip_junk()
                 continue
             self.quiet = False
@@ -243,13 +253,14 @@ class _WarcSplit:
         s = self.s
         junk_at, prefix = s.where(), b""
         while True:
-            i = s.buf.find(_MAGIC)
+            v = _VERSION.search(s.buf)
+            i = v.start() if v else -1
             if i != -1 and (i == 0 or s.buf[i - 1:i] == b"\n"):
                 if len(prefix) < 10000:
                     prefix += bytes(s.buf[: min(i, 10000 - len(prefix))])
                 s.consume(i)
                 break
-            cut = max(len(s.buf) - len(_MAGIC) if i == -1 else i + 1, 0)
+            cut = max(len(s.buf) - _MAX_VERSION if i == -1 else i + 1, 0)
             if len(prefix) < 10000:
                 prefix += bytes(s.buf[: min(cut, 10000 - len(prefix))])
             s.consume(cut)
@@ -288,14 +299,14 @@ class _WarcSplit:
         have = s.fill(end)
         if not (have and _clean_end(s, end)):
             # (a header that starts before ``end`` and ends after it counts: a length a few bytes too long)
-            k = _header_in(s.buf, hlen, min(end + len(_MAGIC), len(s.buf)), valid=True)
+            k = _header_in(s.buf, hlen, end + 1, valid=True)
             if k != -1:  # Content-Length runs into the next record: cut the record there
                 yield from self._bad_length(rec_at, fields, hlen, k, k)
                 return
             if not have:  # the file ends (or is damaged) inside this record
                 yield from self._cut_short(rec_at, fields)
                 return
-            k = s.find(b"\n" + _MAGIC, end, end + self.max_body)
+            k = s.find(_LINE_VERSION, end, end + self.max_body, 1 + _MAX_VERSION)
             if k != -1:  # Content-Length stops short of the record's end
                 yield from self._bad_length(rec_at, fields, hlen, k, k + 1)
                 return
@@ -362,10 +373,12 @@ def _skip(s: _Stream, n: int) -> bool:
 
 
 def _header_in(buf, lo: int, hi: int, valid: bool = False) -> int:
-    """Offset of the first ``WARC/1.`` at a line start in buf[lo:hi], or -1. With ``valid``: only one that
-    opens a parseable header block (a WARC-Type and a Content-Length)."""
-    i = buf.find(b"\n" + _MAGIC, max(lo - 1, 0), hi)
-    while i != -1:
+    """Offset of the first version line at a line start that starts in buf[lo:hi] (its bytes all in buf), or
+    -1. With ``valid``: only one that opens a parseable header block (a WARC-Type and a Content-Length)."""
+    for v in _LINE_VERSION.finditer(buf, max(lo - 1, 0), hi + _MAX_VERSION):
+        i = v.start()
+        if i + 1 >= hi:
+            break
         if not valid:
             return i + 1
         m = _HEAD_END.search(buf, i + 1, i + 1 + MAX_HEADER)
@@ -373,7 +386,6 @@ def _header_in(buf, lo: int, hi: int, valid: bool = False) -> int:
             head = bytes(buf[i + 1:m.start()])
             if _content_length(head) is not None and re.search(rb"(?im)^warc-type:", head):
                 return i + 1
-        i = buf.find(b"\n" + _MAGIC, i + 1, hi)
     return -1
 
 

@@ -42,7 +42,9 @@ JOB_VERSION = 1
 # encode_documents). Part of every output's key (one file, and each part of --parts), so that outputs written under
 # older rules count as stale and are tokenized again. Bump it whenever those rules change what a shard reads as.
 #   1: binary text columns were all encode errors (every document skipped, exit 0)
-#   2: binary columns decoded as UTF-8, string_view and dictionary columns read (b05eb25)
+#   2: binary columns decoded as UTF-8, string_view and dictionary columns read (b05eb25); since then the column
+#      is read by curate.readers.arrow_text (run-end-encoded columns accepted, and a string row that is not UTF-8
+#      null): not a bump, since no output was ever written from such a column (both stopped the run)
 READER_VERSION = 2
 OUTPUT_FORMAT = "quarry-tokenize"  # PREFIX.json, the record of a one-file run or of --merge
 

@@ -389,43 +389,16 @@ def _text_column(table, text_column: str, path):
 
 
 def text_array(column, path, text_column: str = "text"):
-    """``column`` (an Arrow array or chunked array, the text column of the shard at ``path``) as UTF-8 text:
-    string, large_string and string_view as they are; binary, large_binary and binary_view decoded as UTF-8, a
-    row that is not valid UTF-8 null (counted as an encode error, as any non-text document); dictionary-encoded
-    values decoded first. Any other type (numbers, lists, ...) is a ``ValueError`` naming the shard and type."""
-    import pyarrow as pa
+    """``column`` (an Arrow array or chunked array, the text column of the shard at ``path``) as UTF-8 text, read
+    as the curation readers read a table's text (``curate.readers.arrow_text.string_array``): string, large_string
+    and string_view; binary, large_binary and binary_view decoded as UTF-8; dictionary- and run-end-encoded values
+    decoded first. A row that is not valid UTF-8 is null (counted as an encode error, as any non-text document).
+    Any other type (numbers, lists, ...) is a ``ValueError`` naming the shard and type."""
+    from curate.readers.arrow_text import NotText, string_array
 
-    t = column.type
-    if pa.types.is_dictionary(t):
-        if isinstance(column, pa.ChunkedArray):
-            chunks = [c.dictionary_decode() for c in column.chunks]
-            column = pa.chunked_array(chunks, type=t.value_type)
-        else:
-            column = column.dictionary_decode()
-        t = column.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return column
-    if _is_view(t, "string"):
-        return column.cast(pa.large_string())
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "binary"):
-        target = pa.string() if pa.types.is_binary(t) else pa.large_string()
-        try:
-            return column.cast(target)  # all valid UTF-8: no copy of the bytes
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        texts = []
-        for value in column.to_pylist():
-            try:
-                texts.append(None if value is None else value.decode("utf-8"))
-            except UnicodeDecodeError:
-                texts.append(None)
-        return pa.array(texts, type=target)
-    raise ValueError(f"shard {path}: column {text_column!r} has type {t}, not text; give a column of strings "
-                     "(string, large_string, string_view) or UTF-8 bytes (binary), or another --text-column")
-
-
-def _is_view(t, kind: str) -> bool:
-    import pyarrow.types as pt
-
-    check = getattr(pt, f"is_{kind}_view", None)
-    return bool(check and check(t))
+    try:
+        return string_array(column)[0]
+    except NotText as e:
+        raise ValueError(f"shard {path}: column {text_column!r} has type {e.type}, not text; give a column of "
+                         "strings (string, large_string, string_view) or UTF-8 bytes (binary), or another "
+                         "--text-column") from None
