@@ -5,19 +5,26 @@ does not import them."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import curate.extract
 
 DEFAULT_MODEL = Path(curate.extract.__file__).resolve().parent / "models" / "extract_blocks.json"
 TRAIN_HELP = "train the block classifier on pages with gold main text (WCXB's development split, Readability's pages)"
-TRAIN_EPILOG = """example (the shipped model):
-  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
-      --warc readability.warc.gz --gold readability_gold.jsonl --report report.json
+TRAIN_EPILOG = """example (a model of your own, for the stage's model = "my_model.json"):
+  curate extractor train --warc pages.warc.gz --gold gold.jsonl --out my_model.json
 
-Cross-validates by site (--folds: the pages of one set and site share a fold), trains the final model on all
-pages, prints word F1 per page type (cross-validated and in-sample) and writes the model file atomically
-(default: the shipped one)."""
+example (rebuild the shipped model: --out must name it):
+  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
+      --warc readability.warc.gz --gold readability_gold.jsonl \\
+      --out curate/extract/models/extract_blocks.json --report report.json
+
+Checks every gold record before any training (url, id, main_content strings; page_type, lang, source_url
+strings when given) and refuses gold with no main content, cross-validates by site (--folds: the pages of one
+set and site share a fold), trains the final model on all pages, prints word F1 per page type (cross-validated
+and in-sample) and writes the model file atomically to --out (required: the shipped model is written only when
+--out names it)."""
 
 
 def add_arguments(p) -> None:
@@ -33,7 +40,10 @@ def add_train_arguments(ap) -> None:
                     "repeat it, with one --gold each, to train on several sets")
     ap.add_argument("--gold", required=True, action="append", help="JSONL with url, main_content and page_type "
                     "(or lang) per page, for the --warc of the same place")
-    ap.add_argument("--out", default=str(DEFAULT_MODEL), help="model file to write (default: the shipped one)")
+    ap.add_argument("--out", required=True, metavar="MODEL.json",
+                    help="model file to write (required; the shipped model, which every run's extract stage loads "
+                         "without a model = path, is replaced only when --out names it: "
+                         "curate/extract/models/extract_blocks.json)")
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: no CV)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=8)
@@ -84,9 +94,19 @@ def train_flag_problem(a) -> str | None:
         return f"--limit {a.limit}: pages per set, >= 0 (0: all)"
     if not 0 <= a.seed < 2 ** 32:
         return f"--seed {a.seed}: in [0, 2**32 - 1]"
-    from curate.write_guard import overwrite_problem
+    from curate.write_guard import output_file_problem, overwrite_problem
 
-    return overwrite_problem([a.out, a.report], list(a.warc) + list(a.gold))
+    outputs = [("--out", a.out), ("--report", a.report), ("--oof", a.oof)]
+    for flag, path in outputs:
+        problem = output_file_problem(path)
+        if problem:
+            return f"{flag} {problem}"
+    given = [(flag, path) for flag, path in outputs if path]
+    for i, (flag, path) in enumerate(given):
+        for flag2, path2 in given[i + 1:]:
+            if os.path.realpath(path) == os.path.realpath(path2):
+                return f"{flag} and {flag2} are the same file ({path}): give each its own"
+    return overwrite_problem([a.out, a.report, a.oof], list(a.warc) + list(a.gold))
 
 
 def run(args) -> int:

@@ -7,6 +7,11 @@ prints precision, recall and accuracy of the positive label on it (score >= 0.5)
 fastText's hash buckets for n-gram features: the model file is about ``bucket x dim x 4`` bytes.
 ``--threads`` above 1 trades a reproducible model for speed.
 
+Refused before training: the same file or folder on both sides (or one inside the other), and a positive and a
+negative path holding the same documents (SHA-256 of their texts); documents found on both sides are counted in
+a warning. Words beginning with ``__label__`` in the texts are neutralised (``quality.neutralise_labels``):
+fastText would read them as labels.
+
 Example::
 
     curate train-quality --positive out/wiki/curated --negative out/crawl/curated --output quality.bin
@@ -18,7 +23,7 @@ import sys
 
 from curate.commands.argtypes import positive, whole
 from curate.text.fasttext_model import load_fasttext_model
-from curate.stages.quality_train import collect, evaluate, train
+from curate.stages.quality_train import collect, evaluate, same_content_problem, same_input_problem, train
 
 
 def add_arguments(parser) -> None:
@@ -75,7 +80,8 @@ def flag_problem(args) -> str | None:
     problem = output_file_problem(args.output)
     if problem:
         return f"--output {problem}"
-    return overwrite_problem([args.output], list(args.positive) + list(args.negative))
+    return (overwrite_problem([args.output], list(args.positive) + list(args.negative))
+            or same_input_problem(list(args.positive), list(args.negative)))
 
 
 def run(args) -> int:
@@ -84,15 +90,25 @@ def run(args) -> int:
         print(f"train-quality: {problem}", file=sys.stderr)
         return 2
     rng = random.Random(args.seed)
+    pos_digests: dict = {}
+    neg_digests: dict = {}
     try:
-        pos = collect(args.positive, args.max_docs, rng)
-        neg = collect(args.negative, args.max_docs, rng)
+        pos = collect(args.positive, args.max_docs, rng, pos_digests)
+        neg = collect(args.negative, args.max_docs, rng, neg_digests)
     except (ValueError, OSError) as e:
         print(f"train-quality: {e}", file=sys.stderr)
         return 2
     if not pos or not neg:
         print(f"train-quality: need documents on both sides (positive {len(pos)}, negative {len(neg)})", file=sys.stderr)
         return 2
+    problem = same_content_problem(pos_digests, neg_digests, pos, neg)
+    if problem:
+        print(f"train-quality: {problem}", file=sys.stderr)
+        return 2
+    both = len(set(pos) & set(neg))
+    if both:
+        print(f"train-quality: warning: {both:,} documents are both positive and negative examples (the same text "
+              "on both sides teaches the classifier nothing)", file=sys.stderr)
 
     held_pos, held_neg = [], []
     if args.valid_fraction:

@@ -45,11 +45,23 @@ REASONS = {"low_quality": "quality_score below threshold, or not chosen by Paret
 
 _PUNCT_RE = re.compile(r"([^\w\s])")
 _SPACE_RE = re.compile(r"\s+")
+# a word fastText reads as a label: one that begins with the prefix, at the start of the text or after one of
+# the bytes fastText splits words on (``Dictionary::readWord``: space, \n, \r, \t, \v, \f, \0)
+_LABEL_WORD_RE = re.compile(r"(?<![^ \n\r\t\v\f\x00])" + re.escape(LABEL_PREFIX))
+
+
+def neutralise_labels(text: str) -> str:
+    """``text`` with every word that fastText would read as a label (``__label__...``) made an ordinary word
+    (one leading underscore less: ``__label__hq`` -> ``_label__hq``). Idempotent."""
+    return _LABEL_WORD_RE.sub(LABEL_PREFIX[1:], text)
 
 
 def prepare_text(text: str) -> str:
-    """What the classifier sees: lowercased, punctuation as separate tokens, one line."""
-    return _SPACE_RE.sub(" ", _PUNCT_RE.sub(r" \1 ", text.lower())).strip()
+    """What the classifier sees: lowercased, punctuation as separate tokens, one line; a word beginning with
+    ``__label__`` loses one leading underscore (fastText would read it as a label: a label added to a training
+    line, a word dropped when scoring), as ``curate train-quality`` trains on."""
+    text = _SPACE_RE.sub(" ", _PUNCT_RE.sub(r" \1 ", text.lower())).strip()
+    return neutralise_labels(text)
 
 
 def uniform_from_id(seed: int, doc_id: str) -> float:

@@ -5,7 +5,14 @@ Positives (``__label__hq``) are text like what you want to keep (GPT-3 and MT-NL
 sets such as OpenWebText2, Wikipedia, books); negatives (``__label__lq``) are raw crawl, each from
 paths of: a curation output folder (its kept shards), shard files (``.arrow``, ``.parquet``), or JSON
 Lines files (``.jsonl``, ``.jsonl.gz``) whose rows have a ``text`` field. Texts go through
-``curate.stages.quality.prepare_text`` (as when the stage scores them).
+``curate.stages.quality.prepare_text`` (as when the stage scores them), which neutralises label words:
+fastText reads every word that begins with ``__label__`` as a label, so a crawl page holding
+``__label__hq`` words would otherwise add the positive label to its own training lines.
+
+The same documents on both sides teach the classifier nothing: a ``--positive`` and a ``--negative``
+path that are the same file, or that hold the same documents (SHA-256 of the texts in order, ``collect``'s
+``digests``: a ``.jsonl``, its ``.jsonl.gz`` and a shard of the same documents agree), are refused
+(``same_input_problem``, ``same_content_problem``).
 
 Each document is cut into pieces of ``chunk_words`` words, one training example each (``0``: whole
 documents); the stage still scores whole documents. fastText's SGD takes one step per example, and
@@ -16,9 +23,11 @@ the same inputs and seed give the same model byte for byte. The model is written
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,7 +39,23 @@ from curate.readers.text import clean_surrogates
 from curate.schema import TEXT
 from curate.shards import manifest_shards, read_shard
 from curate.text.fasttext_model import LABEL_PREFIX
-from curate.stages.quality import NEGATIVE, POSITIVE, prepare_text
+from curate.stages.quality import NEGATIVE, POSITIVE, neutralise_labels, prepare_text
+
+
+def describe_non_file(path: str | Path) -> str:
+    """What ``path`` is when it is not a regular file or a folder: "no such file or folder", "a broken symbolic
+    link", "a FIFO (named pipe)", "a character device", ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "no such file or folder"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file or folder"
 
 
 def iter_texts(path: str | Path) -> Iterator[str]:
@@ -43,7 +68,10 @@ def iter_texts(path: str | Path) -> Iterator[str]:
         for shard in manifest_shards(path):
             yield from _shard_texts(shard)
     elif not path.is_file():
-        raise ValueError(f"{path}: no such file or folder")
+        what = describe_non_file(path)
+        if what != "no such file or folder":
+            what = f"is {what}, not a file or folder to read examples from"
+        raise ValueError(f"{path}: {what}")
     elif path.suffix in (".arrow", ".parquet"):
         yield from _shard_texts(path)
     elif path.name.endswith((".jsonl", ".jsonl.gz")):
@@ -65,15 +93,20 @@ def _shard_texts(path: Path) -> Iterator[str]:
     yield from (t for t in read_shard(path, columns=[TEXT]).column(TEXT).to_pylist() if t)
 
 
-def collect(paths: list[str], max_docs: int, rng: random.Random) -> list[str]:
-    """Prepared texts of all documents under ``paths`` (held in memory), or a uniform sample of
-    ``max_docs`` of them."""
+def collect(paths: list[str], max_docs: int, rng: random.Random, digests: dict | None = None) -> list[str]:
+    """Training texts (``prepare_text``) of all documents under ``paths`` (held in memory), or a uniform
+    sample of ``max_docs`` of them. ``digests``, when given, receives each path's SHA-256 over all its
+    documents (each text's length, then its UTF-8 bytes, in order), sampled or not."""
     sample: list[str] = []
     seen = 0
     for path in paths:
+        h = hashlib.sha256()
         for text in iter_texts(path):
             if not text.strip():
                 continue
+            data = text.encode("utf-8", "surrogatepass")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
             seen += 1
             if not max_docs or len(sample) < max_docs:
                 sample.append(prepare_text(text))
@@ -81,7 +114,51 @@ def collect(paths: list[str], max_docs: int, rng: random.Random) -> list[str]:
                 j = rng.randrange(seen)
                 if j < max_docs:
                     sample[j] = prepare_text(text)
+        if digests is not None:
+            digests[str(path)] = h.hexdigest()
     return sample
+
+
+def same_input_problem(positives: list[str], negatives: list[str]) -> str | None:
+    """A message when a ``--positive`` path and a ``--negative`` path are the same file or folder (links,
+    ``..``, hard links), or one lies inside the other (a shard of a curation folder given on the other side),
+    else None. Checked before anything is read."""
+    def ident(p):
+        try:
+            st = os.stat(p)
+            return st.st_dev, st.st_ino
+        except OSError:
+            return None
+
+    for p in positives:
+        for n in negatives:
+            rp, rn = os.path.realpath(p), os.path.realpath(n)
+            ip, in_ = ident(p), ident(n)
+            if rp == rn or (ip is not None and ip == in_):
+                return (f"--positive {p} and --negative {n} are the same "
+                        f"{'folder' if os.path.isdir(p) else 'file'}: the same documents as good and bad examples "
+                        "teach the classifier nothing")
+            for inner, outer, a, b in ((rn, rp, f"--negative {n}", f"--positive {p}"),
+                                       (rp, rn, f"--positive {p}", f"--negative {n}")):
+                if inner.startswith(outer.rstrip(os.sep) + os.sep) and os.path.isdir(outer):
+                    return (f"{a} lies inside {b}: its documents would be both good and bad examples")
+    return None
+
+
+def same_content_problem(pos_digests: dict, neg_digests: dict, positives: list[str],
+                         negatives: list[str]) -> str | None:
+    """A message when a positive and a negative path hold the same documents (``collect``'s ``digests``), or when the
+    two sides' examples are the same set of texts, else None."""
+    empty = hashlib.sha256().hexdigest()
+    for p, dp in pos_digests.items():
+        for n, dn in neg_digests.items():
+            if dp == dn and dp != empty:
+                return (f"--positive {p} and --negative {n} hold the same documents (SHA-256 {dp[:16]}...): "
+                        "the same text as good and bad examples teaches the classifier nothing")
+    if positives and set(positives) == set(negatives):
+        return ("--positive and --negative hold the same documents: the same text as good and bad examples "
+                "teaches the classifier nothing")
+    return None
 
 
 def evaluate(model, positives: list[str], negatives: list[str], label: str = POSITIVE) -> dict:
@@ -157,8 +234,11 @@ def train(positives: list[str], negatives: list[str], output: str | Path, *, epo
           word_ngrams: int = 2, dim: int = 100, bucket: int = 200_000, min_count: int = 1, chunk_words: int = 64,
           seed: int = 0, threads: int = 1):
     """Train on prepared texts (``prepare_text``), one example per ``chunk_words`` piece, and write
-    the model atomically to ``output``."""
+    the model atomically to ``output``. Label words in the texts are neutralised here too
+    (``neutralise_labels``), so no text can add a label to its own line."""
     rng = random.Random(seed)
+    positives = [neutralise_labels(t) for t in positives]
+    negatives = [neutralise_labels(t) for t in negatives]
     lines = [f"{LABEL_PREFIX}{label} {piece}\n"
              for label, texts in ((POSITIVE, positives), (NEGATIVE, negatives))
              for t in texts for piece in chunks(t, chunk_words)]

@@ -4,6 +4,13 @@ development split and Mozilla Readability's test pages together).
     curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
         --warc readability.warc.gz --gold readability_gold.jsonl --out curate/extract/models/extract_blocks.json
 
+``--out`` is required: the shipped model is replaced only when ``--out`` names it. Before any page is cut into
+blocks, every gold record is checked (``gold_record_problem``: ``url``, ``id``, ``main_content`` and the optional
+``page_type``, ``lang``, ``source_url`` of their JSON types, one record per URL), and a gold file whose pages'
+main_content holds no word is refused; after labelling, a set none of whose blocks the gold covers, or fewer than
+``MIN_LABELLED_BLOCKS`` blocks of main content or of the rest, is refused (``label_problem``): such gold trains a
+model that keeps nothing.
+
 Steps: read the pages with the project's WARC reader (decoded as a curation run decodes them), cut each
 into blocks with features (``curate.extract.features``), label each block by how much of it the gold text
 covers (``labels``), then
@@ -42,7 +49,7 @@ import numpy as np
 from curate import json_files
 from curate.extract.features import features
 from curate.extract.model import CONTEXT_PARTS, SHIFTS, BlockModel
-from curate.extract.training.labels import block_labels, language_group, word_f1
+from curate.extract.training.labels import block_labels, language_group, tokens, word_f1
 
 
 @dataclass
@@ -77,11 +84,70 @@ class Dataset:
     parents: dict[int, np.ndarray]  # page index -> its elements' parents (``features.Blocks.parent``)
 
 
+# the fields of a gold record that training reads, and the JSON types each may have (None: JSON null or absent)
+GOLD_FIELDS = {"url": (str,), "main_content": (str,), "id": (str, int), "page_type": (str, type(None)),
+               "lang": (str, type(None)), "source_url": (str, type(None))}
+REQUIRED_GOLD_FIELDS = ("url", "id", "main_content")
+_JSON_TYPE = {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
+              dict: "an object", type(None): "null"}
+
+
+def gold_record_problem(d) -> str | None:
+    """What is wrong with one parsed gold line (None: nothing): an object with ``url``, ``id`` and
+    ``main_content``, each field training reads of its type (``GOLD_FIELDS``); ``page_type`` "all" is the
+    overall figure's name."""
+    if not isinstance(d, dict):
+        return f"not a gold record: {_JSON_TYPE.get(type(d), type(d).__name__)}, not an object with url, id and " \
+               "main_content"
+    missing = [k for k in REQUIRED_GOLD_FIELDS if k not in d]
+    if missing:
+        return f"not a gold record: no {', '.join(missing)} (an object with url, id and main_content)"
+    for k, types in GOLD_FIELDS.items():
+        v = d.get(k)
+        if not isinstance(v, types) or isinstance(v, bool):
+            want = " or ".join(_JSON_TYPE[t] for t in types)
+            return f"not a gold record: field {k} must be {want}, not {_JSON_TYPE.get(type(v), type(v).__name__)}"
+    if not d["url"].strip():
+        return "not a gold record: field url is empty"
+    if isinstance(d["id"], str) and not d["id"].strip():
+        return "not a gold record: field id is empty"
+    if d.get("source_url"):
+        try:
+            urlsplit(d["source_url"]).hostname
+        except ValueError as e:
+            return f"not a gold record: field source_url {d['source_url'][:200]!r} is not a URL ({e})"
+    if d.get("page_type") == "all":
+        return 'page_type "all" is the name of the overall figure: give the pages another type'
+    return None
+
+
+def read_gold(gold: str) -> dict[str, dict]:
+    """The records of a gold JSONL by URL, in file order, each checked (``gold_record_problem``); a bad line,
+    or a URL given twice, is a ``ValueError`` naming ``file:line``."""
+    golds: dict[str, dict] = {}
+    line_of: dict[str, int] = {}
+    with open(gold, encoding="utf-8") as f:
+        for n, line in enumerate(_utf8_lines(f, gold), 1):
+            if not line.strip():
+                continue
+            d = json_files.loads(line, f"{gold}:{n}")
+            problem = gold_record_problem(d)
+            if problem:
+                raise ValueError(f"{gold}:{n}: {problem}")
+            if d["url"] in golds:
+                raise ValueError(f"{gold}:{n}: url {d['url'][:200]!r} has a record already, on line "
+                                 f"{line_of[d['url']]}: give one record per page")
+            golds[d["url"]] = d
+            line_of[d["url"]] = n
+    return golds
+
+
 def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     """Pages of ``warc`` that have a gold record (matched by URL), in the gold file's order. A gold record
     without ``page_type`` (Readability's) gets its language group (``labels.language_group``) as one. A file
-    that is not a regular file, a gold line that is not a record with ``url``, ``id`` and ``main_content``, or
-    no page matched is a ``ValueError`` naming it."""
+    that is not a regular file, a gold line that is not a record with ``url``, ``id`` and ``main_content`` of the
+    right types (``read_gold``), no page matched, or no matched page with any main content is a ``ValueError``
+    naming it. All before any page is cut into blocks."""
     import stat
 
     from curate.readers import read_file
@@ -89,23 +155,17 @@ def load_pages(warc: str, gold: str, limit: int = 0) -> list[Page]:
     for path in (warc, gold):
         if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero or a FIFO would be read for ever
             raise ValueError(f"{path}: not a regular file")
-    golds = {}
-    with open(gold, encoding="utf-8") as f:
-        for n, line in enumerate(_utf8_lines(f, gold), 1):
-            if line.strip():
-                d = json_files.loads(line, f"{gold}:{n}")
-                if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("url", "main_content")) \
-                        or "id" not in d:
-                    raise ValueError(f"{gold}:{n}: not a gold record (an object with url, id and main_content "
-                                     "strings)")
-                golds[d["url"]] = d
+    golds = read_gold(gold)
     html = {}
     for item in read_file(str(warc), "warc"):
         if item[0] == "doc" and item[1]["url"] in golds:
             html[item[1]["url"]] = item[1]["text"] or ""
     if not html:
         raise ValueError(f"no page of {warc} has a record in {gold} (matched by URL: WARC-Target-URI = url)")
-    name = Path(gold).name.split(".")[0]
+    if not any(tokens(golds[u]["main_content"]) for u in html):
+        raise ValueError(f"{gold}: main_content holds no word for any of the {len(html)} pages it gives for {warc}: "
+                         "there is no main content to learn from (a gold file of empty main_content?)")
+    name = set_name(gold)
     pages = [Page(str(d["id"]), d.get("page_type") or language_group(d.get("lang"), d["main_content"]), html[u],
                   d["main_content"], page_group(name, d)) for u, d in golds.items() if u in html]
     return pages[:limit] if limit else pages
@@ -118,10 +178,23 @@ def _utf8_lines(f, path: str):
         raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start} of a read)") from None
 
 
+def set_name(gold: str) -> str:
+    """A set's name: its gold file's name up to the first dot (``page_group``'s prefix, ``set_of``)."""
+    return Path(gold).name.split(".")[0]
+
+
 def load_sets(warcs: list[str], golds: list[str], limit: int = 0) -> list[Page]:
-    """The pages of several sets (``warcs[i]`` with ``golds[i]``), one after the other (``limit``: per set)."""
+    """The pages of several sets (``warcs[i]`` with ``golds[i]``), one after the other (``limit``: per set).
+    Two gold files of the same set name (``set_name``) are refused: their pages would count as one set."""
     if len(warcs) != len(golds):
         raise ValueError(f"{len(warcs)} --warc but {len(golds)} --gold: give one gold file per WARC, in order")
+    seen: dict[str, str] = {}
+    for g in golds:
+        other = seen.setdefault(set_name(g), g)
+        if other != g or golds.count(g) > 1:
+            raise ValueError(f"--gold {g} and --gold {other}: the same set name {set_name(g)!r} (a set is named by "
+                             "its gold file's name up to the first dot): their pages would count as one set; give "
+                             "each set its own file name")
     return [p for w, g in zip(warcs, golds) for p in load_pages(w, g, limit)]
 
 
@@ -144,8 +217,37 @@ def build(pages: list[Page], log=print) -> Dataset:
         parents[i] = b.parent
         if (i + 1) % 250 == 0:
             log(f"  features: {i + 1}/{len(pages)} pages, {time.perf_counter() - t0:.0f} s")
+    if not xs:
+        raise ValueError(f"none of the {len(pages)} pages has a block of text to label (empty or script-only HTML?)")
     return Dataset(pages, np.concatenate(xs), np.concatenate(ys), np.concatenate(cs), np.concatenate(ps),
                    np.concatenate(gs), texts, tags, np.concatenate(owners), parents)
+
+
+MIN_LABELLED_BLOCKS = 10  # of each class (main content, the rest) to train on: one real page has 10 to 50
+
+
+def label_problem(ds: Dataset, golds: list[str] | None = None) -> str | None:
+    """What makes ``ds`` unfit to train on (None: nothing): fewer than ``MIN_LABELLED_BLOCKS`` blocks (with
+    words) labelled main content (label >= 0.5: the gold text covers most of the block) or labelled the rest,
+    or a set (``set_of``; ``golds``: the gold files, to name them) none of whose blocks is main content: the
+    gold text does not match its pages (a gold file of empty or wrong main_content, a WARC of other pages)."""
+    worded = ds.tokens > 0
+    content = worded & (ds.y >= 0.5)
+    n_content, n_rest = int(content.sum()), int((worded & (ds.y < 0.5)).sum())
+    files = {set_name(g): g for g in golds or []}
+    page_set = np.array([set_of(p) for p in ds.pages], dtype=object)
+    for name in dict.fromkeys(page_set.tolist()):
+        in_set = page_set[ds.page] == name
+        if not (content & in_set).any():
+            gold = files.get(name, name or "the gold file")
+            return (f"{gold}: no block of its {int(in_set.sum())} blocks is main content (covered by its gold "
+                    "main_content): the gold text does not match the pages (empty or wrong main_content, or the "
+                    "WARC of other pages)")
+    if min(n_content, n_rest) < MIN_LABELLED_BLOCKS:
+        return (f"{n_content} blocks labelled main content and {n_rest} labelled the rest: at least "
+                f"{MIN_LABELLED_BLOCKS} of each are needed to train (more pages, or gold text that is not the whole "
+                "page)")
+    return None
 
 
 def sample_weights(ds: Dataset, idx: np.ndarray) -> np.ndarray:
@@ -396,6 +498,11 @@ def run(a) -> int:
         print(f"curate extractor train: error: {problem}", file=sys.stderr)
         return 2
     hidden = tuple(int(h) for h in a.hidden.split(",") if h.strip())
+    from curate.commands.extractor import DEFAULT_MODEL
+
+    if os.path.realpath(a.out) == os.path.realpath(DEFAULT_MODEL):
+        print(f"--out is the shipped model ({DEFAULT_MODEL}): every extract stage without model = path will load the "
+              "new one")
     t0 = time.perf_counter()
     try:
         pages = load_sets(a.warc, a.gold, a.limit)
@@ -408,8 +515,16 @@ def run(a) -> int:
         print(f"curate extractor train: error: --folds {a.folds}: more than the {sites} sites the pages come "
               f"from (a site's pages share a fold); give at most {sites}", file=sys.stderr)
         return 2
-    ds = build(pages)
+    try:
+        ds = build(pages)
+    except ValueError as e:
+        print(f"curate extractor train: error: {e}", file=sys.stderr)
+        return 2
     print(f"{len(ds.y)} blocks, {ds.x.shape[1]} features ({time.perf_counter() - t0:.0f} s)")
+    problem = label_problem(ds, a.gold)
+    if problem:
+        print(f"curate extractor train: error: {problem}; no model written", file=sys.stderr)
+        return 2
     report: dict = {"pages": len(pages), "blocks": int(len(ds.y)), "folds": a.folds, "seed": a.seed,
                     "hidden": list(hidden), "epochs": a.epochs, "weight_decay": a.weight_decay, "dropout": a.dropout,
                     "balance_sets": not a.weigh_pages_equally}
@@ -435,6 +550,10 @@ def run(a) -> int:
     print(format_scores("in-sample", ins))
     report["in_sample"] = ins
     report["threshold"] = threshold
+    if not all(np.isfinite(w).all() for w in [*model.weights, *model.biases, model.mean, model.scale]):
+        print(f"curate extractor train: error: training diverged (weights that are not finite numbers); {a.out} "
+              "not written", file=sys.stderr)
+        return 1
     model.meta = {"trained_on": f"{len(pages)} pages of " + " + ".join(Path(g).name for g in a.gold),
                   "report": report}
     write_atomic(Path(a.out), model.to_json())
