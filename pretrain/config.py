@@ -385,6 +385,8 @@ def _check_choices(cfg: Config, err) -> None:
             err(f"{name} = {value!r}: use one of {', '.join(allowed)}")
     if d.kind == "blend" and not d.blend:
         err("data.blend is not set: point it at a data_specs/*.toml blend spec (or set data.kind = 'synthetic')")
+    if d.kind == "blend" and d.seq_len == 1:  # was a ValueError of the blend's builder, after the checks
+        err("data.seq_len = 1: a blend's samples need at least 2 tokens (inputs and next-token labels); use 2 or more")
     if m.vocab_size is None and not d.tokenizer:
         err("model.vocab_size is not set and there is no data.tokenizer to read it from: set one of them")
     if t.steps < 0:
@@ -470,6 +472,16 @@ def _check_values(cfg: Config, err) -> None:
             f"or stop")
 
 
+def check_vocab(cfg: Config, tokenizer: str, pieces: int) -> None:
+    """``model.vocab_size``, when set, holds every id of ``tokenizer`` (``pieces`` of them); a smaller one failed
+    at the first batch (or the first evaluation), after the data was built."""
+    m = cfg.model
+    if m.vocab_size is not None and m.vocab_size < pieces:
+        raise ConfigError(f"model.vocab_size = {m.vocab_size} is smaller than the {pieces} pieces of the tokenizer "
+                          f"{tokenizer}: set model.vocab_size = {pieces} (or more), or leave it unset to take the "
+                          "tokenizer's")
+
+
 def finalize(cfg: Config, world_size: int) -> Config:
     """Fill derived values in place (after ``check``): parallel.dp, model.max_seq_len, ffn size, init seed,
     vocabulary size (from the tokenizer if needed) and padded vocabulary size."""
@@ -493,8 +505,8 @@ def finalize(cfg: Config, world_size: int) -> Config:
     if m.padded_vocab_size is None:
         m.padded_vocab_size = padded_vocab(m.vocab_size, m.make_vocab_size_divisible_by, p.tp)
     if m.padded_vocab_size % p.tp or m.padded_vocab_size < m.vocab_size:
-        raise ConfigError(f"padded vocabulary {m.padded_vocab_size} (from the checkpoint) does not fit tp = {p.tp} "
-                          f"and vocab_size {m.vocab_size}")
+        raise ConfigError(f"padded vocabulary {m.padded_vocab_size} (model.padded_vocab_size, or the checkpoint's) "
+                          f"does not fit tp = {p.tp} and vocab_size {m.vocab_size}: unset model.padded_vocab_size")
     return cfg
 
 

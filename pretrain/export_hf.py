@@ -333,14 +333,15 @@ def _ordinary_modes(out: Path) -> None:
 
 def export_checkpoint(checkpoint, out_dir, tokenizer=None, force: bool = False) -> tuple[Path, str | None]:
     """Export the latest intact checkpoint of ``checkpoint`` to ``out_dir`` with the tokenizer given or recorded
-    with it (none: a warning, the model alone). Returns (the folder, the tokenizer path or None)."""
+    with it, which must be the one it was trained with (none: a warning, the model alone). Returns (the folder,
+    the tokenizer path or None)."""
     from pretrain.checkpoint import load_model_for_inference
     from pretrain.data.tokenizer import load_tokenizer
     from pretrain.generate import resolve_tokenizer_path
 
     check_out_dir(out_dir, force)  # before the checkpoint is loaded: a refusal costs nothing
     model, cfg = load_model_for_inference(checkpoint)
-    tok_path = resolve_tokenizer_path(checkpoint, tokenizer)
+    tok_path = resolve_tokenizer_path(checkpoint, tokenizer)  # the one it was trained with (its sha256), or refused
     eod_id = None
     if tok_path is None:
         print("warning: no tokenizer recorded with the checkpoint (data.tokenizer) and none given "

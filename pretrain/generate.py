@@ -6,7 +6,8 @@ vocabulary padding columns are cut off). ``--temperature 0`` or ``--top-k 1`` is
 next token is sampled from ``softmax(logits / T)`` restricted to the ``k`` most likely tokens (``--top-k 0``: all),
 with a seeded generator. Generation stops after ``--max-tokens`` tokens or at the end-of-document token.
 The tokenizer is ``--tokenizer`` or else the ``data.tokenizer`` of the run's config saved in the checkpoint's
-``meta.json``; the device is CUDA when available (``--device``).
+``meta.json``, and must be the one the checkpoint was trained with (the sha256 meta.json records; older
+checkpoints do not record one); the device is CUDA when available (``--device``).
 """
 from __future__ import annotations
 
@@ -99,20 +100,21 @@ def pick_device(name: str = "auto") -> torch.device:
 
 def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
     """``explicit`` if given, else the ``data.tokenizer`` of the run's config saved with the checkpoint (its
-    ``meta.json``; a relative path is taken from the current directory, as the trainer took it); None if neither."""
-    if explicit:
-        return str(explicit)
+    ``meta.json``; a relative path is taken from the current directory, as the trainer took it); None if neither.
+    Either must be the tokenizer the checkpoint was trained with (its sha256, :func:`checkpoint.check_tokenizer`)."""
     from pretrain import checkpoint as ckpt
 
     d = ckpt.resolve(checkpoint_dir)
-    if d is None:
-        return None
-    recorded = ckpt.read_meta(d).get("config", {}).get("data", {}).get("tokenizer")
-    if recorded and not Path(str(recorded)).is_absolute() and not Path(str(recorded)).exists():
+    meta = ckpt.read_meta(d) if d is not None else {}
+    recorded = meta.get("config", {}).get("data", {}).get("tokenizer")
+    if not explicit and recorded and not Path(str(recorded)).is_absolute() and not Path(str(recorded)).exists():
         raise FileNotFoundError(f"the tokenizer recorded with {checkpoint_dir} is {recorded}, a path relative to the "
                                 f"directory training ran from, and there is no such file here ({Path.cwd()}): run "
                                 f"from that directory or pass --tokenizer PATH")
-    return str(recorded) if recorded else None
+    path = explicit or recorded
+    if path and d is not None:
+        ckpt.check_tokenizer(d, meta, str(path), "pass the tokenizer it was trained with (--tokenizer PATH)")
+    return str(path) if path else None
 
 
 def load_for_generation(checkpoint_dir, tokenizer=None, device="auto"):

@@ -39,6 +39,7 @@ def train(cfg: Config) -> dict:
     rank, local_rank, world = env_world()
     check(cfg, world)  # before any process-group work
     check_data_paths(cfg)
+    tok_sha = check_tokenizer(cfg, quiet=rank != 0)
     device = pick_device(cfg, local_rank)
     lock, made = hold_checkpoint_dir(cfg, rank)  # one run per checkpoint.dir (rank 0 holds it)
     try:
@@ -47,7 +48,7 @@ def train(cfg: Config) -> dict:
         # verified; a damaged latest checkpoint -> the newest intact one (or stop: checkpoint.on_damage)
         resume_dir = ckpt.find_resume(cfg.checkpoint, announce=rank == 0) if cfg.checkpoint.dir else None
         if resume_dir is not None:
-            adopt_checkpoint_model(cfg, resume_dir)
+            adopt_checkpoint_model(cfg, resume_dir, tok_sha)
         finalize(cfg, world)
         check_fits(cfg, world, device)  # before anything is allocated
         dtype = compute_dtype(cfg, device)
@@ -58,7 +59,7 @@ def train(cfg: Config) -> dict:
         torch.manual_seed(t.seed)
         log = MetricsLog(cfg, rank)
         try:
-            return train_loop(cfg, env, device, dtype, resume_dir, log)
+            return train_loop(cfg, env, device, dtype, resume_dir, log, tok_sha)
         finally:
             log.close()
     finally:
@@ -69,6 +70,74 @@ def train(cfg: Config) -> dict:
             if made:  # a run stopped at start leaves no folder behind (rmdir fails on one that holds files)
                 with contextlib.suppress(OSError):
                     Path(cfg.checkpoint.dir).rmdir()
+
+
+def check_tokenizer(cfg: Config, quiet: bool = False) -> str | None:
+    """Before any process-group work: data.tokenizer against the model (``model.vocab_size``, when set, holds its
+    ids) and against each dataset of the blend (the tokenizer the dataset's record names: a different one made
+    ids that stand for other pieces; a note on stderr, unless ``quiet``, names those that record none). Returns
+    the tokenizer's sha256 (each checkpoint records it), None without one."""
+    import sys
+
+    d = cfg.data
+    if not d.tokenizer or not Path(d.tokenizer).is_file():
+        return None
+    from curate.shards import sha256_file
+
+    sha = sha256_file(d.tokenizer)
+    if cfg.model.vocab_size is not None:
+        from pretrain.config import check_vocab
+        from pretrain.data.tokenizer import load_tokenizer
+
+        try:
+            pieces = load_tokenizer(d.tokenizer).vocab_size
+        except (OSError, ValueError) as e:  # not a SentencePiece model
+            raise ConfigError(f"data.tokenizer: {e}") from None
+        check_vocab(cfg, d.tokenizer, pieces)
+    if d.kind == "blend":
+        check_blend_tokenizer(d.blend, d.tokenizer, sha,
+                              (lambda _text: None) if quiet else (lambda text: print(text, file=sys.stderr)))
+    return sha
+
+
+def check_blend_tokenizer(blend: str, tokenizer: str, sha: str, say=print) -> None:
+    """Each dataset of ``blend`` was tokenized with ``tokenizer`` (of sha256 ``sha``), as far as its records
+    say: ``tokenizer_sha256`` of ``PREFIX.json`` or of ``PREFIX/job.json`` (``--parts``, ``--merge``), else the
+    file at the ``tokenizer`` path ``PREFIX.json`` names (relative: from the current directory). A dataset whose
+    records say nothing (or name a file no longer there) is not compared: one note names them."""
+    import os
+
+    from curate.shards import read_record, sha256_file
+    from pretrain.data.blend_spec import load_blend_spec
+
+    hashes = {os.path.realpath(tokenizer): sha}  # each tokenizer file hashed once
+    unknown = []
+    for ds in load_blend_spec(blend).datasets:
+        record = read_record(ds.prefix + ".json") or {}
+        job = read_record(os.path.join(ds.prefix, "job.json")) or {}
+        path = record.get("tokenizer")
+        if isinstance(record.get("tokenizer_sha256"), str):
+            made = record["tokenizer_sha256"]
+            how = f"{path}, as {ds.prefix}.json records it" if isinstance(path, str) else \
+                f"the tokenizer {ds.prefix}.json records"
+        elif isinstance(job.get("tokenizer_sha256"), str):
+            made, how = job["tokenizer_sha256"], f"the tokenizer {ds.prefix}/job.json records"
+        elif isinstance(path, str) and os.path.isfile(path):
+            real = os.path.realpath(path)
+            if real not in hashes:
+                hashes[real] = sha256_file(real)
+            made, how = hashes[real], f"{path}, as {ds.prefix}.json names it"
+        else:
+            unknown.append(ds.name)
+            continue
+        if made != sha:
+            raise ConfigError(f"data.blend {blend}: dataset {ds.name!r} ({ds.prefix}) was tokenized with {how} "
+                              f"(sha256 {made[:12]}...), not with data.tokenizer {tokenizer} (sha256 {sha[:12]}...): "
+                              "its token ids stand for other pieces; tokenize it again with data.tokenizer "
+                              "(pretrain tokenize), or set data.tokenizer to the one it was made with")
+    if unknown:
+        say(f"note: the tokenizer of dataset(s) {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''} is "
+            f"not recorded (or no longer at the path recorded): not compared with data.tokenizer {tokenizer}")
 
 
 def hold_checkpoint_dir(cfg: Config, rank: int):
@@ -101,7 +170,7 @@ def hold_checkpoint_dir(cfg: Config, rank: int):
         raise ConfigError(f"checkpoint.dir: {e}") from None
 
 
-def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> dict:
+def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog, tok_sha: str | None = None) -> dict:
     p, t = cfg.parallel, cfg.train
     parts = build_model_parts(cfg, env, dtype)
     optimizers = [make_optimizer(part, cfg, device) for part in parts.parts]
@@ -174,6 +243,8 @@ def train_loop(cfg: Config, env, device, dtype, resume_dir, log: MetricsLog) -> 
                 meta = {"step": step, "consumed_samples": consumed, "scheduler": sched.state_dict(),
                         "world_size": env.layout.world_size,
                         "layout": {"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp}, "config": cfg.to_dict()}
+                if tok_sha:  # which tokenizer the weights go with: eval, generate and export-hf compare it
+                    meta["tokenizer_sha256"] = tok_sha
                 last_ckpt = ckpt.save(cfg.checkpoint.dir, step, parts.parts, optimizers, meta, cfg.model,
                                       async_save=cfg.checkpoint.async_save)
                 log.info(f"{'writing' if cfg.checkpoint.async_save else 'saved'} checkpoint {last_ckpt}")
@@ -254,9 +325,13 @@ def compute_dtype(cfg: Config, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def adopt_checkpoint_model(cfg: Config, d: Path) -> None:
-    """Resuming: the checkpoint's architecture must match the config; its padded vocabulary is kept."""
+def adopt_checkpoint_model(cfg: Config, d: Path, tok_sha: str | None = None) -> None:
+    """Resuming: the checkpoint's architecture and tokenizer (``tok_sha``: data.tokenizer's sha256) must match
+    the config; its padded vocabulary is kept."""
     saved = ckpt.read_model_config(d)
+    if tok_sha:
+        ckpt.check_tokenizer(d, ckpt.read_meta(d), cfg.data.tokenizer, "set data.tokenizer to that one, or use "
+                             "another checkpoint.dir", sha=tok_sha)
     m = cfg.model
     for key in ("hidden_size", "num_layers", "num_heads", "norm", "position", "mlp", "bias", "tie_embeddings"):
         if getattr(m, key) != getattr(saved, key):

@@ -120,13 +120,22 @@ def run_ablation(spec: Spec, out: Path, executor: str = "local", address: str | 
 
 def _train_all(spec: Spec, out: Path, task_specs: list, items: dict, pool, log, command_for):
     """Checks, data, contamination and every run; -> (DONE records by (variant, seed), runs, shape, contamination)."""
+    import torch
+
+    shape = runs.shape_of(spec, pool.has_gpus() if pool is not None else torch.cuda.is_available())
+    # every run's config as it will be written, checked before any data is made (its blend a stand-in)
+    runs.plan_runs(spec, out, {}, spec.tokenizer or str(out / "tokenizer.model"), task_tables(task_specs), shape,
+                   write=False)
+    given = [v.blend for v in spec.variants if v.blend]  # token files made before: with the spec's tokenizer?
+    if given:
+        from curate.shards import sha256_file
+        from pretrain.train import check_blend_tokenizer
+
+        for blend in given:
+            check_blend_tokenizer(blend, spec.tokenizer, sha256_file(spec.tokenizer), log)
     if pool is not None:
-        shape = runs.shape_of(spec, pool.has_gpus())
         pool.check_fits(shape)
     else:
-        import torch
-
-        shape = runs.shape_of(spec, torch.cuda.is_available())
         runs.check_local_devices(shape)
     claim(out, fingerprint(spec, task_specs))
     tokenizer = prepare.tokenizer_path(spec, out, log)

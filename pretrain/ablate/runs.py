@@ -71,10 +71,15 @@ def processes(cfg) -> int:
 
 def steps_for(cfg, tokens: int) -> tuple[int, int]:
     """(steps, tokens trained): the most steps whose samples fit in ``tokens`` (batch ramp-up counted), the
-    steps of one batch size at once (``tokens = 1e300`` looped for ever, a step at a time)."""
+    steps of one batch size at once (``tokens = 1e300`` looped for ever, a step at a time). A size below 1
+    (seq_len, global_batch, the ramp's start or increment) is a ConfigError: it divided by zero or never ended."""
     from pretrain.config import batch_size_at, steps_at_batch
 
-    seq = cfg.data.seq_len
+    seq, ramp = cfg.data.seq_len, cfg.train.rampup_batch_size
+    if seq < 1 or cfg.train.global_batch < 1 or (ramp is not None and (len(ramp) != 3 or min(ramp[:2]) < 1)):
+        raise ConfigError(f"data.seq_len = {seq}, train.global_batch = {cfg.train.global_batch}, "
+                          f"train.rampup_batch_size = {ramp}: sizes must be at least 1 (the ramp: [start, "
+                          "increment, samples])")
     budget = tokens // seq  # samples that fit
     steps = consumed = 0
     while True:
@@ -113,13 +118,29 @@ class Shape:
 
 
 def shape_of(spec, have_cuda: bool) -> Shape:
-    """The runs' shape from the spec's config, checked as `pretrain train` checks it (before any data exists:
-    the blend and tokenizer are stand-ins). ``have_cuda``: where the runs go has GPUs (train.device "auto" then
-    takes one per process)."""
-    from pretrain.config import check, from_dict
+    """The runs' shape from the spec's config, checked first as `pretrain train` checks it at start (before any
+    data exists: the blend is a stand-in; the tokenizer's size is the spec's tokenizer's, else ``vocab_size``,
+    the size of the one trained). ``have_cuda``: where the runs go has GPUs (train.device "auto" then takes one
+    per process)."""
+    from pretrain.config import check, check_vocab, finalize, from_dict
 
     raw = base_config(spec)
-    cfg = from_dict(_checkable(raw, "<tokenizer>"))
+    cfg = from_dict(_checkable(raw, spec.tokenizer or "<tokenizer>"))
+    cfg.data.kind, cfg.data.blend = "blend", "<blend>"
+    nproc = processes(cfg)
+    if spec.tokenizer:
+        from pretrain.data.tokenizer import load_tokenizer
+
+        pieces, name = load_tokenizer(spec.tokenizer).vocab_size, spec.tokenizer
+    else:
+        pieces, name = spec.vocab_size, f"the ablation trains (vocab_size = {spec.vocab_size})"
+    try:
+        check(cfg, nproc)
+        check_vocab(cfg, name, pieces)
+        cfg.model.vocab_size = cfg.model.vocab_size or pieces
+        finalize(cfg, nproc)  # the padded vocabulary
+    except ConfigError as e:
+        raise ConfigError(f"{spec.source}: the runs' config ({spec.config} with the spec's overrides): {e}") from None
     steps, tokens = steps_for(cfg, spec.tokens)
     if steps < 1:
         raise ConfigError(f"tokens = {spec.tokens:,} is less than one step of {spec.config} (global_batch "
@@ -129,15 +150,15 @@ def shape_of(spec, have_cuda: bool) -> Shape:
     if steps >= 2 ** 63:  # a TOML integer, as train.steps is written into each run's config
         raise ConfigError(f"tokens = {spec.tokens:.3g} is {steps:.3g} steps of {spec.config}, more than a run "
                           "counts (2^63 - 1): a proxy run trains on millions to billions of tokens")
-    nproc = processes(cfg)
-    cfg.data.kind, cfg.data.blend = "blend", "<blend>"
-    check(cfg, nproc)
     gpu = cfg.train.device == "cuda" or (cfg.train.device == "auto" and have_cuda)
     return Shape(steps, tokens, nproc, gpu, max(1, steps // spec.eval_points))
 
 
-def plan_runs(spec, out: Path, blends: dict[str, str], tokenizer: str, tasks: list[dict], shape: Shape) -> list[Run]:
-    """Every run of the ablation (variants in spec order, seeds within), its config written and checked."""
+def plan_runs(spec, out: Path, blends: dict[str, str], tokenizer: str, tasks: list[dict], shape: Shape,
+              write: bool = True) -> list[Run]:
+    """Every run of the ablation (variants in spec order, seeds within), its config checked and (``write``)
+    written. A variant missing from ``blends`` gets a stand-in blend: ``write=False`` checks every run's config
+    before its data is made."""
     from pretrain.config import check, from_dict
 
     raw = base_config(spec)
@@ -146,9 +167,10 @@ def plan_runs(spec, out: Path, blends: dict[str, str], tokenizer: str, tasks: li
         for seed in spec.seeds:
             run = Run(v.name, seed, str(out / "runs" / v.name / f"seed-{seed}"), shape.steps, shape.tokens,
                       shape.nproc, shape.gpu)
-            tables = run_config(raw, run, blends[v.name], tokenizer, tasks, shape.eval_interval)
+            tables = run_config(raw, run, blends.get(v.name, "<blend>"), tokenizer, tasks, shape.eval_interval)
             check(from_dict(tables), shape.nproc)
-            write_text(run.config_path, dumps(tables))
+            if write:
+                write_text(run.config_path, dumps(tables))
             runs.append(run)
     return runs
 

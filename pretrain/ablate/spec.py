@@ -16,12 +16,12 @@ from pathlib import Path
 
 from curate.config import ConfigError, check_keys, check_type, load_toml
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")  # at most 64 characters: it names folders
 
 
 @dataclass
 class Variant:
-    name: str  # the variant's name (a folder name: letters, digits, _ . -)
+    name: str  # the variant's name (a folder name: 1-64 letters, digits, _ . -)
     curated: list[str] = field(default_factory=list)  # curation output folders, tokenized once and mixed
     weights: list[float] = field(default_factory=list)  # one per curated folder; []: mixed by token count
     blend: str | None = None  # instead of curated: a blend spec whose prefixes `tokenizer` tokenized
@@ -94,9 +94,10 @@ def _variant(table: dict, where: str) -> Variant:
     for key, value in table.items():
         check_type(value, hints[key], f"{where}.{key}")
     v = Variant(**table)
-    where = f"{where.rsplit(':', 1)[0]}: variant {v.name!r}"
-    if not NAME_RE.match(v.name):
-        raise ConfigError(f"{where}: the name must be letters, digits, '_', '.' or '-' (it names a folder)")
+    where = f"{where.rsplit(':', 1)[0]}: variant {v.name[:70]!r}{'...' if len(v.name) > 70 else ''}"
+    if not NAME_RE.fullmatch(v.name):  # (match: "$" lets a trailing newline through)
+        raise ConfigError(f"{where}: the name must be 1 to 64 letters, digits, '_', '.' or '-', starting with a "
+                          "letter or digit (it names a folder)")
     if bool(v.curated) == bool(v.blend):
         raise ConfigError(f"{where}: give its data as either curated = [folders] or blend = \"spec.toml\" "
                           f"(it has {'both' if v.curated else 'neither'})")

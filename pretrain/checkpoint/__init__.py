@@ -8,7 +8,8 @@ Layout of ``checkpoint.dir``::
         dcp/                     DCP shards (.distcp) + .metadata: {"model": ..., "optim": ...} keyed by parameter
                                  name (see pretrain/model.py), DTensor-sharded, resharded on load
         model_config.json        the [model] table incl. padded_vocab_size: enough to rebuild the model
-        meta.json                step, consumed_samples, lr scheduler state, layout, the run's whole config
+        meta.json                step, consumed_samples, lr scheduler state, layout, the run's whole config,
+                                 tokenizer_sha256 (of data.tokenizer's .model; absent in older checkpoints)
         rng/rank_00000.json      per-rank python / numpy / torch (/ cuda) RNG states (JSON: nothing to unpickle)
         manifest.json            size and SHA-256 of every file above (manifest.py)
 
@@ -40,6 +41,6 @@ from pretrain.checkpoint.find import (
 from pretrain.checkpoint.async_save import wait as wait_async
 from pretrain.checkpoint.shared_storage import SharedStorageError, check_shared_storage
 from pretrain.checkpoint.save_load import (
-    check_shapes, load, load_model_for_inference, model_state, nonfinite_names, optim_state, read_meta,
-    read_model_config, resume_point, rng_state_json, save, saved_layer_count, set_rng_state_json,
+    check_shapes, check_tokenizer, load, load_model_for_inference, model_state, nonfinite_names, optim_state,
+    read_meta, read_model_config, resume_point, rng_state_json, save, saved_layer_count, set_rng_state_json,
 )

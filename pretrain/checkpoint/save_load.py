@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -327,7 +328,35 @@ def read_meta(d: Path) -> dict:
     for key, value in (meta.get("config") or {}).items():
         if not isinstance(value, dict):
             raise CheckpointError(f"{path}: config.{key} is not a table; use another checkpoint")
+    sha = meta.get("tokenizer_sha256")  # absent in checkpoints written before it was recorded: unknown
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        raise CheckpointError(f"{path}: tokenizer_sha256 = {str(sha)[:80]!r} is not a sha256; use another checkpoint")
     return meta
+
+
+def check_tokenizer(d: Path, meta: dict, path: str, hint: str, sha: str | None = None) -> None:
+    """The tokenizer ``path`` (of sha256 ``sha``, hashed here when not given) is the one checkpoint ``d`` was
+    trained with: the same sha256 as ``tokenizer_sha256`` of its meta.json, ``meta`` (vocabulary size alone let
+    another tokenizer of the same size through); a checkpoint written before that was recorded is not checked,
+    nor a ``path`` that is not a file (its reader names that). ``hint``: what to do instead."""
+    from curate.shards import sha256_file
+
+    want = meta.get("tokenizer_sha256")
+    if want is None or (sha is None and not os.path.isfile(path)):
+        return
+    sha = sha or sha256_file(path)
+    if sha != want:
+        from pretrain.data.tokenizer import load_tokenizer
+
+        config = meta.get("config") or {}
+        try:
+            pieces = f"{load_tokenizer(path).vocab_size} pieces, "
+        except (OSError, ValueError):
+            pieces = ""
+        raise CheckpointError(f"tokenizer {path} ({pieces}sha256 {sha[:12]}...) is not the one {d} was trained with "
+                              f"(data.tokenizer {(config.get('data') or {}).get('tokenizer')}: model.vocab_size "
+                              f"{(config.get('model') or {}).get('vocab_size')}, sha256 {want[:12]}...; a file "
+                              f"changed since is another tokenizer): {hint}")
 
 
 MAX_COUNT = 1 << 53  # steps and samples past this are no run's (and overflow the int64 sample arithmetic)

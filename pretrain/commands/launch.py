@@ -86,6 +86,9 @@ def _check(args, plan) -> str | None:
         cfg = load_config(args.config, args.overrides)
         check(cfg, plan.max_nodes * args.nproc_per_node)
         check_data_paths(cfg)
+        from pretrain.train import check_tokenizer
+
+        check_tokenizer(cfg, quiet=True)  # the ranks check it again (and print the note)
     except ConfigError as e:
         return str(e)
     plan.timeout_s = args.timeout if args.timeout is not None else cfg.parallel.timeout_s

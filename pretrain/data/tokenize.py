@@ -434,7 +434,8 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     with atomic_file(done_path) as f:
         f.write(json.dumps({"format": OUTPUT_FORMAT, "job_key": job_key, "reader": READER_VERSION, "stats": stats,
-                            "tokenizer": tokenizer.model_path, "input": str(input_dir)}, indent=2).encode())
+                            "tokenizer": tokenizer.model_path, "tokenizer_sha256": job["tokenizer_sha256"],
+                            "input": str(input_dir)}, indent=2).encode())
     shutil.rmtree(parts)
     return stats
 
