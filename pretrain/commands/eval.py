@@ -57,8 +57,8 @@ def add_arguments(parser) -> None:
                         help="auto: cuda if available (default)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size under torchrun (default 1)")
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size under torchrun (default 1)")
-    parser.add_argument("--limit", type=int, default=0, help="at most N items per task (the first N valid ones; "
-                                                              "0: all, or each task's own limit)")
+    parser.add_argument("--limit", type=int, default=0, help="at most N items per task (the first N the model "
+                                                              "can score; 0: all, or each task's own limit)")
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward on a rank (default 8)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -91,16 +91,17 @@ def _specs(args):
 
 
 def _scorable(args, specs) -> dict:
-    """{task: indices of the items the checkpoint's model can score} (its tokenizer and window)."""
+    """{task: the items the checkpoint's model scores} (its tokenizer and window; a task's limit counts them)."""
     from pretrain import checkpoint as ckpt
     from pretrain.data.tokenizer import load_tokenizer
+    from pretrain.eval.requests import scored_items
     from pretrain.eval.run import prepare_tasks
     from pretrain.generate import resolve_tokenizer_path
 
     d = ckpt.find_intact(ckpt.step_dir(args.checkpoint, args.step) if args.step is not None else args.checkpoint)
     tok = load_tokenizer(resolve_tokenizer_path(d, args.tokenizer))
     tasks = prepare_tasks(specs, tok, ckpt.read_model_config(d).max_seq_len)
-    return {t.spec.name: {q.item for q in t.requests} for t in tasks}
+    return {t.spec.name: [t.items.items[i] for i in scored_items(t.requests)] for t in tasks}
 
 
 def _overwrite_problem(args, specs) -> str | None:

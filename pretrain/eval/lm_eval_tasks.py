@@ -139,8 +139,9 @@ def _write(path: Path, text: str) -> None:
 
 def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict | None = None,
                         force: bool = False) -> list[Path]:
-    """-> the YAML files written (one per task). ``keep``: {task name: item indices} to write only the items a
-    model can score (lm-eval stops on a continuation longer than the model's window; Quarry sets it aside).
+    """-> the YAML files written (one per task). ``keep``: {task name: the items to write}: the items a model
+    scores (lm-eval stops on a continuation longer than the model's window, Quarry sets it aside; a task's limit
+    counts the items scored); a task not in ``keep``: its valid items (with a limit, the first N).
     A ``NAME.yaml`` / ``NAME.jsonl`` already in ``out_dir`` that this function did not write is refused before
     anything is written, unless ``force`` (:func:`output_problem`)."""
     out = Path(out_dir)
@@ -160,9 +161,7 @@ def write_lm_eval_tasks(specs: list[TaskSpec], out_dir: str | Path, keep: dict |
                              f"way; write 0-shot tasks (lm_eval --num_fewshot N for its own)")
         if spec.stride:
             raise ValueError(f"task {spec.name!r}: stride = {spec.stride}: lm-eval scores disjoint windows only")
-        items = read_items(spec).items
-        if keep is not None and spec.name in keep:
-            items = [it for i, it in enumerate(items) if i in keep[spec.name]]
+        items = keep[spec.name] if keep is not None and spec.name in keep else read_items(spec).items
         if spec.kind == "cloze":
             rows = [dict(zip(("context", "target"), cloze_pair(it["text"]))) for it in items]
         else:

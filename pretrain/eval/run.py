@@ -5,22 +5,23 @@ over the data-parallel ranks). Both go through ``evaluate_tasks``: items -> requ
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from pretrain.eval.metrics import task_metrics
-from pretrain.eval.requests import Request, build_requests
+from pretrain.eval.requests import Request, prepare_task
 from pretrain.eval.score import score_requests
-from pretrain.eval.tasks import TaskItems, TaskSpec, read_items
+from pretrain.eval.tasks import TaskItems, TaskSpec
 
 
 @dataclass
 class PreparedTask:
     items: TaskItems
-    requests: list[Request]
-    problems: list[str]  # items left out at tokenization
+    requests: Sequence[Request]  # a RequestList: each built when it is scored
+    problems: list[str]  # items left out once every item is read (few-shot examples added)
 
     @property
     def spec(self) -> TaskSpec:
@@ -28,12 +29,11 @@ class PreparedTask:
 
 
 def prepare_tasks(specs: list[TaskSpec], tokenizer, window: int) -> list[PreparedTask]:
-    """Read, check and tokenize every task once (the requests are reused at every evaluation)."""
+    """Read, check and tokenize every task once (the requests are reused at every evaluation). An item the model
+    cannot score is set aside as the file is read (named by file and line): a task's limit counts items scored."""
     out = []
     for spec in specs:
-        items = read_items(spec)
-        reqs, problems = build_requests(spec.kind, items.items, tokenizer.encode, tokenizer.eod_id, window,
-                                        shots=spec.shots, stride=spec.stride)
+        items, reqs, problems = prepare_task(spec, tokenizer.encode, tokenizer.eod_id, window)
         if not reqs:
             raise ValueError(f"task {spec.name!r}: no item of {spec.path} can be scored: {problems[:1]}")
         out.append(PreparedTask(items, reqs, problems))

@@ -7,12 +7,15 @@ line up. Under pipeline parallelism each forward is a fixed ``[micro_batch, wind
 schedule whose last stage returns the scores; otherwise rows are padded to the batch's longest. Log-probabilities
 are taken in fp32 over the real vocabulary (the padding columns of a tensor-parallel vocabulary are cut off).
 The results are summed over the world (only one tensor-parallel rank of the last stage contributes), so every rank
-ends with every request's score."""
+ends with every request's score. Requests are built a batch at a time (a ``RequestList`` builds one when asked), and
+the scores come back as one array (``Scores``), so a task of a million windows holds no million objects."""
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
@@ -20,6 +23,41 @@ from torch.distributed.tensor import DTensor
 from pretrain.eval.requests import Request
 
 IGNORE = -100
+
+
+class Scores(Sequence):
+    """Every request's ``(log-likelihood, is_greedy)``, held as one float64 array ``[N, 2]``."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = np.asarray(array, dtype=np.float64).reshape(-1, 2)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        ll, greedy = self.array[i]
+        return float(ll), bool(greedy > 0.5)
+
+    @property
+    def ll(self) -> np.ndarray:
+        return self.array[:, 0]
+
+    @property
+    def greedy(self) -> np.ndarray:
+        return self.array[:, 1] > 0.5
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+
+def request_lengths(requests) -> np.ndarray:
+    """Every request's number of tokens (a ``RequestList`` tells them without building the requests)."""
+    lengths = getattr(requests, "lengths", None)
+    if lengths is not None:
+        return np.asarray(lengths(), dtype=np.int64)
+    return np.fromiter((len(q.tokens) for q in requests), dtype=np.int64, count=len(requests))
 
 
 def row_scores(logits, target: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -59,16 +97,17 @@ def pack_rows(reqs: list[Request | None], window: int, length: int | None) -> tu
     return inp, tgt
 
 
-def score_requests(parts, requests: list[Request], *, window: int, vocab_size: int, micro_batch: int,
+def score_requests(parts, requests: Sequence[Request], *, window: int, vocab_size: int, micro_batch: int,
                    n_micro: int, device: torch.device, autocast_dtype: torch.dtype | None = None,
-                   progress=None) -> list[tuple[float, bool]]:
-    """Every request's (log-likelihood, is_greedy), known to every rank. ``parts``: ``pretrain.parallel.ModelParts``
-    (in any mode; evaluation mode during the call). ``progress(n)`` is told of rows done on this rank."""
+                   progress=None) -> Scores:
+    """Every request's (log-likelihood, is_greedy), known to every rank (a ``Scores``: a sequence of those pairs).
+    ``parts``: ``pretrain.parallel.ModelParts`` (in any mode; evaluation mode during the call). ``progress(n)`` is
+    told of rows done on this rank."""
     env = parts.env
     pp, dp = env.layout.pp, env.layout.dp
     dp_rank = env.dp_rank if env.mesh is not None else 0
     tp_rank = env.tp_rank if env.mesh is not None else 0
-    order = sorted(range(len(requests)), key=lambda i: -len(requests[i].tokens))
+    order = np.argsort(-request_lengths(requests), kind="stable")  # longest first; ties in request order
     mine = order[dp_rank::dp]
     rows_per_step = micro_batch * (n_micro if pp > 1 else 1)
     n_steps = math.ceil(math.ceil(len(requests) / dp) / rows_per_step) if requests else 0
@@ -94,8 +133,8 @@ def score_requests(parts, requests: list[Request], *, window: int, vocab_size: i
                     scores = torch.cat(losses) if parts.has_last_stage else None
                 else:
                     scores = score_fn(parts.parts[0](inp), tgt)
-                if contributes and idx:
-                    results[torch.tensor(idx, device=device)] = scores[:len(idx)]
+                if contributes and len(idx):
+                    results[torch.as_tensor(idx, device=device)] = scores[:len(idx)]
                 if progress is not None:
                     progress(len(idx))
     finally:
@@ -105,4 +144,4 @@ def score_requests(parts, requests: list[Request], *, window: int, vocab_size: i
         if not contributes:
             results.zero_()
         dist.all_reduce(results)
-    return [(float(a), bool(b > 0.5)) for a, b in results.tolist()]
+    return Scores(results.cpu().numpy())

@@ -6,15 +6,22 @@ Kinds and their files (JSONL, one item per line; ``.gz`` / ``.zst`` allowed):
 - ``cloze``: ``{"text": ...}``; the target is the last word (after the last space), as LAMBADA.
 - ``choice``: ``{"context": ..., "choices": [...], "label": index}``; multiple choice.
 
-An item that is not of its kind (a line that is not JSON, a missing key, a label out of range, ...) is set aside
-and counted (``TaskItems.skipped``, with the first reasons); a file with no valid item at all is an
-``EvalDataError`` naming the file and its first problem. Nothing is downloaded.
+A file is read as a stream, one line at a time (lines end at ``\\n`` only, a ``\\r`` before it dropped, a UTF-8
+BOM at the start dropped: what the ``json`` loader lm-eval reads through does; ``str.splitlines`` also cut lines
+at U+2028, U+0085, ``\\x0c``... that JSON strings may hold unescaped). An item that is not of its kind (a line
+that is not JSON, a missing key, a label out of range, ...) or that a caller's ``check`` refuses (one the model
+cannot score) is set aside and counted (``TaskItems.skipped``, with the first reasons as ``path:line: why``); a
+file with no valid item at all is an ``EvalDataError`` naming the file and its first problem. ``limit`` counts
+the items kept, and reading stops there. Memory is bounded: at most ``MAX_ITEM_BYTES`` per line (or ``.txt``
+document), ``MAX_ITEMS`` items per task, ``MAX_FILE_BYTES`` read (decompressed). Nothing is downloaded.
 """
 from __future__ import annotations
 
+import codecs
 import gzip
-import io
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +31,10 @@ from curate.config import ConfigError
 KINDS = ("bpb", "cloze", "choice")
 SPEC_KEYS = ("name", "kind", "path", "shots", "stride", "limit")
 MAX_FILE_BYTES = 1 << 30  # an eval file is small: refuse to read more than 1 GiB of it
+MAX_ITEM_BYTES = 16 << 20  # one JSONL line or one .txt document: a longer one is set aside unread (a bpb document
+                           # is tokenized whole, as lm-eval does: about 40 bytes of memory per token while it is)
+MAX_ITEMS = 1_000_000  # items one task holds in memory: more is an error (set a limit, or split the file)
+_CHUNK = 1 << 20
 # A task name becomes file names (NAME.jsonl, NAME.yaml), an lm-eval task name and a word of a printed command:
 # only these characters, so that none of them can break (or inject into) any of those.
 TASK_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
@@ -43,7 +54,7 @@ class TaskSpec:
     path: str
     shots: int = 0  # choice only: examples from the same file before each item
     stride: int = 0  # bpb only: 0 = lm-eval's disjoint rolling windows; N = overlapping windows predicting N tokens
-    limit: int = 0  # 0: every item; N: the first N valid items
+    limit: int = 0  # 0: every item; N: the first N valid items (with a model: the first N it can score)
 
 
 @dataclass
@@ -52,6 +63,12 @@ class TaskItems:
     items: list[dict]
     skipped: int = 0
     problems: list[str] = field(default_factory=list)  # the first few reasons, "path:line: why"
+    lines: list[int] = field(default_factory=list)  # the 1-based line of each item in its file
+
+    def where(self, i: int) -> str:
+        """``path:line`` of item ``i``."""
+        path = Path(self.spec.path)
+        return f"{path}:{self.lines[i]}" if i < len(self.lines) else f"{path}: item {i + 1}"
 
 
 def _check_spec(spec: TaskSpec, where: str) -> TaskSpec:
@@ -67,9 +84,31 @@ def _check_spec(spec: TaskSpec, where: str) -> TaskSpec:
         raise ConfigError(f"{where}: shots is for kind 'choice' only (task {spec.name!r} is {spec.kind!r})")
     if spec.stride and spec.kind != "bpb":
         raise ConfigError(f"{where}: stride is for kind 'bpb' only (task {spec.name!r} is {spec.kind!r})")
-    if not Path(spec.path).is_file():
-        raise ConfigError(f"{where}: eval file {spec.path} not found (task {spec.name!r})")
+    problem = file_problem(spec.path)
+    if problem:
+        raise ConfigError(f"{where}: eval file {spec.path} {problem} (task {spec.name!r})")
     return spec
+
+
+_FILE_TYPES = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_problem(path) -> str | None:
+    """None for a regular file (or a link to one); else what it is: ``"not found"``, ``"is not a regular file
+    (a character device)"``, ... (never opened: opening a FIFO blocks, reading /dev/zero never ends)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found" + (" (a link to nothing)" if os.path.islink(path) else "")
+    except NotADirectoryError:
+        return "not found (a folder in its path is a file)"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    what = next((name for test, name in _FILE_TYPES if test(mode)), "not a file")
+    return f"is not a regular file ({what}{', through a link' if os.path.islink(path) else ''})"
 
 
 def is_valid_task_name(name) -> bool:
@@ -130,25 +169,101 @@ def check_distinct_names(specs: list[TaskSpec], where: str) -> None:
                           f"--task KIND:PATH:NAME)")
 
 
-def _open_text(path: Path):
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise EvalDataError(f"{path}: {size} bytes; an eval file may hold at most {MAX_FILE_BYTES} bytes")
-    raw = path.read_bytes()
+def _open_stream(path: Path):
+    """``path`` opened for reading as bytes, decompressed (``.gz`` / ``.zst``): a regular file only, of at most
+    ``MAX_FILE_BYTES``."""
+    problem = file_problem(path)
+    if problem:
+        raise EvalDataError(f"{path}: eval file {problem}")
+    f = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")  # a FIFO now: no wait
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
+        f.close()
+        raise EvalDataError(f"{path}: eval file is not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        f.close()
+        raise EvalDataError(f"{path}: {st.st_size} bytes; an eval file may hold at most {MAX_FILE_BYTES} bytes")
     if path.suffix == ".gz":
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    elif path.suffix == ".zst":
+        return gzip.GzipFile(fileobj=f, mode="rb"), f
+    if path.suffix == ".zst":
         import zstandard
 
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    if len(raw) > MAX_FILE_BYTES:
-        raise EvalDataError(f"{path}: decompresses to more than {MAX_FILE_BYTES} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise EvalDataError(f"{path}: not UTF-8 text ({e})") from None
+        return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True), f
+    return f, f
+
+
+class _Chunks:
+    """The decompressed bytes of an eval file in chunks, ``MAX_FILE_BYTES`` at most (an ``EvalDataError`` past
+    it), a leading UTF-8 BOM dropped (``utf-8-sig``)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stream, self.raw = _open_stream(path)
+        self.total = 0
+
+    def __iter__(self):
+        first = True
+        while True:
+            try:
+                chunk = self.stream.read(_CHUNK)
+            except Exception as e:  # noqa: BLE001  gzip.BadGzipFile, EOFError, zstandard.ZstdError, OSError
+                raise EvalDataError(f"{self.path}: cannot be decompressed ({type(e).__name__}: {e})") from None
+            if not chunk:
+                return
+            self.total += len(chunk)
+            if self.total > MAX_FILE_BYTES:
+                what = "decompresses to" if self.path.suffix in (".gz", ".zst") else "holds"
+                raise EvalDataError(f"{self.path}: {what} more than {MAX_FILE_BYTES} bytes; an eval file may hold at "
+                                    f"most {MAX_FILE_BYTES}")
+            if first:
+                first = False
+                if chunk.startswith(codecs.BOM_UTF8[:len(chunk)]) and len(chunk) < len(codecs.BOM_UTF8):
+                    chunk += self.stream.read(len(codecs.BOM_UTF8) - len(chunk))  # a tiny first read
+                chunk = chunk.removeprefix(codecs.BOM_UTF8)
+            yield chunk
+
+    def close(self):
+        for f in (self.stream, self.raw):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _lines(chunks):
+    """``(line number, bytes, length)`` of each line (split at ``\\n`` only, a ``\\r`` before it dropped); a line
+    longer than ``MAX_ITEM_BYTES`` is ``(n, None, its length)``, not kept in memory."""
+    n, buf, over = 1, bytearray(), 0
+    for chunk in chunks:
+        start, view = 0, memoryview(chunk)
+        while True:
+            nl = chunk.find(b"\n", start)
+            piece = view[start:] if nl < 0 else view[start:nl]  # a view: no copy of a long line's chunk
+            if over:
+                over += len(piece)
+            elif len(buf) + len(piece) > MAX_ITEM_BYTES + 1:  # + 1: a \r that may be dropped
+                over, buf = len(buf) + len(piece), bytearray()
+            else:
+                buf += piece
+            if nl < 0:
+                break
+            yield _line(n, buf, over)
+            n, buf, over, start = n + 1, bytearray(), 0, nl + 1
+    if buf or over:
+        yield _line(n, buf, over)
+
+
+def _line(n: int, buf: bytearray, over: int):
+    if over:
+        return n, None, over
+    if buf.endswith(b"\r"):
+        del buf[-1:]
+    return (n, None, len(buf)) if len(buf) > MAX_ITEM_BYTES else (n, buf, len(buf))
+
+
+def _too_long(size: int, what: str) -> str:
+    return (f"{what} of {size:,} bytes or more: one item may hold at most {MAX_ITEM_BYTES:,} bytes (MAX_ITEM_BYTES; "
+            f"split a longer document into several)")
 
 
 def _nonempty_str(v) -> bool:
@@ -180,40 +295,54 @@ def check_item(kind: str, obj) -> tuple[dict | None, str | None]:
     return {"context": context, "choices": list(choices), "label": label}, None
 
 
-def read_items(spec: TaskSpec, max_problems: int = 5) -> TaskItems:
-    """The task's valid items (in file order; the first ``limit`` if set) and how many were set aside."""
+def read_items(spec: TaskSpec, max_problems: int = 5, check=None) -> TaskItems:
+    """The task's valid items in file order, read as a stream, and how many were set aside (the first
+    ``max_problems`` reasons, each ``path:line: why``). ``check(item) -> None | why``: a further test an item must
+    pass to be kept (``requests.prepare_task``: that the model can score it); ``limit`` counts the items kept
+    (the first N that pass), and reading stops once it is reached."""
     path = Path(spec.path)
-    if not path.is_file():
-        raise EvalDataError(f"{path}: eval file not found (task {spec.name!r})")
-    text = _open_text(path)
     out = TaskItems(spec, [])
+
+    def set_aside(n: int, why: str) -> None:
+        out.skipped += 1
+        if len(out.problems) < max_problems:
+            out.problems.append(f"{path}:{n}: {why}")
+
+    def take(n: int, item: dict) -> bool:
+        """Keep ``item`` (line ``n``) unless ``check`` refuses it; True once ``limit`` items are kept."""
+        why = check(item) if check is not None else None
+        if why is not None:
+            set_aside(n, why)
+            return False
+        if len(out.items) >= MAX_ITEMS:
+            raise EvalDataError(f"task {spec.name!r}: {path} holds more than {MAX_ITEMS:,} items, the most one task "
+                                f"reads (MAX_ITEMS): set limit = N in its [[tasks]] table or --limit N, or split it")
+        out.items.append(item)
+        out.lines.append(n)
+        return bool(spec.limit) and len(out.items) >= spec.limit
+
     plain = path.name.removesuffix(".gz").removesuffix(".zst").endswith(".txt")
-    if plain:
-        if spec.kind != "bpb":
-            raise EvalDataError(f"{path}: a .txt file is one document: only kind 'bpb' reads it "
-                                f"(task {spec.name!r} is {spec.kind!r}; give JSONL)")
-        if text.strip():
-            out.items.append({"text": text})
-    else:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json_files.loads(line, "line")
-            except ValueError as e:
-                item, why = None, str(e).removeprefix("line: ")
-            else:
-                item, why = check_item(spec.kind, obj)
-                if item is not None and not _valid_unicode(item):
-                    item, why = None, "a lone surrogate escape (\\ud800-\\udfff): not text a tokenizer can encode"
-            if item is None:
-                out.skipped += 1
-                if len(out.problems) < max_problems:
-                    out.problems.append(f"{path}:{n}: {why}")
-                continue
-            out.items.append(item)
-            if spec.limit and len(out.items) >= spec.limit:
-                break
+    if plain and spec.kind != "bpb":
+        raise EvalDataError(f"{path}: a .txt file is one document: only kind 'bpb' reads it "
+                            f"(task {spec.name!r} is {spec.kind!r}; give JSONL)")
+    chunks = _Chunks(path)
+    try:
+        if plain:
+            _read_document(chunks, take, set_aside)
+        else:
+            for n, raw, size in _lines(chunks):
+                if raw is None:
+                    set_aside(n, _too_long(size, "a line"))
+                    continue
+                item, why = _parse_line(spec.kind, raw)
+                if item is None and why is None:  # a blank line: no item
+                    continue
+                if item is None:
+                    set_aside(n, why)
+                elif take(n, item):
+                    break
+    finally:
+        chunks.close()
     if not out.items:
         first = out.problems[0] if out.problems else f"{path}: empty"
         raise EvalDataError(f"task {spec.name!r} ({spec.kind}): no valid item in {path}; first problem: {first}")
@@ -221,6 +350,44 @@ def read_items(spec: TaskSpec, max_problems: int = 5) -> TaskItems:
         raise EvalDataError(f"task {spec.name!r}: shots = {spec.shots} needs more than {spec.shots} items in {path} "
                             f"(it has {len(out.items)})")
     return out
+
+
+def _read_document(chunks, take, set_aside) -> None:
+    """A ``.txt`` file: one document (line 1), whole."""
+    buf, size = bytearray(), 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_ITEM_BYTES:
+            break
+        buf += chunk
+    if size > MAX_ITEM_BYTES:
+        set_aside(1, _too_long(size, "a document"))
+        return
+    try:
+        text = buf.decode("utf-8")
+    except UnicodeDecodeError as e:
+        set_aside(1, f"not UTF-8 text ({e})")
+        return
+    if text.strip():
+        take(1, {"text": text})
+
+
+def _parse_line(kind: str, raw: bytes) -> tuple[dict | None, str | None]:
+    """-> (item, None), (None, why it is set aside), or (None, None) for a blank line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text ({e})"
+    if not line.strip():
+        return None, None
+    try:
+        obj = json_files.loads(line, "line")
+    except ValueError as e:
+        return None, str(e).removeprefix("line: ")
+    item, why = check_item(kind, obj)
+    if item is not None and not _valid_unicode(item):
+        return None, "a lone surrogate escape (\\ud800-\\udfff): not text a tokenizer can encode"
+    return item, why
 
 
 def _valid_unicode(item: dict) -> bool:
