@@ -24,6 +24,8 @@ format = "warc"               # optional: inferred from the extension
 
 [[stages]]
 type = "extract"              # one of curate.stages.STAGES
+name = "extract"              # optional, default the type: letters, digits, '_' or '-', at most 64 bytes, unique
+                              #   ignoring case, not "read" (the reader's); part of file names under dropped/
 # ...the stage's own parameters
 ```
 """
@@ -140,9 +142,12 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     names = set()
     for i, table in enumerate(raw.get("stages", [])):
         spec = parse_stage(table, f"{where}: [[stages]] #{i + 1}")
-        if spec.name in names:
-            raise ConfigError(f"{where}: [[stages]] #{i + 1}: two stages named {spec.name!r}; give one a `name`")
-        names.add(spec.name)
+        if spec.name.lower() in names:
+            same = "named" if spec.name in [s.name for s in stages] else "whose names differ only in case"
+            raise ConfigError(f"{where}: [[stages]] #{i + 1}: two stages {same} {spec.name!r}; give one another "
+                              f"`name`" + ("" if same == "named" else " (their files under dropped/ would be one "
+                                                                      "file on a case-insensitive file system)"))
+        names.add(spec.name.lower())
         stages.append(spec)
 
     n_workers = workers if workers is not None else head.get("workers", 1)
@@ -177,6 +182,16 @@ def parse_pipeline(raw: dict, where: str = "pipeline", inputs=None, output=None,
     )
 
 
+# A stage's name is a row of stats.json, the `stage` column of its set-aside documents, part of the file names
+# dropped/NN_<step>/<stage>-<task>.arrow and, for a global stage, of the folders steps/NN_<stage>/ and
+# plans/NN_<stage>/. The names below are taken (compared ignoring case: on a case-insensitive file system
+# "Read-..." and "read-..." are one file); "read" is ``curate.tasks.READ_STAGE`` (that module imports this one).
+RESERVED_STAGE_NAMES = {
+    "read": "the reader's: its row in stats.json and its files under dropped/00_read/ are named so",
+}
+MAX_STAGE_NAME = 64  # bytes of UTF-8: with "NN_", "-<task>", ".parquet" and a temporary name far below 255
+
+
 def parse_stage(table: dict, where: str) -> StageSpec:
     if not isinstance(table, dict) or "type" not in table:
         raise ConfigError(f"{where}: missing `type`; allowed: {', '.join(STAGES)}")
@@ -190,6 +205,14 @@ def parse_stage(table: dict, where: str) -> StageSpec:
     name = table.get("name", type_)
     if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
         raise ConfigError(f"{where}: name = {name!r}; use letters, digits, '_' or '-'")
+    size = len(name.encode("utf-8"))
+    if size > MAX_STAGE_NAME:  # it becomes part of file and folder names (curate/output.py)
+        unit = "characters" if name.isascii() else "bytes as UTF-8"
+        raise ConfigError(f"{where}: name = {name[:40]!r}... is {size} {unit} long; use at most {MAX_STAGE_NAME} "
+                          f"(the name becomes part of file and folder names under dropped/, steps/ and plans/)")
+    if name.lower() in RESERVED_STAGE_NAMES:
+        raise ConfigError(f"{where}: name = {name!r} is reserved ({RESERVED_STAGE_NAMES[name.lower()]}); "
+                          f"give the stage another `name`")
     params = {k: v for k, v in table.items() if k not in ("type", "name")}
     return StageSpec(type_, name, dataclass_params(cls.Params, params, f"{where} ({type_})"))
 

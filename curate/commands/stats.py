@@ -1,4 +1,5 @@
-"""`curate stats OUT`: the funnel of a finished run: per stage, documents in, kept, dropped by reason."""
+"""`curate stats OUT`: the funnel of a finished run: per stage, documents in, added (pieces of split documents,
+shown when a stage split any), kept, dropped by reason."""
 from __future__ import annotations
 
 import json
@@ -30,19 +31,28 @@ def run(args) -> int:
 
 
 def format_funnel(stats: dict) -> str:
-    rows = [("stage", "in", "kept", "dropped", "kept %", "reasons")]
+    """The funnel table and its notes. A stage that splits documents (``decontaminate``) adds rows: an ``added``
+    column then shows them, ``kept %`` is of ``in + added`` (what the stage had to keep or set aside: never over
+    100), and the last line names the pieces added, so a split never reads as more documents than went in."""
+    splits = any(s.get("added") for s in stats["stages"])
+    head = ("stage", "in") + (("added",) if splits else ()) + ("kept", "dropped", "kept %")
+    rows = [head + ("reasons",)]
     for s in stats["stages"]:
         dropped = sum(s["dropped"].values())
-        pct = f"{100 * s['kept'] / s['in']:.1f}" if s["in"] else "-"
+        added = int(s.get("added") or 0)
+        whole = s["in"] + added
+        pct = f"{100 * s['kept'] / whole:.1f}" if whole else "-"
         reasons = ", ".join(f"{r}={n}" for r, n in sorted(s["dropped"].items(), key=lambda kv: -kv[1]))
         if s.get("skipped"):
             reasons += (" | " if reasons else "") + "skipped records: " + ", ".join(
                 f"{k}={n}" for k, n in sorted(s["skipped"].items(), key=lambda kv: -kv[1]))
-        rows.append((s["name"], f"{s['in']:,}", f"{s['kept']:,}", f"{dropped:,}", pct, reasons))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        cells = (s["name"], f"{s['in']:,}") + ((f"{added:,}",) if splits else ()) + (f"{s['kept']:,}", f"{dropped:,}", pct)
+        rows.append(cells + (reasons,))
+    n = len(head)
+    widths = [max(len(r[i]) for r in rows) for i in range(n)]
     lines = []
     for j, r in enumerate(rows):
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)] + [r[5]]
+        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, n)] + [r[n]]
         lines.append("  ".join(cells).rstrip())
         if j == 0:
             lines.append("-" * len(lines[0]))
@@ -56,8 +66,13 @@ def format_funnel(stats: dict) -> str:
             top = sorted(s["errors"].items(), key=lambda kv: -kv[1])[:3]
             lines.append(f"{s['name']}: stage errors: " + "; ".join(f"{msg} (x{n:,})" for msg, n in top))
     first, last = stats["stages"][0], stats["stages"][-1]
-    lines.append(f"{first['in']:,} input documents -> {last['kept']:,} kept "
-                 f"({100 * last['kept'] / max(first['in'], 1):.1f}%)")
+    added = sum(int(s.get("added") or 0) for s in stats["stages"])
+    if added:  # kept of (documents read + pieces made by splits): what the run had to keep or set aside
+        lines.append(f"{first['in']:,} input documents + {added:,} pieces added by splits -> {last['kept']:,} kept "
+                     f"({100 * last['kept'] / max(first['in'] + added, 1):.1f}%)")
+    else:
+        lines.append(f"{first['in']:,} input documents -> {last['kept']:,} kept "
+                     f"({100 * last['kept'] / max(first['in'], 1):.1f}%)")
     return "\n".join(lines)
 
 

@@ -42,7 +42,8 @@ def make_executor(name: str = "local", workers: int = 1, address: str | None = N
             from curate.config import ConfigError
 
             raise ConfigError(f"workers = {workers} is more than 16 per CPU of this machine ({cpus} CPUs): each "
-                              f"worker is a process of its own; use at most {cpus} here (or --executor ray for more)")
+                              f"worker is a process of its own; use at most {16 * cpus} here ({cpus}, one per CPU, is usually "
+                              "fastest), or --executor ray for more")
 
         return LocalExecutor(workers, max_in_flight=max_in_flight, max_retries=max_retries)
     if name == "ray":

@@ -17,10 +17,15 @@ Pipeline keys::
     split_output = "documents"  # the pieces of a split document become separate documents (same
                         # ``id``, ``split_id`` 0, 1, ...); "joined": one document, pieces joined by a
                         # blank line (the behaviour before this key; no ``split_id`` column)
+    fold_digits = false # true: digits fold to 0 before comparing, as in minhash_dedup (the behaviour
+                        # before this key); false: a number matches only the same number
 
 The index: every example of every eval file (a JSONL record's fields, or a non-empty line of a text
-file) is normalized into words exactly as ``minhash_dedup`` does (lowercase, punctuation removed,
-digits folded to 0, whitespace collapsed; see ``curate.stages.minhash.shingles``). An example of at
+file) is normalized into words as ``minhash_dedup`` does (lowercase, punctuation removed, whitespace
+collapsed; see ``curate.stages.minhash.shingles``) except that digits are kept as they are, as
+Megatron-LM and NeMo Curator compare them (``fold_digits = true``: every digit folds to 0 as in
+``minhash_dedup``, so "in 1999 the rate was 4.5" matches "in 2024 the rate was 3.1"; the behaviour
+before this key). An example of at
 least ``ngram`` words contributes all its ``ngram``-grams; one of ``min_ngram`` to ``ngram - 1``
 words contributes itself whole; shorter ones nothing (Megatron-LM ``filter_ngrams.py`` does the
 same). n-grams are kept as 64-bit hashes, sorted, in ``plan_dir/ngrams.npy``.
@@ -33,7 +38,10 @@ whitespace, are kept if they have at least ``min_fragment`` characters. The outc
 
 - no match: untouched (the row passes through byte for byte; ``split_id`` null);
 - **trimmed**: one piece left (the cut touched the start or the end, or the rest was too short);
-- **split**: two to ``max_splits`` pieces left: one document per piece (``split_output``);
+- **split**: two to ``max_splits`` pieces left: one document per piece (``split_output``; ``split_id``
+  0, 1, ... in text order; a piece that a later ``decontaminate`` stage splits again keeps its number for
+  its first piece, the others take the next numbers free for that ``id``, so ``(id, split_id)`` stays
+  unique: ``_replace_texts``);
 - **removed**: no piece left, or more than ``max_splits`` pieces: set aside with reason
   ``contaminated``.
 
@@ -65,7 +73,7 @@ import pyarrow as pa
 from curate import json_files
 from curate import shuffle
 from curate.readers.text import clean_surrogates
-from curate.schema import TEXT
+from curate.schema import ID, TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.kernels import MAX_NGRAM, _example_ngrams, _match_kernel
@@ -103,6 +111,9 @@ class Params:
     max_splits: int = 10  # a document left in more pieces than this is removed
     max_matches: int = 10  # an n-gram found in more documents than this is a common phrase, not cut (0: no limit)
     split_output: str = "documents"  # "documents": pieces become documents (same id, split_id); "joined": one document
+    # true: digits fold to 0 before comparing (as minhash_dedup does; "2024" matches "1999"). false: a number
+    # matches only itself, as Megatron-LM's and NeMo Curator's task decontamination compare them
+    fold_digits: bool = False
 
     def __post_init__(self):
         if not self.eval_files:
@@ -156,7 +167,7 @@ class Decontaminate(GlobalStage):
             if not texts:
                 raise ValueError(f"eval file {f}: no text in it" + (
                     f" (eval_fields = {self.params.eval_fields})" if self.params.eval_fields else ""))
-            wo = words(texts)[3]
+            wo = words(texts, self.params.fold_digits)[3]
             if not np.any(np.diff(wo) >= self.params.min_ngram):  # nothing to look for: the stage would do nothing
                 raise ValueError(
                     f"eval file {f}: no example of min_ngram = {self.params.min_ngram} words or more (every one "
@@ -267,13 +278,14 @@ def _all_strings(v) -> list[str]:
     return out
 
 
-def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str]):
-    """(sorted unique n-gram hashes, sorted n-gram lengths used, per-file counts)."""
+def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str], fold_digits: bool = True):
+    """(sorted unique n-gram hashes, sorted n-gram lengths used, per-file counts); ``fold_digits`` must be
+    the scan's (``find_matches``)."""
     hashes, lengths, per_file = [], set(), []
     for f in files:
         ex = eval_examples(f, fields)
         if ex:
-            wh, _, _, wo = words(ex)
+            wh, _, _, wo = words(ex, fold_digits)
             h, ln = _example_ngrams(wh, wo, ngram, min_ngram)
         else:
             h, ln = np.zeros(0, np.uint64), np.zeros(0, np.int64)
@@ -287,9 +299,12 @@ def build_index(files: list[str], ngram: int, min_ngram: int, fields: list[str])
 
 # --- the scan -------------------------------------------------------------------------------------
 
-def find_matches(texts, table: np.ndarray, lengths: list[int]) -> dict[int, list[tuple[int, int, int]]]:
-    """{document index: [(start, end, n-gram hash)]}: character spans of matched n-grams, for a batch of texts."""
-    wh, ws, we, wo = words(texts)
+def find_matches(texts, table: np.ndarray, lengths: list[int], fold_digits: bool = True
+                 ) -> dict[int, list[tuple[int, int, int]]]:
+    """{document index: [(start, end, n-gram hash)]}: character spans of matched n-grams, for a batch of texts.
+    ``fold_digits`` must be the one the index ``table`` was built with (the stage passes its parameter; the
+    default, folding, is ``words``')."""
+    wh, ws, we, wo = words(texts, fold_digits)
     d, f, c, h = _match_kernel(wh, wo, np.asarray(lengths, np.int64), table)
     out: dict[int, list[tuple[int, int, int]]] = {}
     for di, fi, ci, hi in zip(d.tolist(), f.tolist(), c.tolist(), h.tolist()):
@@ -323,7 +338,7 @@ def index_task(job: shuffle.PlanJob) -> dict:
     plan_dir, p = Path(job.plan_dir), job.settings.params
     index_info = plan_dir / "index.json"
     if not index_info.exists():
-        hashes, lengths, per_file = build_index(p.eval_files, p.ngram, p.min_ngram, p.eval_fields)
+        hashes, lengths, per_file = build_index(p.eval_files, p.ngram, p.min_ngram, p.eval_fields, p.fold_digits)
         save_npy(hashes, plan_dir / "ngrams.npy")
         write_json({"lengths": lengths, "ngrams": int(len(hashes)), "files": per_file}, index_info)
     return read_json(index_info)
@@ -345,7 +360,8 @@ def scan_task(job: shuffle.PlanJob) -> dict:
         n = len(texts)
         for lo in range(0, n, BATCH_DOCS):
             batch = texts.slice(lo, min(BATCH_DOCS, n - lo))
-            for d, spans in sorted(find_matches(batch, table, list(job.settings.lengths)).items()):
+            found = find_matches(batch, table, list(job.settings.lengths), job.settings.params.fold_digits)
+            for d, spans in sorted(found.items()):
                 for s, e, h in spans:
                     docs.append((first + i) << 32 | (lo + d))
                     grams.append(h)
@@ -475,24 +491,46 @@ def _with_split_id(table: pa.Table, values) -> pa.Table:
 
 def _replace_texts(table: pa.Table, pieces: dict[int, list[str]], documents: bool) -> pa.Table:
     """``table`` with the rows in ``pieces`` replaced by one row per piece (text = the piece); with
-    ``documents`` a ``split_id`` column numbers the pieces of split documents (null elsewhere)."""
+    ``documents`` a ``split_id`` column numbers the pieces of split documents (null elsewhere).
+
+    ``split_id`` of a document split here: 0, 1, ... in text order. A piece an earlier ``decontaminate``
+    stage made (``split_id`` s) and this one splits again: its first piece keeps s, the others take the next
+    numbers after the largest ``split_id`` of that ``id`` in the shard (every piece of a document stays in the
+    shard its document was in), so ``(id, split_id)`` stays unique among the kept rows wherever ids are; those
+    numbers follow the order the pieces were made in, not the text's. A piece not split again keeps its number."""
     counts = np.ones(table.num_rows, np.int64)
     for row, p in pieces.items():
         counts[row] = len(p)
     take = np.repeat(np.arange(table.num_rows), counts)
     out = table.take(pa.array(take, pa.int64())) if len(pieces) else table
     texts = out.column(TEXT).to_pylist()
-    split_ids: list = [None] * out.num_rows
     pos = np.concatenate([[0], np.cumsum(counts)])
     for row, p in pieces.items():
         texts[pos[row]:pos[row] + len(p)] = p
-        if len(p) > 1:
-            split_ids[pos[row]:pos[row] + len(p)] = list(range(len(p)))
     field = out.schema.field(TEXT)  # same field (type, nullability) so the shard's schema does not change
     out = out.set_column(out.schema.get_field_index(TEXT), field, pa.array(texts, field.type))
     if not documents:
         return out
     if SPLIT_ID in table.column_names:  # an earlier split keeps its number where this one does not split
-        old = out.column(SPLIT_ID).to_pylist()
-        split_ids = [n if n is not None else o for n, o in zip(split_ids, old)]
+        before = table.column(SPLIT_ID).to_pylist()
+        split_ids = out.column(SPLIT_ID).to_pylist()
+    else:
+        before, split_ids = [None] * table.num_rows, [None] * out.num_rows
+    next_free: dict | None = None  # id -> the next split_id not taken in this shard (only when a piece is split again)
+    for row in sorted(pieces):
+        p, lo = pieces[row], int(pos[row])
+        if len(p) < 2:
+            continue  # trimmed: the row keeps its split_id (null, or an earlier split's)
+        if before[row] is None:
+            split_ids[lo:lo + len(p)] = list(range(len(p)))
+            continue
+        if next_free is None:
+            next_free = {}
+            for doc_id, sid in zip(table.column(ID).to_pylist(), before):
+                if sid is not None and sid + 1 > next_free.get(doc_id, 0):
+                    next_free[doc_id] = sid + 1
+        doc_id = table.column(ID)[row].as_py()
+        first = next_free[doc_id]
+        split_ids[lo:lo + len(p)] = [before[row]] + list(range(first, first + len(p) - 1))
+        next_free[doc_id] = first + len(p) - 1
     return _with_split_id(out, split_ids)

@@ -2,7 +2,7 @@
 with the ``decontaminate`` stage's n-gram rules (curate/stages/decontaminate.py, MT-NLG / GPT-3):
 
 - an item's strings (a ``text``; a choice item's ``context`` and each of its ``choices``) are split into
-  words as the stage does (lowercase, punctuation removed, digits folded); a string of at least ``ngram`` (13)
+  words as the stage does (lowercase, punctuation removed, digits as written); a string of at least ``ngram`` (13)
   words gives all its 13-grams, one of ``min_ngram`` (8) to 12 words is itself one n-gram, a shorter one none;
 - every run of n words of the variant's documents is looked up (the stage's compiled scan);
 - an n-gram found in more than ``max_matches`` (10) documents is a common phrase, not a leak (the stage's
@@ -31,7 +31,7 @@ def item_ngrams(item: dict, ngram: int = RULES.ngram, min_ngram: int = RULES.min
     strings = [s for s in _all_strings(item) if s]
     if not strings:
         return np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    wh, _, _, wo = words(strings)
+    wh, _, _, wo = words(strings, fold_digits=RULES.fold_digits)
     return _example_ngrams(wh, wo, ngram, min_ngram)
 
 
@@ -64,7 +64,7 @@ def scan(index: Index, batches, max_matches: int = RULES.max_matches) -> np.ndar
     if len(index.table) == 0:
         return np.zeros(0, np.uint64)
     for texts in batches:
-        for spans in find_matches(texts, index.table, index.lengths).values():
+        for spans in find_matches(texts, index.table, index.lengths, fold_digits=RULES.fold_digits).values():
             for h in {h for _, _, h in spans}:  # each document counted once per n-gram
                 docs_of[h] += 1
     kept = [h for h, n in docs_of.items() if not max_matches or n <= max_matches]

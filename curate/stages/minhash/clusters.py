@@ -13,8 +13,9 @@ every shard:
    written as ONE file ``members/GGGGG.arrow`` with one record batch per *cluster group*
    (``hash(component) mod cluster groups``, about ``CLUSTER_ROWS`` documents each).
 3. ``cluster_task`` (one per cluster group): its batch of every members file; settles each component.
-   The representative is the document with the highest quality score (when the column exists),
-   ties to the smallest ``id``, then to input order. Every other member's exact shingle Jaccard to
+   The representative is the document with the highest quality score (when the column exists;
+   ``quality_scores``: a null, NaN or non-numeric value is missing and ranks last), ties to the
+   smallest ``id``, then to input order. Every other member's exact shingle Jaccard to
    the representative is computed and recorded. Without verification every member joins the
    representative's cluster. With verification, a member joins only when its Jaccard reaches the
    verification threshold; the rejected members are re-bucketed among themselves (same band
@@ -114,14 +115,9 @@ def members_task(job: shuffle.PlanJob) -> dict:
             continue
         path = job.inputs[i]
         has_quality = bool(qcol) and qcol in _column_names(path)
-        table = read_shard(path, columns=[ID, TEXT] + ([qcol] if has_quality else []))
+        table = read_shard(path, columns=list(dict.fromkeys([ID, TEXT] + ([qcol] if has_quality else []))))
         take = pa.array(rows, pa.int64())
-        if has_quality:
-            q = pc.cast(table.column(qcol).take(take), pa.float64())
-            quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False)
-            quality = np.where(np.isnan(quality), -np.inf, quality)
-        else:
-            quality = np.full(len(rows), -np.inf)
+        quality = quality_scores(table.column(qcol).take(take) if has_quality else None, len(rows))
         texts = pc.cast(table.column(TEXT).take(take), pa.large_string())
         bands, _ = job_hasher(job).bands_of(texts)
         parts.append(pa.table({
@@ -133,6 +129,23 @@ def members_task(job: shuffle.PlanJob) -> dict:
     c = t.column("comp").to_numpy()
     shuffle.write_parts(t, group_of(c, job.settings.cluster_groups), job.settings.cluster_groups, out, compression="zstd")
     return {"members": int(t.num_rows)}
+
+
+def quality_scores(column, n: int) -> np.ndarray:
+    """float64 scores of ``n`` documents for choosing representatives; missing ones are -inf (they rank last).
+    Missing: no column, a null, a NaN, and every value of a column that does not hold numbers (integer,
+    floating-point or decimal): text, booleans, lists... (``minhash_dedup`` refuses the base schema's text columns
+    at start; another one, e.g. a column some stage wrote as strings, is read as all missing, not a crash)."""
+    if column is None:
+        return np.full(n, -np.inf)
+    if pa.types.is_dictionary(column.type):  # e.g. a Parquet dictionary page read back
+        column = column.cast(column.type.value_type)
+    t = column.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
+        return np.full(n, -np.inf)
+    q = pc.cast(column, pa.float64(), safe=False)  # an int64 beyond 2**53 rounds: a ranking needs no more
+    quality = pc.fill_null(q, -np.inf).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return np.where(np.isnan(quality), -np.inf, quality)
 
 
 def _column_names(path: str) -> list[str]:

@@ -6,7 +6,9 @@ Normalization (the same for fuzzy dedup and for decontamination), one code point
 2. punctuation and symbols (Unicode categories ``P*`` and ``S*``), control and format characters
    (``Cc``, ``Cf``) and lone surrogates are **removed**: they neither belong to a word nor split one,
    so ``don't`` -> ``dont``, ``U.S.A.`` -> ``usa``, ``e-mail`` -> ``email``, ``a - b`` -> ``a b``;
-3. decimal digits of any script (``Nd``) fold to ``0``: ``2024`` -> ``0000``;
+3. decimal digits of any script (``Nd``) fold to ``0``: ``2024`` -> ``0000`` (MinHash always;
+   ``decontaminate`` only with ``fold_digits = true``: ``code_point_map(fold_digits=False)`` leaves
+   digits as they are);
 4. every other character is lowercased (``chr(c).lower()``, its first code point: one character,
    without the context rule of final sigma, so a word hashes the same wherever it stands);
 5. whitespace runs collapse: a word is a maximal run of kept characters.
@@ -31,11 +33,24 @@ import pyarrow.compute as pc
 from curate.stages.minhash.kernels import DROP, MAX_NGRAM, SPLIT, _shingle_sets, _words_batch, jaccard_pairs  # noqa: F401
 
 _CP_MAP: np.ndarray | None = None
+_CP_MAP_DIGITS: np.ndarray | None = None
 
 
-def code_point_map() -> np.ndarray:
-    """int32[0x110000]: ``SPLIT``, ``DROP`` or the code point a character normalizes to. Built once per process (~0.2 s)."""
-    global _CP_MAP
+def code_point_map(fold_digits: bool = True) -> np.ndarray:
+    """int32[0x110000]: ``SPLIT``, ``DROP`` or the code point a character normalizes to. Built once per process (~0.2 s).
+    ``fold_digits = False``: rule 3 is left out, a decimal digit stays itself (``decontaminate``'s default: a
+    number in the training text matches only the same number in an eval item). MinHash always folds: its
+    signatures are pinned to datasketch parity."""
+    global _CP_MAP, _CP_MAP_DIGITS
+    if not fold_digits:
+        if _CP_MAP_DIGITS is None:
+            table = code_point_map(True).copy()
+            for lo, hi in ((0, 0x40000), (0xE0000, 0xE1000)):
+                for cp in range(lo, hi):
+                    if unicodedata.category(chr(cp)) == "Nd":
+                        table[cp] = ord(chr(cp).lower()[0])  # rule 4, as every other character
+            _CP_MAP_DIGITS = table
+        return _CP_MAP_DIGITS
     if _CP_MAP is None:
         table = np.arange(0x110000, dtype=np.int32)  # unassigned and private-use code points stay as they are
         # Planes 4-13 are unassigned and 15-16 are private use: only these ranges need a look-up.
@@ -56,9 +71,9 @@ def code_point_map() -> np.ndarray:
     return _CP_MAP
 
 
-def normalize(text: str) -> str:
+def normalize(text: str, fold_digits: bool = True) -> str:
     """The normalized text: the words the kernels hash, joined by single spaces."""
-    table = code_point_map()
+    table = code_point_map(fold_digits)
     words, cur = [], []
     for ch in text:
         m = table[ord(ch)]
@@ -106,13 +121,14 @@ def jaccard(a: str, b: str, ngram: int = 5) -> float:
     return float(jaccard_pairs(flat, offsets, np.array([0]), np.array([1]))[0])
 
 
-def words(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Word hashes, code-point starts and ends (flat) and int64 per-document offsets (n + 1)."""
+def words(texts, fold_digits: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Word hashes, code-point starts and ends (flat) and int64 per-document offsets (n + 1); ``fold_digits``:
+    rule 3 (``code_point_map``)."""
     data, offsets = text_buffers(texts)
     cap = int(offsets[-1] - offsets[0]) // 2 + len(offsets) + 1
     h = np.empty(cap, np.uint64)
     s = np.empty(cap, np.int64)
     e = np.empty(cap, np.int64)
     wo = np.empty(len(offsets), np.int64)
-    n = _words_batch(data, offsets, code_point_map(), h, s, e, wo)
+    n = _words_batch(data, offsets, code_point_map(fold_digits), h, s, e, wo)
     return h[:n], s[:n], e[:n], wo

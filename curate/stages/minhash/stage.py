@@ -14,11 +14,14 @@ Pipeline keys (all optional)::
     ngram = 5           # word n-gram shingles
     verify = false      # check every member against its representative with the exact shingle Jaccard
     verify_threshold = 0.0  # the Jaccard a member needs; 0 = `threshold` if given, else where P(s) = 0.5
+                        # (only with verify = true)
     seed = 42           # permutations
     permutation = "multiply_shift"  # or "mod_prime": exact (a*x + b) mod 2^61-1 (slower),
                         # or "datasketch": signatures equal to datasketch.MinHash(num_perm, seed,
                         # scheme="legacy") fed the shingles' UTF-8 bytes (slowest: SHA-1 per shingle)
-    quality_column = "quality_score"  # representative: highest score, ties to the smallest id
+    quality_column = "quality_score"  # representative: highest score, ties to the smallest id; a column of
+                        # numbers ("" = none; id, text, source, url, content_type, lang are refused): a null,
+                        # NaN or non-numeric value is a missing score and ranks last
 
 Documents set aside get reason ``near_duplicate`` and ``duplicate_of`` = the representative's id.
 
@@ -51,6 +54,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from curate import shuffle
+from curate.schema import CONTENT_TYPE, DUPLICATE_OF, ID, LANG, REASON, SOURCE, STAGE, TEXT, URL
 from curate.shards import claim_plan_dir, read_json, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.buckets import PlanSettings, bucket_task, signature_task
@@ -67,6 +71,13 @@ STATS_FILE = "minhash_stats.json"
 BAND_CHOICES = ("datasketch", "window")
 
 
+# Columns known to hold text, never a score (the base schema's, langid's `lang`, a set-aside row's): refused as
+# quality_column at start. Another column that holds no numbers is read as missing scores (clusters.quality_scores).
+TEXT_COLUMNS = {ID: "the document's id", TEXT: "the document's text", SOURCE: "the input file",
+                URL: "the page URL", CONTENT_TYPE: "text/html or text/plain", LANG: "langid's language code",
+                STAGE: "a set-aside row's stage", REASON: "a set-aside row's reason",
+                DUPLICATE_OF: "a set-aside row's representative"}
+
 MAX_PERMUTATIONS = 1024  # bands x rows at most (datasketch's default is 128)
 
 
@@ -80,11 +91,14 @@ class Params:
     lsh_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
     ngram: int = 5  # word n-gram shingles
     verify: bool = False  # check every member against its representative with the exact shingle Jaccard
-    verify_threshold: float = 0.0  # the Jaccard a member needs; 0 = threshold if given, else where P(s) = 0.5
+    # the Jaccard a member needs (only with verify = true); 0 = threshold if given, else where P(s) = 0.5
+    verify_threshold: float = 0.0
     seed: int = 42  # seed of the permutations
     # "multiply_shift", "mod_prime" (exact, slower) or "datasketch" (its legacy signatures)
     permutation: str = "multiply_shift"
-    quality_column: str = "quality_score"  # the representative: highest score in this column, ties to the smallest id
+    # the representative: highest score in this numeric column, ties to the smallest id; a null, NaN or non-numeric
+    # value is a missing score (ranks last); "" = none; the text columns (id, text, source, url, lang...) are refused
+    quality_column: str = "quality_score"
 
     def __post_init__(self):
         if self.bands < 1 or self.rows < 1:
@@ -93,6 +107,13 @@ class Params:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
         if self.verify_threshold and not 0.0 < self.verify_threshold <= 1.0:
             raise ValueError(f"verify_threshold must be in (0, 1], got {self.verify_threshold}")
+        if self.verify_threshold and not self.verify:  # it would be recorded and do nothing
+            raise ValueError(f"verify_threshold = {self.verify_threshold} is used only with verify = true: set "
+                             f"verify = true, or remove verify_threshold")
+        if self.quality_column in TEXT_COLUMNS:
+            raise ValueError(f"quality_column = {self.quality_column!r} is a text column ({TEXT_COLUMNS[self.quality_column]}), "
+                             f"not a score: name a numeric column (e.g. \"quality_score\", written by the "
+                             f"quality stage), or \"\" to choose representatives by smallest id")
         if not 1 <= self.ngram <= MAX_NGRAM:
             raise ValueError(f"ngram must be in [1, {MAX_NGRAM}], got {self.ngram}")
         if not 0 <= self.seed < 2 ** 32:  # numpy's PCG64 refuses a negative seed, datasketch one of 2**32 or more
