@@ -60,7 +60,9 @@ READ_REASONS = {
     "invalid_utf8": "bytes that are not valid in any detected encoding",
     "binary_content": "more than 5% control characters: not text",
     "empty_document": "no text at all after decoding",
-    "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only)",
+    "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only); for JSONL the document's "
+                 "text in UTF-8 counts, not its line (escapes and other fields do not), and a line longer than 6 x "
+                 "max_doc_bytes + 1 MiB is too_large unparsed",
     "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
     "duplicate_column": "a Parquet/Arrow file where two or more columns bear the name of the text, id or url "
                         "column: which one to read is unknown, so the file is not read; one row names the columns "

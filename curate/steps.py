@@ -182,10 +182,13 @@ def read_tasks(run: Run, files: list[dict], prints: dict, shared: StepOutput,
             fresh[f["path"]] = {"fingerprint": prints[f["path"]], "splits": splits}
         cache = {**cache, **fresh}
         write_json({f["path"]: cache[f["path"]] for f in files}, cache_path)
+    prefixes = readers.id_prefixes([f["path"] for f in files])  # inputs that share a base name
     step_tasks = []
     for i, f in enumerate(files):
         source = {k: f[k] for k in ("text_field", "id_field") if k in f}
         for j, split in enumerate(cache[f["path"]]["splits"]):
+            if f["path"] in prefixes:  # (in the key: its ids change with it; other files' keys do not)
+                split = {**split, "id_prefix": prefixes[f["path"]]}
             key = _digest({"split": split, "fingerprint": prints[f["path"]], "source": source})
             expect = {"path": f["path"], **{k: prints[f["path"]][k] for k in ("size", "mtime_ns")}}
             if (samples or {}).get(f["path"]):

@@ -94,7 +94,7 @@ def read_crashed(item: tuple, why: str) -> Marker:
     task = item[1]
     out = _ReadOutput(task)
     path = task.split["path"]
-    out.set_aside(row(f"{os.path.basename(path)}:read_crashed:{readers.split_where(task.split)}", why, path),
+    out.set_aside(row(f"{readers.id_name(task.split)}:read_crashed:{readers.split_where(task.split)}", why, path),
                   "read_crashed")
     return out.finish()
 

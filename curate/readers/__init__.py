@@ -14,12 +14,19 @@ one; every record lands in exactly one split, with the same id whatever the spli
 :mod:`~curate.readers.jsonl`, :mod:`~curate.readers.warc` (ARC: :mod:`~curate.readers.arc`),
 :mod:`~curate.readers.tables`, :mod:`~curate.readers.html`. A source's ``path`` that exists is that file, even
 when it looks like a glob (``a[1].jsonl``): :func:`source_paths`.
+
+Ids that a record does not bring (``file:line``, ``file@offset``, ``file:row``, an HTML file's own) begin with
+the file's base name, or, when two inputs of a run share a base name (``a/x.jsonl``, ``b/x.jsonl``), with the
+shortest end of its path that no other input of the run shares (``a/x.jsonl:2``, ``b/x.jsonl:2``): the run
+gives it to the split as ``id_prefix`` (:func:`id_prefixes`), so a file whose base name is unique keeps the ids
+it had.
 """
 from __future__ import annotations
 
 import glob
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -87,7 +94,7 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
     """Yield the items described in the module docstring for one split from :func:`plan_splits`."""
     path, fmt = split["path"], split["format"]
     _check_format(fmt)
-    name = os.path.basename(path)
+    name = id_name(split)
     bad = unreadable(path) if fmt in ("jsonl", "warc", "html") and not split.get("start") and not split.get("dstart") else None
     if bad:  # bytes that do not match what the name says, or a compression that is not read
         yield ("drop", row(f"{name}:{bad[0]}", bad[1], path), bad[0])
@@ -116,7 +123,51 @@ def read_split(split: dict, *, text_field: str = "text", id_field: str = "id",
 
 def split_where(split: dict) -> dict:
     """Where in its file a split lies (its range keys), for ids and messages that name it."""
-    return {k: v for k, v in split.items() if k not in ("path", "format", "expect")}
+    return {k: v for k, v in split.items() if k not in ("path", "format", "expect", "id_prefix")}
+
+
+def id_name(split: dict) -> str:
+    """What the ids a split's records do not bring begin with: its ``id_prefix`` when the run gave it one
+    (:func:`id_prefixes`), else its file's base name."""
+    prefix = split.get("id_prefix")
+    return prefix if isinstance(prefix, str) and prefix else os.path.basename(split["path"])
+
+
+def id_prefixes(paths: list[str]) -> dict[str, str]:
+    """The ``id_prefix`` of each input of a run whose base name another input shares: the shortest end of its
+    path (whole folder names, from its absolute path) that no other input's path ends with, so ``a/x.jsonl`` and
+    ``b/x.jsonl`` make ``a/x.jsonl:1`` and ``b/x.jsonl:1``, not two ``x.jsonl:1``. Inputs with a base name of
+    their own are not listed: their ids begin with it, as they always did. Two paths of one file are one input
+    (:func:`match_sources`); two different paths always differ somewhere, so every prefix is unique."""
+    groups: dict[str, list[str]] = {}
+    for p in dict.fromkeys(paths):
+        groups.setdefault(os.path.basename(p), []).append(p)
+    out: dict[str, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        parts = {p: tuple(_components(p)) for p in group}
+        left, k = list(group), 2  # (one count per length of ending: linear in the inputs, however many share)
+        while left:
+            counts = Counter(q[-k:] for q in parts.values())
+            still = []
+            for p in left:
+                if counts[parts[p][-k:]] == 1 or k >= len(parts[p]):
+                    out[p] = os.path.join(*parts[p][-k:])
+                else:
+                    still.append(p)
+            left, k = still, k + 1
+    return out
+
+
+def _components(path: str) -> list[str]:
+    """An absolute path's folder names and base name, the root first (``["/", "a", "x.jsonl"]``)."""
+    head, parts = os.path.abspath(path), []
+    while True:
+        head, tail = os.path.split(head)
+        if not tail:
+            return [head] + parts[::-1]
+        parts.append(tail)
 
 
 def read_file(path: str, fmt: str, *, text_field: str = "text", id_field: str = "id",

@@ -4,7 +4,16 @@
 Ids: the record's own ``id_field`` when it has one, else ``<file name>:<line>`` (line numbers from 1) for a
 plain file and for the first gzip member / zstd frame of a compressed file, and ``<file name>@<offset>:<line>``
 for a line that starts in a later member (``offset``: the member's byte offset in the file, ``line``: counted
-inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers.
+inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers. ``<file name>`` is the
+file's base name, or the run's longer name for it when two inputs share a base name
+(:func:`curate.readers.id_prefixes`).
+
+Size: ``max_doc_bytes`` bounds the document's text, counted in UTF-8 (as for a Parquet/Arrow row), not the line,
+which can be up to 6 times longer (``json.dumps`` writes each non-ASCII character as a ``\\uXXXX`` escape by
+default: 6 bytes for 2 or 3 in UTF-8, and any character may be written so). A line is read and parsed up to
+:func:`max_line_bytes` (``6 * max_doc_bytes`` plus 1 MiB for the other fields); a longer line is ``too_large``
+whatever it holds, set aside unparsed (its first 10,000 bytes kept, its id read from them when they name one)
+without ever being held whole.
 
 Splits (each owns the lines that *start* in it):
 - plain: byte ranges ``[start, stop)`` cut at line starts. Planning reads the file once to count line ends
@@ -37,9 +46,11 @@ import re
 from curate import json_files
 from curate.readers import gzindex, streams
 from curate.readers.lines import PREFIX, count_ends, split_lines
-from curate.readers.text import check_text, row
+from curate.readers.text import check_text, row, utf8_size
 
 MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32, "bz2": 8, "xz": 8}
+LINE_FACTOR = 6  # the most bytes a JSON string spends on one byte of its UTF-8 text ("\u0041" for "A")
+LINE_SLACK = 1 << 20  # room for the other fields of a line beside its text
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
@@ -138,7 +149,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
     kind = streams.sniff(path) if size else "plain"
     start, stop = split.get("start", 0), split.get("stop")
     dstart, dstop = split.get("dstart", 0), split.get("dstop")
-    max_line = 2 * max_doc_bytes + (1 << 20)  # longer lines are too large whatever they hold; not parsed
+    max_line = max_line_bytes(max_doc_bytes)  # longer lines are too large whatever they hold; not parsed
     if kind == "plain":
         begin = max(start - 1, 0)
         lines = split_lines(streams.events(path, "plain", begin), max_line=max_line, j0=split.get("newlines", 0), base=begin)
@@ -182,6 +193,13 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
                 yield ("drop", row(rid, text, source), "truncated_" + kind)
 
 
+def max_line_bytes(max_doc_bytes: int) -> int:
+    """The longest line read and parsed: one whose text, every character escaped, is ``max_doc_bytes`` in
+    UTF-8, with ``LINE_SLACK`` for its other fields. A longer line's text cannot fit within ``max_doc_bytes``
+    unless its other fields are larger still; it is set aside as ``too_large`` unparsed."""
+    return LINE_FACTOR * max_doc_bytes + LINE_SLACK
+
+
 def _in_range(kind, start, stop, dstart, dstop):
     def owned(member: int, dpos: int) -> bool:
         if dstart or dstop is not None:
@@ -207,7 +225,10 @@ def _record(raw: bytes, length: int, fallback_id: str, source: str, text_field: 
         return ("drop", row(fallback_id, line[:PREFIX], source), "malformed_record")
     if not isinstance(obj, dict):
         return ("drop", row(fallback_id, line[:PREFIX], source), "malformed_record")
-    return table_row(obj, fallback_id, source, text_field, id_field, len(raw), max_doc_bytes)
+    # the limit is on the text, not the line (escapes, other fields); a line of at most max_doc_bytes holds a
+    # text of at most as many bytes (a JSON escape is never shorter than what it stands for)
+    size = len(raw) if len(raw) <= max_doc_bytes else None
+    return table_row(obj, fallback_id, source, text_field, id_field, size, max_doc_bytes)
 
 
 def _sniff_id(raw: bytes, id_field: str) -> str | None:
@@ -221,8 +242,10 @@ def _sniff_id(raw: bytes, id_field: str) -> str | None:
         return None
 
 
-def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_field: str, raw_len: int, max_doc_bytes: int) -> tuple:
-    """A JSON object or table row to a document (shared with the Parquet/Arrow reader)."""
+def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_field: str, raw_len: int | None,
+              max_doc_bytes: int) -> tuple:
+    """A JSON object or table row to a document (shared with the Parquet/Arrow reader). ``raw_len``: the text's
+    size in UTF-8 bytes, or an upper bound of it, that is checked against ``max_doc_bytes``; None: measured here."""
     own_id = obj.get(id_field)
     id_ = _as_str(own_id) if own_id not in (None, "") else fallback_id
     url = obj.get("url")
@@ -230,6 +253,8 @@ def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_fiel
     text = obj.get(text_field)
     if not isinstance(text, str):
         return ("drop", row(id_, "" if text is None else _as_str(text)[:PREFIX], source, url), "missing_text")
+    if raw_len is None:  # (more characters than max_doc_bytes: more bytes too, nothing to encode)
+        raw_len = len(text) if len(text) > max_doc_bytes else utf8_size(text)
     return check_text(row(id_, text, source, url), raw_len, max_doc_bytes)
 
 

@@ -78,7 +78,10 @@ def split_lines(evts, *, max_line: int, j0: int = 0, base: int = 0, skip_until: 
             if k == -1:
                 break
             if start[2] >= skip_until:
-                yield ("line", *start, bytes(buf[:PREFIX]) if length > max_line else bytes(buf), length)
+                line = bytes(buf[:PREFIX]) if length > max_line else bytes(buf)
+                buf.clear()  # (before the line is handed on: a long line is not held twice while it is parsed)
+                yield ("line", *start, line, length)
+                del line
             buf.clear()
             length, start = 0, None
             j += 1

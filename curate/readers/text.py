@@ -338,8 +338,18 @@ def row(id_: str, text: str, source: str, url: str = "", content_type: str = PLA
     return {"id": id_, "text": text, "source": source, "url": url, "content_type": content_type}
 
 
+def utf8_size(text: str) -> int:
+    """The bytes of ``text`` in UTF-8 (a lone surrogate counts 3, as the U+FFFD that replaces it), encoded a
+    slice at a time: never a second copy of a large text."""
+    if text.isascii():
+        return len(text)
+    step = 1 << 20
+    return sum(len(text[i:i + step].encode("utf-8", "surrogatepass")) for i in range(0, len(text), step))
+
+
 def check_text(r: dict, raw_len: int, max_doc_bytes: int) -> tuple:
-    """The verdict on a decoded document: ``("doc", row)`` or ``("drop", row, reason)``."""
+    """The verdict on a decoded document: ``("doc", row)`` or ``("drop", row, reason)``; ``raw_len``: the
+    document's size in bytes (its body, its text's UTF-8), set aside as ``too_large`` over ``max_doc_bytes``."""
     if raw_len > max_doc_bytes:
         r["text"] = r["text"][:10000]
         return ("drop", r, "too_large")
