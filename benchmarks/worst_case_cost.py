@@ -42,7 +42,13 @@ def _c4_regex(name: str) -> C4Quality:
     return C4Quality(name, C4Quality.Params(words="regex", split_paragraph=False))
 
 
-FILTER_COLUMNS = [(cls.__name__, cls) for cls in FILTERS] + [("C4 regex sentences", _c4_regex)]
+def _c4_spacy(name: str) -> C4Quality:
+    """C4's rules on spaCy's sentences (``split_paragraph = false``, DataTrove's sentence mode)."""
+    return C4Quality(name, C4Quality.Params(split_paragraph=False))
+
+
+FILTER_COLUMNS = [(cls.__name__, cls) for cls in FILTERS] + [("C4 regex sentences", _c4_regex),
+                                                             ("C4 spaCy sentences", _c4_spacy)]
 
 
 def _cpu(fn, *args) -> float:

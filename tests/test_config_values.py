@@ -73,7 +73,7 @@ def test_more_local_workers_than_a_machine_can_hold_refused_at_start():
     from curate.executors import make_executor
 
     cpus = os.cpu_count() or 1
-    with pytest.raises(ConfigError, match=f"use at most {cpus} here"):
+    with pytest.raises(ConfigError, match=f"use at most {16 * cpus} here"):
         make_executor("local", workers=16 * cpus + 1)
     make_executor("local", workers=16 * cpus).close()  # oversubscribed but possible: allowed
 

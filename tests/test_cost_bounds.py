@@ -205,7 +205,8 @@ def test_hostile_texts_through_the_heuristic_filters(name):
 
     text = cost_inputs.TEXT[name]()
     for stage in (GopherQuality("x"), GopherRepetition("x"),
-                  C4Quality("x", C4Quality.Params(words="regex", split_paragraph=False))):
+                  C4Quality("x", C4Quality.Params(words="regex", split_paragraph=False)),
+                  C4Quality("x", C4Quality.Params(split_paragraph=False))):  # spaCy's sentences
         start = time.process_time()
         stage.check(text, {})
         # "。" * 100000 never finished before; "." * 100000 + "x" took the regex splitter minutes

@@ -280,7 +280,8 @@ def test_c4_switches():
     assert one(C4Quality("c4"), "\n".join([FILLER] * 5 + ["lorem ipsum {"])) is None
     assert one(C4Quality("c4", C4Quality.Params(filter_lorem_ipsum=False)), C4_CASES["c4_lorem_ipsum"]) is None
     assert one(C4Quality("c4", C4Quality.Params(filter_curly_bracket=False)), C4_CASES["c4_curly_bracket"]) is None
-    assert one(C4Quality("c4", C4Quality.Params(min_num_sentences=-1)), "No sentence here") is None
+    assert one(C4Quality("c4", C4Quality.Params(min_num_sentences=-1)), "No sentence here.") is None
+    assert one(C4Quality("c4", C4Quality.Params(min_num_sentences=-1)), "No sentence here") == "c4_empty_after_filter"
     # FineWeb's setting: keep lines without terminal punctuation
     stage = C4Quality("c4", C4Quality.Params(filter_no_terminal_punct=False, min_num_sentences=1))
     res = stage.apply(table(["A heading without punctuation\nSome text that ends."]))
@@ -444,7 +445,9 @@ def test_c4_counts_sentences_only_where_the_kept_lines_are_too_few(min_sentences
     for t in texts:
         reason, _ = stage.clean(t)
         if reason is None or reason == "c4_too_few_sentences":
-            n = sum(count_sentences(line) for line in no_count.clean(t)[1].split("\n") if line)
+            emptied, kept = no_count.clean(t)
+            n = 0 if emptied == "c4_empty_after_filter" else sum(count_sentences(line) for line in kept.split("\n")
+                                                                  if line)
             assert reason == ("c4_too_few_sentences" if n < min_sentences else None), t[:200]
         reasons[reason] += 1
     assert reasons["c4_too_few_sentences"] > 0 and reasons[None] > 0

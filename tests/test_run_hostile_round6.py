@@ -243,3 +243,11 @@ def test_decontaminate_compares_digits_as_they_are(tmp_path, fold, numbers, cut)
     plan = json.loads((out / "stats.json").read_text())["stages"][-1]["plan"]
     assert (plan["chars_removed"] > 0) is cut and (plan["documents_split"] == 1) is cut
     assert len(_kept(out)) == (2 if cut else 1)
+
+
+def test_decontaminate_never_makes_an_empty_piece_even_with_min_fragment_0():
+    """``min_fragment = 0`` kept the empty text on each side of a span cut out whole (two empty documents)."""
+    from curate.stages.decontaminate import cut
+
+    assert cut("abc def ghi", [(0, 11)], 0, 0) == ([], 11)
+    assert cut("abc def ghi", [(4, 7)], 0, 0) == (["abc", "ghi"], 5)

@@ -6,8 +6,9 @@ punctuation (``end_punctuation``; a line ending in ``...`` does not count), with
 ``min_words_per_line`` words, mentioning javascript or a cookie/terms/privacy phrase are removed;
 a kept line holding "lorem ipsum" or ``{``, or fewer than ``min_num_sentences`` sentences in the
 kept lines, drop the document (reason codes in ``C4_REASONS``). The kept lines (stripped,
-citations removed) are written back as the text. ``split_paragraph = false`` applies the line rules
-to sentences. Numeric limits set to -1 are off.
+citations removed) are written back as the text; a document left with no text is set aside
+(``c4_empty_after_filter``), whatever ``min_num_sentences`` is. ``split_paragraph = false`` applies
+the line rules to sentences. Numeric limits set to -1 are off.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from curate.schema import TEXT
+from curate.stage_watch import at_doc
 from curate.stages.base import BatchContext, StageResult, set_column, split
 from curate.stages.filter_base import HeuristicStage, check_skip, check_words, words_of
 from curate.text.regex_words import regex_sentences
@@ -28,7 +30,10 @@ C4_REASONS = {
     "c4_lorem_ipsum": "a kept line holds 'lorem ipsum'",
     "c4_curly_bracket": "a kept line holds '{'",
     "c4_too_few_sentences": "fewer sentences than min_num_sentences in the kept lines",
+    "c4_empty_after_filter": "no text left once the lines were removed (whatever min_num_sentences is; not "
+                             "skippable)",
 }
+EMPTY = "c4_empty_after_filter"  # whatever min_num_sentences and skip say: a document is never kept empty
 CITATION_RE = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 C4_END_PUNCTUATION = [".", "?", "!", '"', "'"]  # DataTrove's and TFDS's
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
@@ -55,8 +60,16 @@ class C4QualityParams:
 
     def __post_init__(self):
         check_skip(self.skip, C4_REASONS, "c4_quality")
+        if EMPTY in self.skip:
+            raise ValueError(f"skip = {EMPTY!r}: a document left with no text is always set aside (it would be kept "
+                             f"empty); take {EMPTY!r} out of skip")
         if not all(self.end_punctuation):
             raise ValueError("end_punctuation: empty strings are not allowed")
+        if self.filter_no_terminal_punct and all(e.endswith("...") for e in self.end_punctuation):
+            what = "[]" if not self.end_punctuation else f"{self.end_punctuation!r} (a line ending in '...' is removed)"
+            raise ValueError(f"end_punctuation = {what}: no line could end in one, so every line would be removed and "
+                             "every document set aside; list the marks a kept line may end in (C4's: "
+                             f"{C4_END_PUNCTUATION!r}), or set filter_no_terminal_punct = false to turn the rule off")
         for n in ("min_num_sentences", "min_words_per_line", "max_word_length"):
             if getattr(self, n) < -1:
                 raise ValueError(f"{n} = {getattr(self, n)!r}: must be >= 0, or -1 for off")
@@ -140,7 +153,8 @@ class C4Quality(HeuristicStage):
                     n_sentences += self._count_ranges(text, stop, ranges, recent)
         if count and n_sentences < p.min_num_sentences:
             return "c4_too_few_sentences", text
-        return None, ("\n" if p.split_paragraph else " ").join(kept).strip()
+        out = ("\n" if p.split_paragraph else " ").join(kept).strip()
+        return (None, out) if out else (EMPTY, text)
 
     def _count_ranges(self, text: str, n_chunks: int, ranges: list[tuple[int, int, str]], recent: dict | None) -> int:
         """``count_sentences`` of the lines whose chunks are ``ranges`` of ``text.split()``."""
@@ -156,6 +170,9 @@ class C4Quality(HeuristicStage):
     def apply(self, table: pa.Table, context: BatchContext | None = None) -> StageResult:
         texts = table.column(TEXT).to_pylist()
         recent = words_of(context)
-        results = [self.clean(t, recent) for t in texts]
+        results = []
+        for i, t in enumerate(texts):
+            at_doc(i)  # the per-document time limit (curate/stage_watch.py) counts against this one now
+            results.append(self.clean(t, recent))
         texts = pa.array([r[1] for r in results], table.schema.field(TEXT).type)
         return split(set_column(table, TEXT, texts), self.name, [r[0] for r in results])

@@ -315,7 +315,7 @@ def find_matches(texts, table: np.ndarray, lengths: list[int], fold_digits: bool
 
 def cut(text: str, spans: list[tuple[int, int]], window: int, min_fragment: int) -> tuple[list[str], int]:
     """The pieces of ``text`` left after removing each span plus ``window`` characters on each side;
-    pieces shorter than ``min_fragment`` (after stripping whitespace) are dropped. Returns (pieces, chars removed)."""
+    pieces shorter than ``min_fragment`` (after stripping whitespace), and empty ones, are dropped. Returns (pieces, chars removed)."""
     cuts = sorted((max(0, s - window), min(len(text), e + window)) for s, e in spans)
     merged: list[list[int]] = []
     for s, e in cuts:
@@ -329,7 +329,7 @@ def cut(text: str, spans: list[tuple[int, int]], window: int, min_fragment: int)
         pos = e
     pieces.append(text[pos:])
     pieces = [p.strip() for p in pieces]
-    kept = [p for p in pieces if len(p) >= min_fragment]
+    kept = [p for p in pieces if p and len(p) >= min_fragment]  # never an empty piece, whatever min_fragment
     return kept, len(text) - sum(len(p) for p in kept)
 
 

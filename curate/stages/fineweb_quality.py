@@ -44,6 +44,12 @@ class FineWebQualityParams:
         check_nonnegative(self, ["line_punct_thr", "short_line_thr", "short_line_length",
                                   "char_duplicates_ratio", "new_line_ratio"])
         check_shares(self, ["line_punct_thr", "short_line_thr", "char_duplicates_ratio"])
+        if (not self.stop_chars and self.line_punct_thr > 0 and not self.line_punct_exclude_zero
+                and "fineweb_line_punct_ratio" not in self.skip):
+            raise ValueError("stop_chars = []: no line could end in one, so the share of lines ending in punctuation "
+                             f"is 0, below line_punct_thr = {self.line_punct_thr!r}: every document would be set "
+                             "aside; list the characters a line may end in (DataTrove's are the default), or list "
+                             "fineweb_line_punct_ratio in `skip` to turn the rule off")
         check_words(self)
 
 

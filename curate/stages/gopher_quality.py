@@ -58,10 +58,21 @@ class GopherQualityParams:
         check_nonnegative(self, [f for f in self.__dataclass_fields__
                                   if f not in ("stop_words", "skip", "words", "language", "alpha_words_of")])
         check_shares(self, ["max_bullet_lines_ratio", "max_ellipsis_lines_ratio", "min_alpha_words_ratio"])
-        if self.min_stop_words > len(set(self.stop_words)):
-            raise ValueError(f"min_stop_words = {self.min_stop_words} is more than the {len(set(self.stop_words))} "
-                             "distinct stop_words: every document would be set aside (lower min_stop_words, add "
-                             "stop_words, or list gopher_stop_words in `skip`)")
+        # a token is never empty and holds no whitespace: a stop word that does is never found
+        findable = {w for w in self.stop_words if w.split() == [w]}
+        if self.min_stop_words > len(findable) and "gopher_stop_words" not in self.skip:
+            never = sorted(set(self.stop_words) - findable)
+            why = f" ({', '.join(map(repr, never))}: empty or holding whitespace, never a token)" if never else ""
+            raise ValueError(f"min_stop_words = {self.min_stop_words} is more than the {len(findable)} "
+                             f"distinct stop_words{why}: every document would be set aside (lower min_stop_words, "
+                             "add stop_words, or list gopher_stop_words in `skip`)")
+        if self.max_doc_words < 1 and "gopher_long_doc" not in self.skip:
+            raise ValueError(f"max_doc_words = {self.max_doc_words!r}: every document with a word would be set aside; "
+                             "must be >= 1 (list gopher_long_doc in `skip` to turn the rule off)")
+        if self.max_avg_word_length < 1 and "gopher_mean_word_length_high" not in self.skip:
+            raise ValueError(f"max_avg_word_length = {self.max_avg_word_length!r}: a word is at least one character "
+                             "long, so every document with a word would be set aside; must be >= 1 (list "
+                             "gopher_mean_word_length_high in `skip` to turn the rule off)")
         check_range(self, "min_doc_words", "max_doc_words")
         check_range(self, "min_avg_word_length", "max_avg_word_length")
         if self.alpha_words_of not in ALPHA_WORDS_OF:

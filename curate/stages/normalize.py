@@ -19,12 +19,15 @@ non-ASCII characters or one of a few characters named in its one-character patte
 as it is, which is what ``fix_text`` would return.
 
 Then, unless ``clean_whitespace = false`` (output = ``fix_text``'s, exactly): line breaks made
-``\n``, control characters removed (C0 but tab and newline, C1, zero-width space U+200B, word joiner
-U+2060, BOM; the zero-width non-joiner and joiner U+200C/U+200D stay: Persian and Indic spelling and
-emoji sequences need them), runs of spaces collapsed to one space, spaces at line ends and starts cut, runs of
-blank lines cut to one, the text stripped.
+``\n`` (CR, CRLF and Unicode's other line and paragraph separators: VT, FF, NEL, U+2028, U+2029; those
+but CR are made ``\n`` before the repair too, see ``line_breaks``, so that ftfy neither deletes a VT nor
+reads a lone NEL as cp1252's "…", either gluing two lines' words), control characters removed (C0 but
+tab and newline, C1, zero-width space U+200B, word joiner U+2060, BOM; the zero-width non-joiner and
+joiner U+200C/U+200D stay: Persian and Indic spelling and emoji sequences need them), runs of spaces
+collapsed to one space, spaces at line ends and starts cut, runs of blank lines cut to one, the text
+stripped.
 
-Reason: ``empty_after_normalize``.
+Reason: ``empty_after_normalize`` (nothing but whitespace left).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 import ftfy
 from ftfy import TextFixerConfig
 from ftfy.badness import BADNESS_RE
-from ftfy.chardata import C1_CONTROL_RE, CONTROL_CHARS, HTML_ENTITY_RE, LIGATURES, WIDTH_MAP
+from ftfy.chardata import C1_CONTROL_RE, CHARMAP_ENCODINGS, CONTROL_CHARS, HTML_ENTITY_RE, LIGATURES, WIDTH_MAP
 
 from curate.schema import TEXT
 from curate.stage_watch import at_doc
@@ -48,8 +51,9 @@ _SPACES_TO_CHANGE = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000
 _TRAILING = re.compile(r" +\n")
 _LEADING = re.compile(r"\n +")
 _BLANK_LINES = re.compile(r"\n{3,}")
-_NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
+_NEWLINES = re.compile(r"\r\n?|[\x0b\x0c\u2028\u2029\x85]")  # VT, FF, NEL, LS, PS: Unicode's line breaks
 NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD", "none")
+EMPTY = "empty_after_normalize"
 
 
 @dataclass
@@ -72,6 +76,8 @@ def ftfy_config(params: Params = Params()) -> TextFixerConfig:
 
 class Normalize(MapStage):
     Params = Params
+    REASONS = {EMPTY: "nothing but whitespace left after the repair and the whitespace cleaning (the text held only "
+                      "control, zero-width or space characters)"}
 
     def __init__(self, name: str, params=None):
         super().__init__(name, params)
@@ -85,16 +91,57 @@ class Normalize(MapStage):
             texts.append(normalize_text(t, self.params, self._config))
         if any(a is not b for a, b in zip(texts, before)):  # unchanged texts are the same objects
             table = set_column(table, TEXT, texts)
-        return split(table, self.name, [None if t else "empty_after_normalize" for t in texts])
+        # with clean_whitespace the text is stripped; without, a text of spaces is as empty
+        return split(table, self.name, [None if t and not t.isspace() else EMPTY for t in texts])
 
 
 def normalize_text(text: str, params: Params = Params(), config: TextFixerConfig | None = None) -> str:
     # one scan for the characters of every step but the mojibake test: most texts have none
     plain = _SPECIAL.search(text) is None
+    if not plain and params.clean_whitespace and params.fix_encoding:
+        text = line_breaks(text)
     fixed = repair(text, params, config, plain)
     if not params.clean_whitespace:
         return fixed
     return clean_whitespace(fixed, plain=plain and fixed is text)
+
+
+def _nel_mojibake_before() -> str:
+    """The characters that a byte of a UTF-8 sequence before a 0x85 byte becomes in an encoding of
+    ftfy's (``CHARMAP_ENCODINGS``) that decodes 0x85 as NEL (latin-1, ISO-8859-2): a NEL after one of them
+    may be mojibake (UTF-8 "ą" read as latin-1 is "Ä\x85") that ftfy repairs."""
+    import ftfy.bad_codecs  # noqa: F401 - registers ftfy's sloppy codecs
+
+    chars = set()
+    for enc in CHARMAP_ENCODINGS:
+        try:
+            if b"\x85".decode(enc) != "\x85":
+                continue
+        except (LookupError, UnicodeDecodeError):
+            continue
+        for b in range(0x80, 0xF5):  # UTF-8's lead and continuation bytes
+            try:
+                chars.add(bytes([b]).decode(enc))
+            except UnicodeDecodeError:
+                pass
+    return "".join(sorted(chars))
+
+
+_NEL_AFTER = re.escape(_nel_mojibake_before())
+# VT, FF, LS, PS; NEL where no character before it (nor one before a space: ftfy reads U+00A0 mangled to a
+# space back as byte 0xA0) can be a byte of its UTF-8 sequence
+_LINE_BREAKS = re.compile(f"[\x0b\x0c\u2028\u2029]|(?<![{_NEL_AFTER}])(?<![{_NEL_AFTER}] )\x85")
+
+
+def line_breaks(text: str) -> str:
+    """``text`` with Unicode's line and paragraph separators VT, FF, NEL, U+2028 and U+2029 made ``\n``
+    (what ``normalize_text`` hands ftfy with ``clean_whitespace``): ftfy deletes a VT and makes a lone NEL
+    cp1252's "…" (its C1 repair), gluing the words around it. A NEL right after a character that a byte of
+    mojibake before 0x85 reads as (``_nel_mojibake_before``) is left to ftfy, which repairs mojibake of
+    "ą", "Å", Cyrillic "х" ... there (and makes a NEL it does not repair "…")."""
+    if "\x0b" in text or "\x0c" in text or "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return _LINE_BREAKS.sub("\n", text)
+    return text
 
 
 def repair(text: str, params: Params = Params(), config: TextFixerConfig | None = None,
@@ -209,7 +256,7 @@ def clean_whitespace(text: str, plain: bool = False) -> str:
             text = text.replace("  ", " ")
     else:
         ascii_ = text.isascii()
-        if not ascii_ or "\r" in text:
+        if not ascii_ or "\r" in text or "\x0b" in text or "\x0c" in text:
             text = _NEWLINES.sub("\n", text)
         text = _CONTROL.sub("", text)
         if not ascii_ or "  " in text or "\t" in text:

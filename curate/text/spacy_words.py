@@ -64,6 +64,29 @@ def _pieces(chunk: str) -> list[str]:
     return [chunk[i:i + LONG_PIECE] for i in range(0, len(chunk), LONG_PIECE)]
 
 
+def rule_based_pipeline(language: str):
+    """``spacy.blank(language)``, refused (``ValueError``, said for a config) where its tokenizer is not
+    spaCy's rule-based ``Tokenizer``: Chinese (a character or jieba / pkuseg segmenter), Japanese, Korean,
+    Thai, Vietnamese (segmenters that need an extra package, and that are not rule-based either). Everything
+    here (chunk by chunk tokenizing, special cases, the pieces of long chunks) relies on that tokenizer."""
+    import spacy
+    from spacy.tokenizer import Tokenizer
+
+    fix = "set words = 'regex' (Quarry's splitter, no spaCy), or another language"
+    try:
+        nlp = spacy.blank(language)
+    except ImportError as e:  # ja, ko, th, vi: a segmenter from another package
+        raise ValueError(f"language = {language!r}: spaCy's tokenizer for it is a word segmenter from another "
+                         f"package, not its rule-based tokenizer that words = 'spacy' uses ({e}); {fix}") from e
+    except Exception as e:
+        raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e}); {fix}") from e
+    tokenizer = getattr(nlp, "tokenizer", None)
+    if type(tokenizer) is not Tokenizer:  # zh: ChineseTokenizer (and ja, ko, ... where their package is there)
+        raise ValueError(f"language = {language!r}: spaCy's tokenizer for it is {type(tokenizer).__name__}, a "
+                         f"word segmenter, not the rule-based tokenizer that words = 'spacy' uses; {fix}")
+    return nlp
+
+
 class SpacyWords:
     """spaCy's tokens of a text, chunk by chunk, remembered."""
 
@@ -74,10 +97,7 @@ class SpacyWords:
             raise ValueError(
                 "words = 'spacy' (DataTrove's word splitting) needs the spacy package: "
                 "pip install spacy (no model is downloaded), or set words = 'regex'") from e
-        try:
-            self._nlp = spacy.blank(language)
-        except Exception as e:
-            raise ValueError(f"language = {language!r}: spaCy has no tokenizer for it ({e})") from e
+        self._nlp = rule_based_pipeline(language)
         # Tokenizing reads no lexical attribute (spaCy's Tokenizer uses a lexeme's orth and length
         # only), so this private pipeline's vocab computes none: a new token string costs a string
         # store entry instead of ~20 attribute getters (shape, like_num, ...).

@@ -72,4 +72,6 @@ TEXT = {
     # cases glued every run of them together (cubic: 14 KB took a minute, these hours)
     "hyphenated_chain": lambda: "-".join(["ab"] * 60_000),
     "number_chain": lambda: "-".join(["12"] * 60_000),
+    # C4's sentence mode gave spaCy the whole text: quadratic in a run of prefix/suffix marks (16 KB: 19 s)
+    "nested_parentheses": lambda: "(" * 500_000 + "word" + ")" * 500_000,
 }
