@@ -234,6 +234,7 @@ def check_fits(cfg: Config, world_size: int, device: torch.device) -> None:
                                       f"hidden state per layer), or {lower_all}")
             raise ConfigError(f"{what}: even train.micro_batch = 1 does not fit: {lower_all}")
         raise ConfigError(f"{what}: {lower_all}")
+    _check_eval_batch(cfg, world_size, device, have, static + tokens)
     if device.type != "cpu":  # the host holds the step's tokens too, and the next step's, prefetched
         host = device_bytes(torch.device("cpu"))
         if host is not None and 2 * tokens > host:
@@ -249,3 +250,35 @@ def _with_recompute(cfg: Config, mode: str) -> Config:
     other = copy.deepcopy(cfg)
     other.train.recompute = mode
     return other
+
+
+def eval_logits_bytes(batch: int, seq_len: int, vocab: int, nbytes: int) -> int:
+    """One evaluation forward's logits on a rank (``batch x seq_len x vocab`` elements; no gradient), the one
+    allocation of an evaluation that grows with its batch size."""
+    return batch * seq_len * vocab * nbytes
+
+
+def fitting_eval_batch(room: int, seq_len: int, vocab: int, nbytes: int) -> int:
+    """The largest evaluation batch whose logits fit in ``room`` bytes (0: not even one sequence)."""
+    return max(0, room) // max(1, seq_len * vocab * nbytes)
+
+
+def _check_eval_batch(cfg: Config, world_size: int, device: torch.device, have: int | None, held: int) -> None:
+    """[[eval.tasks]] run on the training ranks with ``eval.batch_size`` sequences per forward (``train.micro_batch``
+    under pipeline parallelism, which the training bound covers): its logits come on top of what training holds
+    (weights, gradients, optimizer state, the step's tokens), so a batch size of a million passed the check and
+    ran out of memory at the first evaluation, after the training steps before it."""
+    e = cfg.eval
+    if have is None or not e.tasks or not e.batch_size or cfg.parallel.pp > 1:
+        return
+    nbytes = activation_dtype_bytes(cfg, device)
+    vocab = _vocab(cfg) // max(1, cfg.parallel.tp)
+    need = eval_logits_bytes(e.batch_size, cfg.data.seq_len, vocab, nbytes)
+    if held + need <= have:
+        return
+    fit = fitting_eval_batch(have - held, cfg.data.seq_len, vocab, nbytes)
+    hint = (f"set eval.batch_size = {fit} (or less)" if fit else
+            "lower data.seq_len or the model's size, or spread it over more ranks")
+    raise ConfigError(f"eval.batch_size = {e.batch_size} cannot fit: one evaluation forward's logits "
+                      f"({e.batch_size} x data.seq_len {cfg.data.seq_len} x vocabulary {vocab:,}) take {_gib(need)} "
+                      f"on top of training's {_gib(held)}, and {device.type} has {_gib(have)} per rank: {hint}")

@@ -4,6 +4,7 @@ evaluation. The parity test with lm-eval itself (on `pretrain export-hf`'s folde
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import pytest
@@ -278,6 +279,17 @@ def test_eval_command_writes_the_contract_json(tmp_path, tmp_path_factory, eval_
     assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}:prose",
                           "--output", str(out3), "--quiet", "--batch-size", str(10 ** 12)]) == 0
     assert json.loads(out3.read_text())["tasks"]["prose"]["metrics"] == pytest.approx(prose["metrics"], rel=1e-6)
+    # a batch whose logits cannot fit the device's memory is refused before the first forward, naming one that fits
+    from pretrain import fits
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fits, "device_bytes", lambda device: 2 * 2**20)
+        assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}", "--quiet",
+                              "--batch-size", "10000"]) == 2
+    err = capsys.readouterr().err
+    assert "--batch-size" in err and "cannot fit" in err and "Traceback" not in err
+    fit = int(re.search(r"pass --batch-size (\d+)", err).group(1))
+    assert 1 <= fit < 10000
     # a negative step is no checkpoint's
     assert pretrain_main(["eval", "--checkpoint", ckpt, "--task", f"bpb:{eval_files['bpb']}", "--step", "-1"]) == 2
     assert "--step -1" in capsys.readouterr().err

@@ -170,3 +170,25 @@ def test_the_estimate_follows_the_layout():
     assert pp4 == 8 * layer
     vpp = fits.activation_bytes(_cfg({**base, "parallel.pp": 2, "parallel.vpp": 2}, 2), 2, CPU)
     assert vpp == (1 * 2 + 2 * 1 + 1) * 2 * layer  # (vpp - 1) pp + 2 (pp - 1) + 1 chunks of L / (pp vpp) layers
+
+
+def test_an_eval_batch_whose_logits_cannot_fit_is_refused_at_start(monkeypatch, tmp_path):
+    # [[eval.tasks]] with eval.batch_size = 10^6 passed the check and ran out of memory at the first evaluation
+    cfg = _cfg({"data.seq_len": 64, "model.vocab_size": 4096, "eval.batch_size": 1_000_000})
+    cfg.eval.tasks = [{"kind": "bpb", "path": str(tmp_path / "t.jsonl")}]  # (the file is read after this check)
+    have = 4 * GiB
+    _have(monkeypatch, have)
+    with pytest.raises(ConfigError) as e:
+        fits.check_fits(cfg, 1, CPU)
+    msg = str(e.value)
+    assert "eval.batch_size = 1000000 cannot fit" in msg
+    fit = int(re.search(r"set eval\.batch_size = (\d+)", msg).group(1))
+    assert 1 <= fit < 1_000_000
+    cfg.eval.batch_size = fit
+    fits.check_fits(cfg, 1, CPU)  # the suggestion passes
+    cfg.eval.batch_size = fit + 1
+    with pytest.raises(ConfigError):
+        fits.check_fits(cfg, 1, CPU)  # and is the largest that does
+    cfg.eval.tasks = []
+    cfg.eval.batch_size = 1_000_000
+    fits.check_fits(cfg, 1, CPU)  # no tasks: no evaluation forward

@@ -70,6 +70,27 @@ def evaluate_tasks(parts, tasks: list[PreparedTask], *, window: int, vocab_size:
     return results
 
 
+def _check_batch_fits(parts, batch_size: int, window: int, vocab: int, device) -> None:
+    """``--batch-size`` checked against the device's memory before the first forward: its logits (``batch x window
+    x vocab``) come on top of the weights, and a batch of 100,000 ran out of memory (or was killed) mid-task."""
+    from pretrain.fits import _gib, device_bytes, eval_logits_bytes, fitting_eval_batch
+
+    have = device_bytes(device)
+    if have is None:
+        return
+    params = [getattr(p, "_local_tensor", p) for m in parts.parts for p in m.parameters()]  # a DTensor's shard
+    weights = sum(p.numel() * p.element_size() for p in params)
+    nbytes = max((p.element_size() for p in params), default=4)
+    need = eval_logits_bytes(batch_size, window, vocab, nbytes)
+    if weights + need <= have:
+        return
+    fit = fitting_eval_batch(have - weights, window, vocab, nbytes)
+    hint = f"pass --batch-size {fit} (or less)" if fit else "run it on a device with more memory, or under --tp"
+    raise ValueError(f"--batch-size {batch_size} cannot fit: one forward's logits ({batch_size} x {window} positions "
+                     f"x vocabulary {vocab:,}) take {_gib(need)} on top of the weights' {_gib(weights)}, and "
+                     f"{device.type} has {_gib(have)}: {hint}")
+
+
 def flat_metrics(results: dict) -> dict:
     """{NAME: {...}} -> {"eval/NAME/METRIC": value} (metrics.jsonl and TensorBoard keys)."""
     return {f"eval/{name}/{m}": v for name, r in results.items() for m, v in r["metrics"].items()}
@@ -155,6 +176,7 @@ def evaluate_checkpoint(checkpoint: str, specs: list[TaskSpec], *, step: int | N
                              f"--nproc-per-node {tp * pp}")
         model, _ = ckpt.load_model_for_inference(d, device=dev)
         parts, n_micro = _single_process_parts(model, dev), 1
+    _check_batch_fits(parts, batch_size, window, model_cfg.vocab_size // tp, dev)
     rank0 = not dist.is_initialized() or dist.get_rank() == 0
     for task in tasks:
         note = set_aside_note(task)
