@@ -16,7 +16,6 @@ from pretrain.data.indexed import IndexedDataset
 from pretrain.data.parts import PartsDataset, merge_parts, open_indexed, read_parts_index
 from pretrain.data.tokenize import tokenize_curated
 from pretrain.data.tokenize_parts import tokenize_to_parts
-from pretrain.data.tokenizer import train_tokenizer
 
 import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 
@@ -24,9 +23,7 @@ import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("totals")
-    texts = [d["text"] for d in curated.prose_docs()][:60]
-    cur = curated.make_curated(root / "curated", texts, shards=4, batch_rows=9)
-    tok = train_tokenizer(cur, 500, root / "tok.model", max_bytes=300_000, threads=2)
+    cur, tok = curated.curated_and_tokenizer(root, 60, shards=4, batch_rows=9, vocab=500, max_bytes=300_000, threads=2)
     one = root / "one"
     tokenize_curated(cur, tok.model_path, one, workers=1, progress=False)
     return cur, tok, one

@@ -20,9 +20,8 @@ import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     root = tmp_path_factory.mktemp("tokinputs")
-    texts = [d["text"] for d in curated.prose_docs()][:60]
-    cur = curated.make_curated(root / "curated", texts, shards=2, batch_rows=16)
-    return train_tokenizer(cur, 400, root / "tok.model", max_bytes=200_000, threads=1), cur
+    cur, tokenizer = curated.curated_and_tokenizer(root, 60, shards=2, batch_rows=16, vocab=400, max_bytes=200_000)
+    return tokenizer, cur
 
 
 def _folder(path: Path, table: pa.Table) -> Path:

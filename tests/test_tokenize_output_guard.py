@@ -26,7 +26,7 @@ from pretrain.data.indexed import IndexedDataset, IndexedDatasetBuilder
 from pretrain.data.parts import PartsDataset
 from pretrain.data.tokenize import tokenize_curated
 from pretrain.data.tokenize_parts import tokenize_to_parts
-from pretrain.data.tokenizer import load_tokenizer, train_tokenizer
+from pretrain.data.tokenizer import load_tokenizer
 
 import curated  # tests/data/pretrain/curated.py (pytest's pythonpath)
 QUIET = dict(progress=False, log=lambda m: None)
@@ -35,9 +35,8 @@ QUIET = dict(progress=False, log=lambda m: None)
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     root = tmp_path_factory.mktemp("guard")
+    cur, tokenizer = curated.curated_and_tokenizer(root, 40, shards=2, batch_rows=8, vocab=400, max_bytes=200_000)
     texts = [d["text"] for d in curated.prose_docs()][:40]
-    cur = curated.make_curated(root / "curated", texts, shards=2, batch_rows=8)
-    tokenizer = train_tokenizer(cur, 400, root / "tok.model", max_bytes=200_000, threads=1)
     binary = root / "binary"  # the same texts in a binary column (UTF-8 bytes), one shard
     (binary / "data").mkdir(parents=True)
     table = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": pa.array([t.encode() for t in texts],

@@ -38,3 +38,14 @@ def make_curated(out: Path, texts: list, shards: int = 3, fmt: str = "arrow", ba
         entries.append(shard_entry(path, out))
     write_json({"shards": entries, "dropped": []}, out / "manifest.json")
     return out
+
+
+def curated_and_tokenizer(root: Path, docs: int, *, shards: int, batch_rows: int, vocab: int, max_bytes: int,
+                          threads: int = 1):
+    """The first ``docs`` prose documents curated under ``root/curated`` and a tokenizer trained on them
+    (``root/tok.model``): -> (curated folder, TrainedTokenizer)."""
+    from pretrain.data.tokenizer import train_tokenizer
+
+    texts = [d["text"] for d in prose_docs()][:docs]
+    cur = make_curated(Path(root) / "curated", texts, shards=shards, batch_rows=batch_rows)
+    return cur, train_tokenizer(cur, vocab, Path(root) / "tok.model", max_bytes=max_bytes, threads=threads)
