@@ -11,7 +11,8 @@ import pytest
 
 from pretrain.cli import main as pretrain_main
 from pretrain.eval.metrics import task_metrics
-from pretrain.eval.requests import Request, build_requests, cloze_pair, encode_pair, rolling_windows
+from pretrain.eval.request_lists import Request
+from pretrain.eval.requests import build_requests, cloze_pair, encode_pair, rolling_windows
 from pretrain.eval.tasks import EvalDataError, TaskSpec, parse_task_arg, read_items, task_specs_from_tables
 from curate.config import ConfigError
 from tests.conftest import DATA

@@ -25,8 +25,8 @@ import pytest
 from curate.config import ConfigError
 from pretrain.eval import tasks as tasks_mod
 from pretrain.eval.metrics import task_metrics
-from pretrain.eval.requests import (DocumentRequests, PairRequests, Request, build_requests, encode_pair,
-                                    item_pairs, prepare_task, rolling_windows)
+from pretrain.eval.request_lists import DocumentRequests, PairRequests, Request
+from pretrain.eval.requests import build_requests, encode_pair, item_pairs, prepare_task, rolling_windows
 from pretrain.eval.tasks import EvalDataError, TaskSpec, parse_task_arg, read_items, task_specs_from_tables
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")

@@ -67,7 +67,7 @@ def test_an_eval_task_line_nested_too_deep_is_set_aside(tmp_path):
 
 def test_a_perplexity_past_the_float_range_is_infinite():
     from pretrain.eval.metrics import task_metrics
-    from pretrain.eval.requests import Request
+    from pretrain.eval.request_lists import Request
 
     text = "字" * 5000  # one "word" (no spaces): 5,000 characters of log-likelihood over one word
     items = [{"text": text}]

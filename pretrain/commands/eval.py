@@ -94,7 +94,7 @@ def _scorable(args, specs) -> dict:
     """{task: the items the checkpoint's model scores} (its tokenizer and window; a task's limit counts them)."""
     from pretrain import checkpoint as ckpt
     from pretrain.data.tokenizer import load_tokenizer
-    from pretrain.eval.requests import scored_items
+    from pretrain.eval.request_lists import scored_items
     from pretrain.eval.run import prepare_tasks
     from pretrain.generate import resolve_tokenizer_path
 

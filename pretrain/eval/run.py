@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from pretrain.eval.metrics import task_metrics
-from pretrain.eval.requests import Request, prepare_task
+from pretrain.eval.request_lists import Request
+from pretrain.eval.requests import prepare_task
 from pretrain.eval.score import score_requests
 from pretrain.eval.tasks import TaskItems, TaskSpec
 

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from pretrain.eval.requests import Request
+from pretrain.eval.request_lists import Request
 
 IGNORE = -100
 
