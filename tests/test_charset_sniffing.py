@@ -1,7 +1,8 @@
 """How a page's encoding is chosen (``curate/readers/text.py``), as the WHATWG encoding sniffing does it: a byte
 order mark, then the HTTP header's charset, then the HTML prescan of ``<meta>`` tags (comments and other tags'
 attributes stepped over; a UTF-16 label read as UTF-8), then UTF-8 and detection; except that bytes with
-non-ASCII that are valid UTF-8 are UTF-8 whatever the page declares (as trafilatura and resiliparse read them)."""
+non-ASCII that are valid UTF-8 are UTF-8 whatever the page declares (as trafilatura and resiliparse read them),
+and UTF-8 with a flaw (cut short inside its last character, a few invalid bytes) is UTF-8 with U+FFFD."""
 import codecs
 import re
 
@@ -184,6 +185,51 @@ def test_valid_utf8_beats_a_stale_legacy_declaration(where, label):
     page = _page(f'<meta charset="{label}">' if where != "header" else "", CURLY)
     ctype = f"text/html; charset={label}".encode() if where != "meta" else b""
     assert decode(page.encode(), ctype) == (page, True)
+
+
+ZH = "中文内容测试。这是一个普通的新闻页面。" * 20
+
+
+@pytest.mark.parametrize("declared", ["", "meta", "header"])
+@pytest.mark.parametrize("body", [CURLY + "café", ZH + "中", RU + "я", EN + "𝄞"],
+                         ids=["latin", "chinese", "cyrillic", "ascii-then-4-bytes"])
+def test_utf8_cut_short_inside_its_last_character_is_utf8(declared, body):
+    """A record truncated at a length limit ends mid-character: the page was read as windows-1250 mojibake
+    (``CafĂŠ``) or set aside as invalid_utf8 (Chinese); the partial character is dropped."""
+    page = _page('<meta charset="utf-8">' if declared == "meta" else "", body)[:-len("</p></body></html>")]
+    ctype = b"text/html; charset=utf-8" if declared == "header" else b""
+    raw, last = page.encode(), page[-1].encode()
+    assert len(last) > 1
+    for kept in range(1, len(last)):  # the last character's first byte(s) only
+        assert decode(raw[:len(raw) - len(last) + kept], ctype) == (page[:-1], True)
+
+
+@pytest.mark.parametrize("flaw", [b"\xe9", b"\x93", b"\xff\xfe", b"\xc3"])
+def test_utf8_with_a_few_invalid_bytes_is_utf8_with_replacement(flaw):
+    """One stray Latin-1 byte or cp1252 smart quote in a UTF-8 page: the page was set aside (invalid_utf8) or
+    read whole as mojibake; a browser shows U+FFFD for the flaw and the rest as written."""
+    head, tail = "Le café est ouvert. " * 3, " Naïve déjà vu, “quoted”. " * 3
+    for declared in ("meta", "header"):  # a few valid characters: the declaration decides
+        page = _page('<meta charset="utf-8">' if declared == "meta" else "", head + "@@" + tail)
+        ctype = b"text/html; charset=utf-8" if declared == "header" else b""
+        raw = page.encode().replace(b"@@", flaw)
+        got, ok = decode(raw, ctype)
+        assert ok and got.replace("\ufffd", "") == page.replace("@@", ""), got
+    # undeclared: many valid multi-byte characters around a rare flaw
+    page = _page("", CURLY * 3 + "@@" + ZH)
+    got, ok = decode(page.encode().replace(b"@@", flaw))
+    assert ok and got.replace("\ufffd", "") == page.replace("@@", "")
+
+
+@pytest.mark.parametrize("codec,body", [("cp1251", RU), ("euc-kr", "대한민국의 수도는 서울이다. 한국어 문장입니다. " * 20),
+                                        ("gbk", ZH), ("shift_jis", "日本の首都は東京です。日本語の文章です。" * 20),
+                                        ("big5", "中華民國的首都是臺北。這是一個中文句子。" * 20)])
+def test_legacy_bytes_under_a_utf8_declaration_are_not_read_as_flawed_utf8(codec, body):
+    """Legacy multi-byte encodings pair some bytes into valid UTF-8 sequences by chance, far fewer than the
+    invalid ones: still detected, not decoded as UTF-8 with replacement characters."""
+    page = _page('<meta charset="utf-8">', body)
+    assert decode(page.encode(codec)) == (page, True)
+    assert decode(page.encode(codec), b"text/html; charset=utf-8") == (page, True)
 
 
 def test_a_utf16_header_on_an_ascii_page_is_not_believed():

@@ -285,23 +285,41 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
     vanishingly rare. A pure-ASCII page is decoded as declared (a 7-bit encoding such as ISO-2022-JP is
     ASCII bytes), except that a UTF-16 declaration without the NULs of UTF-16 is not believed.
 
+    UTF-8 with a flaw is still UTF-8 (what a browser shows, U+FFFD for the flaw, not a page of mojibake): bytes
+    cut short inside the last character (a record truncated at a length limit, as Common Crawl truncates at
+    1 MiB) lose the partial character; bytes with a few invalid sequences among many valid multi-byte ones
+    (``MOSTLY_UTF8`` of them per invalid one, or as many as invalid ones where the header or <meta> declares
+    UTF-8) are decoded with U+FFFD for each invalid sequence. Legacy-encoded text is not mostly valid UTF-8:
+    its non-ASCII bytes rarely pair into valid sequences.
+
     ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
     bom = sniff(body)
     ascii_bytes = bom is None and body.isascii()
+    lenient = None  # (text, valid multi-byte characters, invalid sequences) of a lenient UTF-8 decode
     if bom is None and not ascii_bytes:
         try:
             return body.decode("utf-8"), True
         except UnicodeDecodeError:
             pass
-    candidates = [bom, transport_codec(content_type) if content_type else None,
-                  prescan(body) if html else None, "utf-8"]
-    for enc in dict.fromkeys(c for c in candidates if c):
+        cut = _utf8_cut_short(body)
+        if cut < len(body):
+            try:
+                return body[:cut].decode("utf-8"), True
+            except UnicodeDecodeError:
+                pass
+        lenient = _lenient_utf8(body[:cut])
+        if lenient[1] >= MOSTLY_UTF8 * lenient[2]:
+            return lenient[0], True
+    declared = [transport_codec(content_type) if content_type else None, prescan(body) if html else None]
+    for enc in dict.fromkeys(c for c in [bom, *declared, "utf-8"] if c):
         if ascii_bytes and enc in _UTF16:
             continue
         try:
             return body.decode(enc), True
         except (UnicodeDecodeError, LookupError):
-            continue
+            pass
+        if enc == "utf-8" and lenient is not None and enc in declared and lenient[1] >= lenient[2]:
+            return lenient[0], True
     from charset_normalizer import from_bytes
 
     best = from_bytes(body[:200_000]).best()
@@ -312,6 +330,33 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
         except (UnicodeDecodeError, LookupError):
             pass
     return body.decode("utf-8", errors="replace"), False
+
+
+MOSTLY_UTF8 = 20  # valid multi-byte UTF-8 characters per invalid sequence for undeclared bytes to be UTF-8
+
+
+def _utf8_cut_short(body: bytes) -> int:
+    """``len(body)`` less an incomplete UTF-8 character at its very end (a lead byte followed by fewer
+    continuation bytes than it announces), or ``len(body)``."""
+    n = len(body)
+    for k in range(1, min(4, n) + 1):
+        b = body[n - k]
+        if b < 0x80:
+            return n
+        if b >= 0xC0:  # the last character's lead byte: how many bytes it needs
+            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+            return n - k if need > k else n
+    return n
+
+
+def _lenient_utf8(body: bytes) -> tuple[str, int, int]:
+    """``body`` decoded as UTF-8 with U+FFFD for each invalid sequence -> (text, valid multi-byte characters,
+    invalid sequences). Linear, in C: one decode, one count, one ASCII filter."""
+    text = body.decode("utf-8", errors="replace")
+    real = body.count(b"\xef\xbf\xbd")  # U+FFFD written in the bytes is valid
+    invalid = text.count("\ufffd") - real
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    return text, non_ascii - invalid, invalid
 
 
 def clean_surrogates(s: str) -> tuple[str, int]:
