@@ -1,5 +1,5 @@
 """The worst per-document cost found over hostile inputs: CPU seconds per page through ``extract`` and per text
-through the heuristic filters, with the bounds in place, beside what the same shapes cost unbounded.
+through the heuristic filters and ``normalize``, with the bounds in place, beside what the same shapes cost unbounded.
 
 Inputs: the page shapes and texts of ``tests/hostile/cost_inputs.py`` (deep nesting of any element, distinct
 unclosed formatting tags, tens of thousands of attributes; runs of CJK punctuation, emoji, marks), and every
@@ -34,7 +34,16 @@ from curate.stages.fineweb_quality import FineWebQuality  # noqa: E402
 from curate.stages.gopher_quality import GopherQuality  # noqa: E402
 from curate.stages.gopher_repetition import GopherRepetition  # noqa: E402
 
+from curate.stages.normalize import Normalize  # noqa: E402
+
 FILTERS = (GopherQuality, GopherRepetition, C4Quality, FineWebQuality)
+
+
+class _Normalize(Normalize):
+    """``normalize`` (ftfy, NFC, whitespace) on one text, called like a filter's ``check``."""
+
+    def check(self, text: str, _context) -> None:
+        self.apply(pa.table({"id": ["t"], "text": [text]}))
 
 
 def _c4_regex(name: str) -> C4Quality:
@@ -48,7 +57,8 @@ def _c4_spacy(name: str) -> C4Quality:
 
 
 FILTER_COLUMNS = [(cls.__name__, cls) for cls in FILTERS] + [("C4 regex sentences", _c4_regex),
-                                                             ("C4 spaCy sentences", _c4_spacy)]
+                                                             ("C4 spaCy sentences", _c4_spacy),
+                                                             ("Normalize", _Normalize)]
 
 
 def _cpu(fn, *args) -> float:

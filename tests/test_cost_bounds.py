@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import curate.stages
+from curate.stages.normalize import Normalize
 from curate.chain import STAGE_TIMEOUT, StageChain, apply_isolated
 from curate.stage_watch import Sandbox, available
 from curate.stages.base import BatchContext
@@ -120,6 +121,21 @@ def test_extract_timeout_is_not_swallowed_by_an_engine(monkeypatch):
     assert calls == []
 
 
+def _parsed_depth(html: bytes) -> int:
+    """How deep the tree lexbor builds from ``html`` goes (the document node is 1)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    best, stack = 0, [(LexborHTMLParser(html).root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        child = node.child
+        while child is not None:
+            stack.append((child, depth + 1))
+            child = child.next
+    return best
+
+
 @pytest.mark.parametrize("name", sorted(cost_inputs.HTML))
 def test_hostile_pages_parse_in_bounded_time(name):
     """Each hostile page shape goes through the extract stage well inside its time limit (the raw shapes take
@@ -130,6 +146,7 @@ def test_hostile_pages_parse_in_bounded_time(name):
     page = cost_inputs.HTML[name]()
     out, _, _ = bound_shape(page.encode())
     assert deepest_open(out) <= 256
+    assert _parsed_depth(out) <= 256 + 3  # the tree lexbor builds (html, body, a text node), not the scan's model
     stage = Extract("extract", Extract.Params(timeout_s=20))
     start = time.process_time()
     result = stage.apply(_extract_table([page]))
@@ -191,7 +208,9 @@ def test_real_page_shapes_are_left_alone():
     from curate.extract.shape import bound_shape
 
     page = ("<html><body>" + "<div class=x><ul>" + "<li><a href=/a>x</a>" * 300 + "</ul>"
-            + "<p>unclosed paragraph " * 400 + "<table>" + "<tr><td>a<td>b" * 300 + "</table></div></body></html>")
+            + "<p>unclosed paragraph " * 400 + "<table>" + "<tr><td>a<td>b" * 300 + "</table>"
+            + "<p>" + "<ruby>漢<rp>(<rt>kan<rp>)<rb>字<rt>ji</ruby>" * 300  # ruby annotations, ends left out
+            + "<select>" + "<optgroup label=g><option>a<option>b" * 300 + "</select></div></body></html>")
     assert bound_shape(page.encode())[0] == page.encode()
 
 
@@ -211,6 +230,34 @@ def test_hostile_texts_through_the_heuristic_filters(name):
         stage.check(text, {})
         # "。" * 100000 never finished before; "." * 100000 + "x" took the regex splitter minutes
         assert time.process_time() - start < 15
+    start = time.process_time()
+    Normalize("x").apply(pa.table({"id": ["t"], "text": [text]}))
+    assert time.process_time() - start < 15  # one run of 100,000 combining marks: 19 s of NFC before
+
+
+def test_a_long_run_of_combining_marks_is_made_stream_safe():
+    """UAX #15's Stream-Safe Text Format: U+034F after every 30 non-starters of a longer run, nothing else
+    changed; the normalizations then take linear time."""
+    import unicodedata
+
+    from curate.stages.normalize import normalize_text
+    from curate.text.stream_safe import CGJ, stream_safe
+
+    real = ["Tiếng Việt có dấu", "ཧཱུྃ བཀྲ་ཤིས", "Ä ä u\u0308 e\u0301", "Zalgo-ish ḁ̸̢̛͎̯̮͔̈́̎̂͐", "plain ascii"]
+    for text in real:
+        assert stream_safe(text) is text
+    run = "x" + "\u0301\u0316" * 40 + "y"  # 80 marks
+    safe = stream_safe(run)
+    assert safe.replace(CGJ, "") == run and safe.count(CGJ) == 2  # after the 30th and the 60th
+    assert [len(part) for part in safe[1:-1].split(CGJ)] == [30, 30, 20]
+    assert stream_safe("a" + "\u0301" * 30) == "a" + "\u0301" * 30  # 30 is within the limit
+    # its NFC is the NFC of each 30-mark piece: every mark kept, canonically ordered within the piece
+    nfc = unicodedata.normalize("NFC", safe)
+    assert sorted(nfc.replace(CGJ, "")) == sorted(unicodedata.normalize("NFC", run))
+    big = "a" + "\u0301\u0316" * 200_000
+    start = time.process_time()
+    out = normalize_text(big)
+    assert time.process_time() - start < 5 and len(out) > 400_000 and out.count(CGJ) == 400_000 // 30
 
 
 def test_long_chunks_keep_their_tokens_where_spacy_is_linear():

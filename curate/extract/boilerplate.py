@@ -28,13 +28,16 @@ import bisect
 import re
 import unicodedata
 
+from curate.text.stream_safe import stream_safe
+
 # --------------------------------------------------------------------------------------------- characters
 _TO_SPACE = "\xa0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
 _TO_DELETE = "\xad\u200b\u2060\ufeff"
 
 
 def normalize_chars(text: str) -> str:
-    """Soft hyphens and zero-width spaces out, fixed-width spaces to plain spaces, NFC."""
+    """Soft hyphens and zero-width spaces out, fixed-width spaces to plain spaces, NFC (of the stream-safe
+    text: a run of combining marks made NFC quadratic, see ``curate.text.stream_safe``)."""
     if text.isascii():
         return text
     for c in _TO_DELETE:
@@ -44,7 +47,7 @@ def normalize_chars(text: str) -> str:
         if c in text:
             text = text.replace(c, " ")
     if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
+        text = unicodedata.normalize("NFC", stream_safe(text))
     return text
 
 

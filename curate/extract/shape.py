@@ -40,8 +40,15 @@ MAX_SELECT_TAGS = 1024  # tags inside one <select> (options, tags it ignores): l
 VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
         "wbr", "keygen", "basefont", "bgsound", "frame", "image")
 # a start tag of one of these closes an open element of the same name first (p, li, table parts, ...)
-SELF_CLOSING_KIN = ("p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
-                    "rb", "rt", "rp", "rtc")
+SELF_CLOSING_KIN = ("p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot")
+# ... and these only in their context: ruby's parts while a <ruby> is in scope, option and optgroup inside a
+# <select>; elsewhere the tree builder nests them (``<rt>y<rt>y...`` or ``<optgroup>x...`` outside one nested
+# 40,000 deep and took lexbor 15 s per 0.4 MB), but for an option or optgroup start tag that closes an option
+# that is the current node
+RUBY_PARTS = ("rb", "rt", "rp", "rtc")
+# elements that end a scope (the HTML standard's "has an element in scope"): a ruby above one is not in scope
+SCOPE_ENDS = ("applet", "caption", "html", "table", "td", "th", "marquee", "object", "template", "mi", "mo", "mn",
+              "ms", "mtext", "annotation-xml", "foreignobject", "desc", "title")
 # ("a" and "nobr" are formatting elements too, but a new one ends the one still active: they never pile up)
 FORMATTING = ("b", "big", "code", "em", "font", "i", "s", "small", "strike", "strong", "tt", "u")
 
@@ -63,6 +70,8 @@ def _set(names) -> np.ndarray:
 
 
 _VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
+_RUBY_PARTS, _SCOPE_ENDS = _set(RUBY_PARTS), _set(SCOPE_ENDS)
+_RUBY, _OPTION, _OPTGROUP = (np.uint64(name_hash(n)) for n in ("ruby", "option", "optgroup"))
 _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
 # a second <html> or <body> start tag opens nothing: the tree builder adds its attributes to the element
@@ -258,7 +267,19 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 if n_fmt > 0 and _has(fmt, h):
                     n_fmt -= 1  # the end of an active formatting element
         elif not _has(void, h):
-            if _has(kin, h):  # closes an open element of its name above any other kind of element
+            acts_kin = _has(kin, h)
+            if h == _OPTION or h == _OPTGROUP:
+                acts_kin = in_select
+                if not in_select and depth > 0 and stack[depth - 1] == _OPTION:
+                    depth -= 1  # outside a select: an option that is the current node is closed, nothing more
+            elif _has(_RUBY_PARTS, h):
+                for k in range(depth - 1, -1, -1):  # a ruby in scope
+                    if stack[k] == _RUBY:
+                        acts_kin = True
+                        break
+                    if _has(_SCOPE_ENDS, stack[k]):
+                        break
+            if acts_kin:  # closes an open element of its name above any other kind of element
                 for k in range(depth - 1, -1, -1):
                     if stack[k] == h:
                         depth = k
@@ -272,7 +293,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             else:
                 stack[depth] = h
                 is_fmt[depth] = f
-                is_kin[depth] = _has(kin, h)
+                is_kin[depth] = acts_kin
                 depth += 1
                 if f:
                     n_fmt += 1

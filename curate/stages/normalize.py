@@ -5,7 +5,9 @@ normalization=normalization)``: ftfy's defaults (mojibake, HTML entities such as
 ``&eacute;``, Latin ligatures such as U+FB01, full-width letters, C1 controls, line breaks,
 surrogates, terminal escapes, ftfy's list of control characters, then NFC) except that typographic
 quotes are kept (they are text). ``tests/test_normalize.py`` proves the equality on real text,
-mojibake, entities, ligatures, full-width forms, joiners and controls.
+mojibake, entities, ligatures, full-width forms, joiners and controls. One exception, for bounded cost: a run of
+more than 30 combining marks gets U+034F after every 30 first (Unicode's Stream-Safe Text Format,
+``curate.text.stream_safe``), since normalizing one long run takes quadratic time (160 KB: 5 s).
 
 ftfy's ``fix_text`` is the slowest step of a cheap pipeline (docs/benchmarks.md), and most of its
 work is looking for problems clean text does not have. So ``fix_text`` is called only on text that
@@ -43,6 +45,7 @@ from ftfy.chardata import C1_CONTROL_RE, CHARMAP_ENCODINGS, CONTROL_CHARS, HTML_
 from curate.schema import TEXT
 from curate.stage_watch import at_doc
 from curate.stages.base import MapStage, StageResult, set_column, split
+from curate.text.stream_safe import stream_safe
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff]")
 _SPACES = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")  # each run -> one space
@@ -151,9 +154,11 @@ def repair(text: str, params: Params = Params(), config: TextFixerConfig | None 
     hold no character of ``_SPECIAL``."""
     if not params.fix_encoding:
         if params.normalization != "none" and not text.isascii() and not unicodedata.is_normalized(params.normalization, text):
-            text = unicodedata.normalize(params.normalization, text)
+            text = unicodedata.normalize(params.normalization, stream_safe(text))
         return text
     if needs_ftfy(text, params.skip_clean, params.normalization, plain):
+        if params.normalization != "none":
+            text = stream_safe(text)  # a long run of combining marks made the normalization quadratic
         return ftfy.fix_text(text, config or ftfy_config(params))
     return text
 

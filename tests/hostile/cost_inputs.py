@@ -49,6 +49,19 @@ HTML = {
                                     + "</select><p>after</p></body></html>"),
     "ignored_tags_in_an_unclosed_select": lambda: ("<html><body><p>" + "words " * 50 + "</p><table><tr><td><select>"
                                                    + "<div>x" * (2 * N) + "</body></html>"),
+    # ruby's parts and optgroups close one another only inside their context: outside it they nest (40,000
+    # <rp>x<rt>y: 15 s in lexbor's parse, the scan took them for self-closing)
+    "ruby_parts_outside_a_ruby": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<rp>x<rt>y" * N
+                                         + "</body></html>",
+    "ruby_parts_in_a_cell_of_a_ruby": lambda: ("<html><body><p>" + "words " * 50 + "</p><ruby><table><tr><td>"
+                                               + "<rt>y" * N + "</table></ruby></body></html>"),
+    "optgroups_outside_a_select": lambda: ("<html><body><p>" + "words " * 50 + "</p>" + "<optgroup><option>o" * N
+                                           + "</body></html>"),
+    "options_under_formatting_outside_a_select": lambda: ("<html><body><p>" + "words " * 50 + "</p>"
+                                                          + "<option><i>o" * N + "</body></html>"),
+    # NFC sorts a run of combining marks by class in quadratic time (160 KB: 5 s in the extracted text)
+    "one_run_of_combining_marks": lambda: ("<html><body><p>" + "words " * 50 + "</p><p>a" + "\u0301\u0316" * N
+                                           + "</p></body></html>"),
     # a block per tag: the feature matrix grows with the blocks (400,000: 2.3 GB)
     "one_letter_paragraphs": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<p>a" * (10 * N) + "</body></html>",
 }
@@ -64,6 +77,7 @@ TEXT = {
     "cjk_commas_20k": lambda: "，" * 20_000,
     "mixed_marks": lambda: _random_marks(200_000),
     "emoji_run": lambda: "😀" * 50_000,
+    "one_run_of_combining_marks": lambda: "Words here. " * 20 + "a" + "\u0301\u0316" * 50_000,
     "marks_between_words": lambda: " ".join("word" + _random_marks(300, i) for i in range(300)),
     # the regex sentence splitter's end marks: a run not followed by a space was read again from each mark
     "end_marks_before_a_letter": lambda: "Words here. " * 20 + "." * 100_000 + "x",
