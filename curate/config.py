@@ -23,12 +23,19 @@ class ConfigError(ValueError):
 
 
 def load_toml(path: str | Path, what: str = "config file", hint: str = "") -> dict:
-    """The tables of a TOML file; a missing file or bad TOML is a ``ConfigError`` naming the file."""
+    """The tables of a TOML file; a missing file, a path that is not a regular file (a folder, a named pipe, a
+    device: never opened) or bad TOML is a ``ConfigError`` naming the file. A UTF-8 byte order mark at the
+    start (what some Windows editors write) is read past."""
+    from curate.file_kind import file_problem
+
     path = Path(path)
-    if not path.is_file():
+    problem = file_problem(path)
+    if problem == "not found":
         raise ConfigError(f"{what} {str(path)!r} does not exist{hint}")
+    if problem:
+        raise ConfigError(f"{what} {str(path)!r} {problem}{hint}")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
     except RecursionError:  # arrays or inline tables nested thousands deep: tomllib recurses per level

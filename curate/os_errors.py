@@ -39,3 +39,12 @@ def machine_error(exc: BaseException) -> str | None:
         return None
     said = exc.strerror if isinstance(exc, OSError) and exc.errno == code and exc.strerror else os.strerror(code)
     return said + (f": {where}" if where else "")
+
+
+def naming(exc: OSError, path) -> OSError:
+    """``exc`` as an ``OSError`` that names ``path`` when it names no file itself (pyarrow's writers say
+    "Error writing bytes to file ... [errno 28]" and nothing of which file); ``exc`` itself otherwise."""
+    code = errno_of(exc)
+    if getattr(exc, "filename", None) is not None or code is None:
+        return exc
+    return OSError(code, os.strerror(code), str(path))

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from curate import json_files
 from curate.contracts import ShardEntry
+from curate.os_errors import naming
 
 FORMATS = {"arrow": ".arrow", "parquet": ".parquet"}
 
@@ -33,12 +34,18 @@ def shard_suffix(fmt: str) -> str:
 def write_shard(table: pa.Table, path: str | Path, fmt: str = "arrow") -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        table = table.combine_chunks() if table.num_rows else table
-        if fmt == "parquet":
-            pq.write_table(table, tmp, compression="zstd")
-        else:
-            feather.write_feather(table, tmp, compression="zstd")
+    try:
+        with atomic_path(path) as tmp:
+            table = table.combine_chunks() if table.num_rows else table
+            if fmt == "parquet":
+                pq.write_table(table, tmp, compression="zstd")
+            else:
+                feather.write_feather(table, tmp, compression="zstd")
+    except OSError as e:  # a full disk: say which shard (pyarrow's message names no file)
+        named = naming(e, path)
+        if named is e:
+            raise
+        raise named from e
     return path
 
 

@@ -161,6 +161,10 @@ def parse_override(text: str) -> tuple[str, str, object]:
         raise ConfigError(f"--set {text!r}: expected table.key=value, e.g. --set parallel.tp=2")
     lhs, rhs = text.split("=", 1)
     table, key = lhs.strip().split(".", 1)
+    if not rhs.strip():  # `--set checkpoint.dir=$CKPT` with CKPT unset turned checkpoints off, silently
+        raise ConfigError(f"--set {text!r}: no value after '=' (an unset shell variable?); give one, or write "
+                          f"'' for an empty string where a key takes one (an empty checkpoint.dir or log.dir "
+                          f"turns that output off)")
     try:
         value = tomllib.loads(f"v = {rhs.strip()}")["v"]
     except (tomllib.TOMLDecodeError, RecursionError):  # not TOML (or nested too deep): the text itself
@@ -265,6 +269,13 @@ def _check_folders(cfg: Config, err) -> None:
         if above:
             what = "is" if above == os.path.abspath(value) else f"is below {above}, which is"
             err(f"{name} = {value!r} {what} not a folder: give a folder (it is made if missing)")
+    if cfg.log.dir:  # appended to: a named pipe there blocked the run before its first step, silently
+        from curate.file_kind import file_problem
+
+        metrics = os.path.join(cfg.log.dir, "metrics.jsonl")
+        problem = file_problem(metrics) if os.path.lexists(metrics) else None
+        if problem:
+            err(f"log.dir = {cfg.log.dir!r}: its metrics.jsonl {problem}: remove it, or give another log.dir")
 
 
 def _check_eval(cfg: Config, err) -> None:
@@ -501,7 +512,10 @@ def finalize(cfg: Config, world_size: int) -> Config:
     if m.vocab_size is None:
         from pretrain.data.tokenizer import load_tokenizer
 
-        m.vocab_size = int(load_tokenizer(cfg.data.tokenizer).vocab_size)
+        try:
+            m.vocab_size = int(load_tokenizer(cfg.data.tokenizer).vocab_size)
+        except (ValueError, OSError) as e:  # not a SentencePiece model, a folder, ...: say so, no traceback
+            raise ConfigError(f"data.tokenizer = {cfg.data.tokenizer!r}: {e}") from None
     if m.padded_vocab_size is None:
         m.padded_vocab_size = padded_vocab(m.vocab_size, m.make_vocab_size_divisible_by, p.tp)
     if m.padded_vocab_size % p.tp or m.padded_vocab_size < m.vocab_size:

@@ -23,6 +23,7 @@ import statistics
 from pathlib import Path
 
 from curate import json_files
+from curate.file_kind import file_problem
 
 TRAIN_KEY, VAL_KEY = "loss", "val_loss"
 
@@ -103,7 +104,7 @@ def _write_text(path: Path, text: str) -> None:
 def read_stats(curated_dir: str | Path) -> dict:
     path = Path(curated_dir) / "stats.json"
     if not path.is_file():
-        raise ReportError(f"{path} not found: is {curated_dir} a finished `curate run` output?")
+        raise ReportError(f"{path} {file_problem(path)}: is {curated_dir} a finished `curate run` output?")
     try:
         stats = json_files.read_json(path)
     except ValueError as e:
@@ -123,7 +124,7 @@ def read_stats(curated_dir: str | Path) -> dict:
 def read_metrics(log_dir: str | Path) -> list[dict]:
     path = Path(log_dir) / "metrics.jsonl"
     if not path.is_file():
-        raise ReportError(f"{path} not found: is {log_dir} the trainer's log.dir?")
+        raise ReportError(f"{path} {file_problem(path)}: is {log_dir} the trainer's log.dir?")
     try:
         lines = path.read_bytes().decode("utf-8").splitlines()
     except UnicodeDecodeError as e:

@@ -333,7 +333,11 @@ def adopt_checkpoint_model(cfg: Config, d: Path, tok_sha: str | None = None) -> 
         ckpt.check_tokenizer(d, ckpt.read_meta(d), cfg.data.tokenizer, "set data.tokenizer to that one, or use "
                              "another checkpoint.dir", sha=tok_sha)
     m = cfg.model
-    for key in ("hidden_size", "num_layers", "num_heads", "norm", "position", "mlp", "bias", "tie_embeddings"):
+    # (norm_eps and rope_theta change what the same weights compute: the loss jumped, as after damage)
+    for key in ("hidden_size", "num_layers", "num_heads", "norm", "norm_eps", "position", "rope_theta", "mlp", "bias",
+                "tie_embeddings"):
+        if key == "rope_theta" and saved.position != "rope":
+            continue
         if getattr(m, key) != getattr(saved, key):
             raise ConfigError(f"checkpoint {d} has model.{key} = {getattr(saved, key)!r} but the config says "
                               f"{getattr(m, key)!r}: fix the config or use another checkpoint.dir")

@@ -252,3 +252,32 @@ def test_a_task_run_in_a_child_says_how_it_ended():
     how, err = run_in_child(_exits, 3)
     assert how == "raised" and "sys.exit(3)" in str(err)
     assert run_in_child(_segfaults, None) == ("signal", 11)
+
+
+@pytest.mark.slow
+def test_the_commands_signal_handlers_survive_starting_ray(tmp_path):
+    """``ray.init`` installs Ray's own failure handler, which answered SIGTERM with a crash dump and exit 134/15;
+    ``curate run`` and ``pretrain tokenize`` end in one line with 143 (their pools shut down). After connecting,
+    SIGTERM reaches the handler the command had set."""
+    pytest.importorskip("ray")
+    import subprocess
+    import sys
+
+    script = tmp_path / "term.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "got = []\n"
+        "signal.signal(signal.SIGTERM, lambda *a: got.append(1))\n"
+        "from curate.executors.ray import connect_ray\n"
+        "ray, started = connect_ray(None, 1)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(1)\n"
+        "ray.shutdown()\n"
+        "sys.exit(0 if got else 3)\n")
+    import os
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "SIGTERM received" not in done.stderr

@@ -18,7 +18,10 @@ the local executor does. A lost node (``NodeDiedError``) always stops the run af
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
+import threading
 from typing import Callable, Sequence
 
 from curate.executors import WorkerLost, collect, describe
@@ -56,12 +59,33 @@ def connect_ray(address: str | None, cpus: int | None, missing: type[Exception] 
         return ray, False
     if address:
         check_address(address)
-        ray.init(address=address, log_to_driver=False)
-    else:
-        # "local": a new instance even where RAY_ADDRESS or /tmp/ray/ray_current_cluster names another one (an
-        # earlier run's leftover); without it Ray attaches there, and refuses the num_cpus given here
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    with _signal_handlers_kept():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            # "local": a new instance even where RAY_ADDRESS or /tmp/ray/ray_current_cluster names another one
+            # (an earlier run's leftover); without it Ray attaches there, and refuses the num_cpus given here
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     return ray, True
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept():
+    """SIGTERM's and SIGINT's handlers as they were before ``ray.init``, which installs its own (Ray's C++ core
+    a failure handler that answers SIGTERM with a crash dump and exit 134/15, where ``curate run`` and ``pretrain
+    tokenize`` end in one line and exit 143, their pools shut down). Setting a handler again from Python puts
+    Python's own signal handling back in front."""
+    saved = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(signum)
+        if handler is not None:  # (None: set outside Python, cannot be put back)
+            saved[signum] = handler
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
 
 
 class RayExecutor:

@@ -74,7 +74,12 @@ def check_data_paths(cfg: Config) -> None:
     if d.kind != "blend":
         return
     if d.tokenizer and cfg.model.vocab_size is None and not Path(d.tokenizer).is_file():
-        raise ConfigError(f"data.tokenizer {d.tokenizer} not found: {DEMO_HINT}")
+        from curate.file_kind import file_problem
+
+        problem = file_problem(d.tokenizer)
+        if problem and problem.startswith("not found"):
+            raise ConfigError(f"data.tokenizer {d.tokenizer} {problem}: {DEMO_HINT}")
+        raise ConfigError(f"data.tokenizer {d.tokenizer} {problem}: give a SentencePiece .model file")
     from pretrain.data.blend_spec import BlendSpecError, load_blend_spec
 
     try:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from curate import json_files
 from curate.config import ConfigError
+from curate.file_kind import file_problem
 
 KINDS = ("bpb", "cloze", "choice")
 SPEC_KEYS = ("name", "kind", "path", "shots", "stride", "limit")
@@ -88,27 +89,6 @@ def _check_spec(spec: TaskSpec, where: str) -> TaskSpec:
     if problem:
         raise ConfigError(f"{where}: eval file {spec.path} {problem} (task {spec.name!r})")
     return spec
-
-
-_FILE_TYPES = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
-
-
-def file_problem(path) -> str | None:
-    """None for a regular file (or a link to one); else what it is: ``"not found"``, ``"is not a regular file
-    (a character device)"``, ... (never opened: opening a FIFO blocks, reading /dev/zero never ends)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "not found" + (" (a link to nothing)" if os.path.islink(path) else "")
-    except NotADirectoryError:
-        return "not found (a folder in its path is a file)"
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if stat.S_ISREG(mode):
-        return None
-    what = next((name for test, name in _FILE_TYPES if test(mode)), "not a file")
-    return f"is not a regular file ({what}{', through a link' if os.path.islink(path) else ''})"
 
 
 def is_valid_task_name(name) -> bool:
