@@ -292,6 +292,21 @@ def test_page_chrome_drops_what_lies_inside_nav_footer_aside():
     assert (out[chrome] == 0).all() and (out[~chrome] == 0.99).all() and (prob == 0.99).all()
 
 
+def test_a_banner_header_is_chrome_and_an_articles_own_header_is_not():
+    """A ``header`` outside article and main is the site's bar (name, menu, sign-in: kept by the classifier on a
+    small code-host page); one inside the article holds its title and byline."""
+    from curate.extract.features import chrome_blocks
+
+    page = ("<html><body><header><a href=/>Site</a> <a href=/pricing>Pricing</a> <a href=/login>Sign in</a>"
+            "</header><main><header><h1>Bridge</h1><p>By A. Writer</p></header>{p}</main>"
+            "<article><header><h2>Second</h2></header>{p}</article></body></html>")
+    b = features(page.format(p="".join(f"<p>{p}</p>" for p in _PARAS)))
+    inside = [t for t, c in zip(b.texts, chrome_blocks(b.features)) if c]
+    assert inside == ["Site Pricing Sign in"]
+    text = extract_blocks(page.format(p="".join(f"<p>{p}</p>" for p in _PARAS * 2)))
+    assert "Sign in" not in text and "Bridge" in text and _PARAS[0] in text
+
+
 @pytest.mark.parametrize("chrome", ["nav", "footer"])
 def test_an_article_inside_an_unclosed_nav_or_footer_is_found_whole(chrome):
     """Every block inside the chrome dropped: the page goes to the rules engine, which finds the article (a

@@ -1,7 +1,7 @@
 """The ``blocks`` engine (the default): the page cut into blocks on lexbor's DOM (``features``), each block
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
 page order, after four readability-style rules on the classifier's output (``page_chrome``: blocks inside nav,
-footer and aside; ``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a
+footer, aside and a header outside article and main; ``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a
 prose page; ``region.main_region``: prose outside the page's main region). Pages nested too deep for lexbor, with
 no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier
 keeps fewer than ``MIN_WORDS`` words go to the rules engine
@@ -138,8 +138,8 @@ def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
 
 
 def page_chrome(chrome, prob) -> np.ndarray:
-    """``prob`` with the blocks inside the page's chrome, its ``nav``, ``footer`` and ``aside`` elements
-    (``features.chrome_blocks``), set to 0. In both gold sets 0.5-5% of such blocks are content, and the
+    """``prob`` with the blocks inside the page's chrome, its ``nav``, ``footer`` and ``aside`` elements and
+    its banner (``features.chrome_blocks``), set to 0. In both gold sets 0.5-5% of such blocks are content, and the
     classifier learned them on pages of hundreds of blocks: on a small plain page (a dozen blocks) it kept a
     menu and a copyright line at 0.65-0.99. Dropped whatever the classifier says: sparing the blocks it is
     sure of (0.9, 0.95) scored the same on both sets, and on a page whose article sits inside an unclosed

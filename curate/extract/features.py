@@ -668,8 +668,14 @@ def link_columns(feats: np.ndarray) -> np.ndarray:
 
 def chrome_blocks(feats: np.ndarray) -> np.ndarray:
     """Per block, whether it lies inside a ``nav``, ``footer`` or ``aside`` element (the ``in_nav``,
-    ``in_footer`` and ``in_aside`` feature columns), ``[n]`` bool."""
-    return (feats[:, _columns("in_nav", "in_footer", "in_aside")] > 0).any(axis=1)
+    ``in_footer`` and ``in_aside`` feature columns), or inside a ``header`` that is not inside an ``article`` or
+    ``main`` (the page's banner: a site's name, menu and sign-in links, where a header inside the article holds
+    its title and byline), ``[n]`` bool. The banner rule changed no page of WCXB's, Readability's or the third
+    set's (their classifier already scored those blocks below the threshold) and drops a site bar the
+    classifier kept on a small page (a code host's "Product Pricing Sign in")."""
+    inside = feats[:, _columns("in_nav", "in_footer", "in_aside", "in_header", "in_article", "in_main")] > 0
+    banner = inside[:, 3] & ~inside[:, 4] & ~inside[:, 5]
+    return inside[:, :3].any(axis=1) | banner
 
 
 @functools.lru_cache(maxsize=None)
