@@ -15,7 +15,10 @@ COMMANDS = {
     "extractor": ("curate.commands.extractor", "train the learned extraction model (the extract stage's blocks engine)"),
 }
 
-EPILOG = """examples (from the repository root, after `make demo`):
+EPILOG = """Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
+its own (0 when it succeeded), not that of the closed pipe.
+
+examples (from the repository root, after `make demo`):
   curate run pipelines/books.toml
   curate run pipelines/web.toml --input 'pipelines/sample/*.warc.gz' --output out/run1 --workers 2
   curate stats out/demo/curated/web
@@ -23,9 +26,6 @@ EPILOG = """examples (from the repository root, after `make demo`):
   curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
   curate clusters out/demo/curated/web --show 5
   curate extractor train --help
-
-Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
-its own (0 when it succeeded), not that of the closed pipe.
 """
 
 

@@ -21,7 +21,10 @@ COMMANDS = {
     "ablate": ("pretrain.commands.ablate", "blend A vs blend B: proxy runs per data variant and seed, evaluated, with a verdict"),
 }
 
-EPILOG = """examples (the paths exist after `make demo`):
+EPILOG = """Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
+its own (0 when it succeeded), not that of the closed pipe.
+
+examples (the paths exist after `make demo`):
   pretrain tokenizer train --input out/demo/curated/books out/demo/curated/web --vocab-size 4096 --output out/tok.model
   pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/web
   pretrain blend inspect data_specs/demo.toml --tokens 1e6
@@ -34,9 +37,6 @@ EPILOG = """examples (the paths exist after `make demo`):
   pretrain export-hf out/demo/checkpoints out/hf
   pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs --checkpoint out/demo/checkpoints
   pretrain ablate pipelines/ablate_demo.toml --output out/demo/ablate
-
-Output to a pipe closed early (`... | head -1`) is dropped quietly: the command goes on, and its exit status is
-its own (0 when it succeeded), not that of the closed pipe.
 """
 
 

@@ -335,10 +335,16 @@ def export_checkpoint(checkpoint, out_dir, tokenizer=None, force: bool = False) 
     """Export the latest intact checkpoint of ``checkpoint`` to ``out_dir`` with the tokenizer given or recorded
     with it, which must be the one it was trained with (none: a warning, the model alone). Returns (the folder,
     the tokenizer path or None)."""
-    from pretrain.checkpoint import load_model_for_inference
+    from pretrain.checkpoint import LATEST, load_model_for_inference
     from pretrain.data.tokenizer import load_tokenizer
     from pretrain.generate import resolve_tokenizer_path
 
+    ck, out = Path(checkpoint).resolve(), Path(out_dir).resolve()
+    if os.path.lexists(ck.parent / LATEST):  # a step_* folder: the checkpoint folder is the one above it
+        ck = ck.parent
+    if out == ck or ck in out.parents:  # (even with --force: its files would mix with the checkpoint's)
+        where = "is the checkpoint folder" if out == ck else f"lies inside the checkpoint folder {ck}"
+        raise ExportError(f"{out_dir} {where}: choose an output folder outside it")
     check_out_dir(out_dir, force)  # before the checkpoint is loaded: a refusal costs nothing
     model, cfg = load_model_for_inference(checkpoint)
     tok_path = resolve_tokenizer_path(checkpoint, tokenizer)  # the one it was trained with (its sha256), or refused

@@ -119,11 +119,15 @@ def resolve_tokenizer_path(checkpoint_dir, explicit=None) -> str | None:
 
 def load_for_generation(checkpoint_dir, tokenizer=None, device="auto"):
     """-> (model, tokenizer) from a checkpoint, the tokenizer given or recorded with it; checks they agree."""
-    from pretrain.checkpoint import load_model_for_inference
+    from pretrain.checkpoint import find_intact, load_model_for_inference
     from pretrain.data.tokenizer import load_tokenizer
 
+    if Path(checkpoint_dir).is_file():
+        raise ValueError(f"{checkpoint_dir} is a file, not a checkpoint folder: pass the folder `pretrain train` "
+                         "wrote (checkpoint.dir) or one of its step_* folders")
     tok_path = resolve_tokenizer_path(checkpoint_dir, tokenizer)
     if tok_path is None:
+        find_intact(checkpoint_dir)  # no checkpoint there at all: say that, not that no tokenizer is recorded
         raise ValueError(f"no tokenizer recorded with {checkpoint_dir} (data.tokenizer): pass --tokenizer PATH")
     tok = load_tokenizer(tok_path)
     model, cfg = load_model_for_inference(checkpoint_dir, device=pick_device(device))

@@ -5,6 +5,7 @@ OUT is a curation output folder (or a plan folder itself). For every ``minhash_d
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -13,8 +14,14 @@ from curate.shards import read_json
 from curate.stages.minhash.inspect import find_plans, format_clusters, load_clusters
 from curate.stages.minhash.stage import STATS_FILE
 
+EPILOG = """examples (after `make demo`):
+  curate clusters out/demo/curated/web --show 5
+  curate clusters out/demo/curated/web --show 2 --members 3 --width 60
+"""
+
 
 def add_arguments(p) -> None:
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     p.add_argument("output", help="curation output folder (holds plans/), or a minhash_dedup plan folder")
     p.add_argument("--show", type=positive(), default=5, metavar="N",
                    help="how many clusters to print, largest first (default 5)")

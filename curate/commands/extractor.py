@@ -12,22 +12,26 @@ import curate.extract
 
 DEFAULT_MODEL = Path(curate.extract.__file__).resolve().parent / "models" / "extract_blocks.json"
 TRAIN_HELP = "train the block classifier on pages with gold main text (WCXB's development split, Readability's pages)"
-TRAIN_EPILOG = """example (a model of your own, for the stage's model = "my_model.json"):
-  curate extractor train --warc pages.warc.gz --gold gold.jsonl --out my_model.json
-
-example (rebuild the shipped model: --out must name it):
-  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
-      --warc readability.warc.gz --gold readability_gold.jsonl \\
-      --out curate/extract/models/extract_blocks.json --report report.json
-
-Checks every gold record before any training (url, id, main_content strings; page_type, lang, source_url
+TRAIN_EPILOG = """Checks every gold record before any training (url, id, main_content strings; page_type, lang, source_url
 strings when given) and refuses gold with no main content, cross-validates by site (--folds: the pages of one
 set and site share a fold), trains the final model on all pages, prints word F1 per page type (cross-validated
 and in-sample) and writes the model file atomically to --out (required: the shipped model is written only when
---out names it)."""
+--out names it).
+
+examples:
+  # a model of your own, for the extract stage's model = "my_model.json":
+  curate extractor train --warc pages.warc.gz --gold gold.jsonl --out my_model.json
+  # rebuild the shipped model (--out must name it):
+  curate extractor train --warc wcxb_dev.warc.gz --gold wcxb_dev_gold.jsonl \\
+      --warc readability.warc.gz --gold readability_gold.jsonl \\
+      --out curate/extract/models/extract_blocks.json --report report.json"""
+EPILOG = """examples:
+  curate extractor train --warc pages.warc.gz --gold gold.jsonl --out my_extract_model.json
+  curate extractor train --help"""
 
 
 def add_arguments(p) -> None:
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     sub = p.add_subparsers(dest="extractor_command", required=True, metavar="SUBCOMMAND")
     t = sub.add_parser("train", help=TRAIN_HELP, description=TRAIN_HELP, epilog=TRAIN_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,6 +1,7 @@
 """`curate run PIPELINE.toml`: run or resume a curation pipeline."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -20,9 +21,15 @@ from curate.tasks import InputChanged
 RESUME_HINT = "fix the cause and rerun the same command: finished tasks are kept"
 INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed by dispatch on Ctrl-C / SIGTERM
 HANDLES_SIGTERM = True  # SIGTERM unwinds like Ctrl-C: the workers are ended, the lock released (exit 143)
+EPILOG = """examples (from the repository root; pipelines/web.toml writes out/demo/curated/web):
+  curate run pipelines/web.toml
+  curate run pipelines/web.toml --input 'pipelines/sample/*.warc.gz' --output out/run1 --workers 2
+  curate run pipelines/web.toml --output out/run1 --executor ray --address auto
+"""
 
 
 def add_arguments(p) -> None:
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     p.add_argument("pipeline", help="pipeline file (TOML), e.g. pipelines/web.toml")
     p.add_argument("--input", nargs="+", metavar="PATH", help="input files or globs; replace the file's [[sources]]")
     p.add_argument("--output", metavar="DIR", help="output folder; replaces [pipeline].output")
@@ -37,6 +44,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.address is not None and args.executor != "ray":  # (as pretrain tokenize, tokenizer train and ablate)
+        print("curate: error: --address is for --executor ray", file=sys.stderr)
+        return 2
     if args.quiet:
         os.environ["TQDM_DISABLE"] = "1"  # also silences the bars of worker processes and global stages
     try:

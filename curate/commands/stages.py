@@ -8,6 +8,7 @@ output (``curate stages --markdown > docs/stages.md``), and tests/test_docs.py k
 """
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
 
@@ -19,9 +20,16 @@ from curate.stages import STAGES, stage_class
 STAGE_ERROR = ("stage_error", "the stage raised on this document (the message is in the `error` column)")
 STAGE_TIMEOUT = ("stage_timeout", "the stage took more than the pipeline's stage_timeout_s CPU seconds on this document")
 READ = "read"  # `curate stages read`: the reader's reasons
+EPILOG = """examples:
+  curate stages
+  curate stages gopher_quality
+  curate stages read
+  curate stages minhash_dedup --markdown
+"""
 
 
 def add_arguments(p) -> None:
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     p.add_argument("type", nargs="?", help="a stage type (as in a pipeline's [[stages]] type = ...), or "
                    f"{READ!r} for the reader's reasons; without it, every stage in one line each")
     p.add_argument("--markdown", action="store_true",

@@ -2,14 +2,20 @@
 shown when a stage split any), kept, dropped by reason."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 from curate import json_files
 
+EPILOG = """examples (after `make demo`):
+  curate stats out/demo/curated/web
+  curate stats out/demo/curated/web --json
+"""
 
 def add_arguments(p) -> None:
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     p.add_argument("output", help="a curation output folder (holding stats.json)")
     p.add_argument("--json", action="store_true", help="print stats.json as it is")
 

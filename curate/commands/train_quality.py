@@ -18,6 +18,7 @@ Example::
 """
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 
@@ -25,8 +26,14 @@ from curate.commands.argtypes import positive, whole
 from curate.text.fasttext_model import load_fasttext_model
 from curate.stages.quality_train import collect, evaluate, same_content_problem, same_input_problem, train
 
+EPILOG = """examples (after `make demo`):
+  curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin
+  curate train-quality --positive out/demo/curated/books --negative out/demo/raw/web --output quality.bin --valid-fraction 0.1 --max-docs 5000
+"""
+
 
 def add_arguments(parser) -> None:
+    parser.epilog, parser.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     parser.add_argument("--positive", nargs="+", required=True, metavar="PATH",
                         help="high-quality examples: curation output folders, .arrow/.parquet shards, .jsonl files")
     parser.add_argument("--negative", nargs="+", required=True, metavar="PATH",
@@ -58,10 +65,16 @@ def flag_problem(args) -> str | None:
     """What is wrong with the numeric flags (None: nothing), before any shard is read."""
     if not 0 <= args.valid_fraction < 1:  # nan fails too
         return "--valid-fraction must be in [0, 1)"
-    if min(args.max_docs, args.chunk_words) < 0 or min(args.epochs, args.threads, args.dim, args.bucket) < 1 \
-            or not 0 < args.lr < float("inf"):
-        return ("--max-docs and --chunk-words must be >= 0; --epochs, --threads, --dim and --bucket >= 1; --lr a "
-                "finite number > 0")
+    for flag, value, meaning in (("--max-docs", args.max_docs, "0: all"), ("--chunk-words", args.chunk_words,
+                                                                          "0: whole documents")):
+        if value < 0:
+            return f"{flag} {value}: must be >= 0 ({meaning})"
+    for flag, value, most in (("--epochs", args.epochs, MAX_INT32), ("--threads", args.threads, MAX_THREADS),
+                              ("--dim", args.dim, MAX_INT32), ("--bucket", args.bucket, MAX_INT32)):
+        if value < 1:
+            return f"{flag} {value}: must be from 1 to {most:,}"
+    if not 0 < args.lr < float("inf"):
+        return f"--lr {args.lr}: give --lr a finite number > 0 (default 0.5)"
     for flag, value in (("--dim", args.dim), ("--bucket", args.bucket), ("--epochs", args.epochs),
                         ("--word-ngrams", args.word_ngrams), ("--min-count", args.min_count)):
         if value > MAX_INT32:

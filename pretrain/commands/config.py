@@ -13,9 +13,17 @@ INTRO = ("A train config is one TOML file with these tables (`pretrain/configs/`
          "`pretrain train --set table.key=value` overrides any key. An unknown table or key, or a wrong type, "
          "stops the run at start naming it; `pretrain train` then checks the values against each other and "
          "the number of processes.")
+EPILOG = """examples:
+  pretrain config
+  pretrain config train
+  pretrain config model --markdown
+"""
 
 
 def add_arguments(p) -> None:
+    import argparse
+
+    p.epilog, p.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     p.add_argument("table", nargs="?", help="one table (model, parallel, train, data, checkpoint, log); "
                    "without it, every table")
     p.add_argument("--markdown", action="store_true", help="print the reference as markdown (docs/config.md)")

@@ -6,8 +6,15 @@ import sys
 
 from curate import json_files
 
+EPILOG = """examples (after `make demo`):
+  pretrain export-hf out/demo/checkpoints out/demo/hf
+  pretrain export-hf out/demo/checkpoints out/hf --tokenizer out/demo/tokenizer.model
+"""
 
 def add_arguments(parser) -> None:
+    import argparse
+
+    parser.epilog, parser.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     parser.add_argument("checkpoint", help="checkpoint folder written by `pretrain train` (its latest checkpoint)")
     parser.add_argument("out", help="output folder: a transformers model folder with the tokenizer")
     parser.add_argument("--tokenizer", default=None,

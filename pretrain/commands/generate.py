@@ -6,8 +6,15 @@ import sys
 
 from curate.commands.argtypes import whole
 
+EPILOG = """examples (after `make demo`):
+  pretrain generate --checkpoint out/demo/checkpoints --prompt "The " --max-tokens 50 --top-k 20
+  pretrain generate --checkpoint out/demo/checkpoints --prompt "The " --temperature 0
+"""
 
 def add_arguments(parser) -> None:
+    import argparse
+
+    parser.epilog, parser.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder written by `pretrain train`")
     parser.add_argument("--prompt", required=True, help="text to continue")
     parser.add_argument("--max-tokens", type=whole(), default=50, help="at most this many new tokens (default 50)")

@@ -6,8 +6,15 @@ import sys
 
 from curate.commands.argtypes import whole
 
+EPILOG = """examples (after `make demo`):
+  pretrain report --out out/demo/report --curated out/demo/curated/web --logs out/demo/logs --checkpoint out/demo/checkpoints
+  pretrain report --out out/report --curated out/demo/curated/web out/demo/curated/books --logs out/demo/logs
+"""
 
 def add_arguments(parser) -> None:
+    import argparse
+
+    parser.epilog, parser.formatter_class = EPILOG, argparse.RawDescriptionHelpFormatter
     parser.add_argument("--out", required=True, help="folder to write funnel.png, loss.png, eval.png (if the run evaluated tasks) and "
                                                   "index.md into")
     parser.add_argument("--curated", nargs="+", required=True, help="curation output folders (with stats.json)")

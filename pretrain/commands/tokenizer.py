@@ -11,6 +11,9 @@ from curate.commands.argtypes import positive
 from pretrain.commands.blend import seed_arg
 from pretrain.data.defaults import DEFAULT_MAX_BYTES
 
+TRAIN_EXAMPLES = """  pretrain tokenizer train --input out/demo/curated/books out/demo/curated/web --vocab-size 4096 --output out/tok.model
+  pretrain tokenizer train --input out/demo/curated/web --vocab-size 4096 --output out/tok.model --sample-bytes 1G --executor local --workers 2"""
+INFO_EXAMPLES = """  pretrain tokenizer info out/demo/tokenizer.model"""
 
 
 def _bytes(text: str) -> int:
@@ -27,9 +30,12 @@ def _bytes(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser.epilog, parser.formatter_class = f"examples (after `make demo`):\n{TRAIN_EXAMPLES}\n{INFO_EXAMPLES}", raw
     sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="{train,info}")
     t = sub.add_parser("train", help="train a SentencePiece model on a curation output",
-                       description="Train a SentencePiece tokenizer on documents sampled from curated shards.")
+                       description="Train a SentencePiece tokenizer on documents sampled from curated shards.",
+                       epilog=f"examples (after `make demo`):\n{TRAIN_EXAMPLES}", formatter_class=raw)
     t.add_argument("--input", required=True, nargs="+", metavar="DIR",
                    help="curation output folder(s) (each manifest.json names the shards); documents are sampled from all")
     t.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, special ids included")
@@ -56,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=seed_arg, default=0, help="sampling and training seed (default 0)")
     t.add_argument("--threads", type=int, default=None, help="training threads (default: all cores)")
     t.add_argument("--text-column", default="text", help="default text")
-    i = sub.add_parser("info", help="vocabulary size and special ids of a .model")
+    i = sub.add_parser("info", help="vocabulary size and special ids of a .model",
+                       epilog=f"example (after `make demo`):\n{INFO_EXAMPLES}", formatter_class=raw)
     i.add_argument("model", help="a SentencePiece .model")
 
 

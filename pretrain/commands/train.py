@@ -15,7 +15,13 @@ PCIe / NVL, H200, A100, B200), "MFU unknown" for another device; on CPU a matmul
 measured matmul peak"; a step that beats it, the machine having been busier during the measurement, prints
 "mfu n/a" with its TFLOP/s). Losses and gradient norms stay on the device and are fetched on the first step of
 a run and every log.interval steps; a non-finite one stops the run (exit code 3) before any checkpoint is
-written. The first step of a run is printed as soon as it is done, then every log.interval-th."""
+written. The first step of a run is printed as soon as it is done, then every log.interval-th.
+
+examples:
+  pretrain train --config pretrain/configs/tiny.toml
+  pretrain train --config pretrain/configs/tiny.toml --set data.kind=synthetic --set model.vocab_size=256
+  torchrun --nproc-per-node 4 -m pretrain train --config pretrain/configs/tiny.toml --set parallel.tp=2 --set parallel.pp=2
+"""
 
 
 def add_arguments(parser) -> None:

@@ -1,0 +1,115 @@
+"""The command lines: every command's --help ends with examples; `curate run --address` without
+`--executor ray` is refused; `train-quality` names the flag out of range; `generate` says a file is not a checkpoint
+folder; `export-hf` never writes into the checkpoint folder."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import re
+
+import pytest
+
+from curate.cli import main as curate_main
+from pretrain.cli import main as pretrain_main
+
+MAINS = {"curate": curate_main, "pretrain": pretrain_main}
+# added by the tokenize/blend change: their help texts are edited with those commands (a prefix skips its subcommands)
+SKIP = {"pretrain tokenize", "pretrain blend"}
+
+
+def _children(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def command_names() -> list[str]:
+    """`curate`, `pretrain` and every command and subcommand below them, from their argparse parsers."""
+    names = []
+
+    def walk(name, parser):
+        names.append(name)
+        for sub, child in _children(parser):
+            walk(f"{name} {sub}", child)
+
+    for prog in MAINS:
+        names.append(prog)
+        for cmd, (module, _) in importlib.import_module(f"{prog}.cli").COMMANDS.items():
+            p = argparse.ArgumentParser(prog=f"{prog} {cmd}")
+            importlib.import_module(module).add_arguments(p)
+            walk(f"{prog} {cmd}", p)
+    return names
+
+
+def run(argv: list[str], prog: str = "curate") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = MAINS[prog](argv)
+        except SystemExit as e:
+            rc = e.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_help_ends_with_examples(name):
+    if any(name == s or name.startswith(s + " ") for s in SKIP):
+        pytest.skip("added by the tokenize/blend change")
+    prog, *words = name.split()
+    rc, text, _ = run(words + ["--help"], prog)
+    assert rc == 0
+    lines = text.rstrip().splitlines()
+    heads = [i for i, line in enumerate(lines) if re.match(r"examples?\b.*:$", line)]
+    assert heads, f"`{name} --help` has no examples"
+    tail = [line for line in lines[heads[-1] + 1:] if line.strip()]
+    assert all(line.startswith("  ") for line in tail), f"`{name} --help` does not end with its examples:\n{tail}"
+    assert any(re.match(rf"  {re.escape(name)}( |$)", line) for line in tail), \
+        f"`{name} --help`: no example line starts with `{name}`"
+
+
+def test_curate_run_refuses_address_without_ray(tmp_path):
+    rc, out, err = run(["run", str(tmp_path / "p.toml"), "--address", "127.0.0.1:6379"])
+    assert rc == 2 and out == ""
+    assert err.strip() == "curate: error: --address is for --executor ray"
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--epochs", "0", "--epochs 0: must be from 1 to 2,147,483,647"),
+    ("--threads", "0", "--threads 0: must be from 1 to 1,024"),
+    ("--bucket", "0", "--bucket 0: must be from 1 to 2,147,483,647"),
+    ("--max-docs", "-1", "--max-docs -1: must be >= 0"),
+    ("--lr", "0", "--lr 0.0: give --lr a finite number > 0"),
+])
+def test_train_quality_names_the_flag_out_of_range(tmp_path, flag, value, says):
+    rc, _, err = run(["train-quality", "--positive", str(tmp_path / "p.jsonl"), "--negative", str(tmp_path / "n.jsonl"),
+                      "--output", str(tmp_path / "m.bin"), flag, value])
+    assert rc == 2 and err.startswith(f"train-quality: {says}") and len(err.strip().splitlines()) == 1, err
+    other = {"--epochs", "--threads", "--bucket", "--max-docs", "--dim", "--chunk-words", "--lr"} - {flag}
+    assert not any(o in err for o in other), err
+
+
+@pytest.mark.parametrize("argv", [
+    ["generate", "--prompt", "The ", "--checkpoint"],
+    ["report", "--out", "REPORT", "--curated", "C", "--logs", "L", "--checkpoint"],
+])
+def test_a_file_is_not_a_checkpoint_folder(tmp_path, argv):
+    config = tmp_path / "train.toml"
+    config.write_text("[train]\nsteps = 1\n")
+    argv = [str(tmp_path / "report") if a == "REPORT" else a for a in argv]
+    rc, _, err = run(argv + [str(config)], "pretrain")
+    assert rc == 2 and f"{config} is a file, not a checkpoint folder" in err and "tokenizer" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("given, out, force", [("", "", True), ("", "", False), ("", "hf", False), ("", "hf", True),
+                                               ("", "a/b", True), ("step_10", "", True), ("step_10", "hf", False)])
+def test_export_hf_refuses_the_checkpoint_folder_and_inside_it(tmp_path, given, out, force):
+    ck = tmp_path / "checkpoints"
+    (ck / "step_10").mkdir(parents=True)
+    (ck / "latest").write_text("step_10\n")
+    rc, _, err = run(["export-hf", str(ck / given), str(ck / out)] + (["--force"] if force else []), "pretrain")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "the checkpoint folder" in err and "outside it" in err, err
+    assert sorted(p.name for p in ck.iterdir()) == ["latest", "step_10"]
