@@ -61,6 +61,9 @@ def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_in
         plan = steps.plan_steps(pipeline.stages)
         samples = {path: p.get(fingerprint.SAMPLE) for path, p in prints.items()}  # checked by each read task
         results = _run_steps(run, plan, files, recorded, samples)
+        if not any(r.ran for r in results):  # a rerun of a finished run: say so before the funnel it prints again
+            run.say(f"curate: nothing to do: {out} already holds this run's finished output (delete it, or give "
+                    f"another --output, to run again)")
         records = [(r.step.stage_names, r.markers, {r.step.global_stage.name: r.plan_stats} if r.step.global_stage else {})
                    for r in results]
         stats, manifest = output.assemble(pipeline, records, results[-1].markers)

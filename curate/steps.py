@@ -94,6 +94,7 @@ class StepResult:
     markers: list[Marker]
     marker_paths: list[Path]
     plan_stats: dict
+    ran: int = 0  # tasks run this time (0: every task was already done)
 
 
 def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, files: list[dict] | None = None,
@@ -144,7 +145,7 @@ def run_step(run: Run, step: Step, previous: StepResult | None, final: bool, fil
         for m in run_tasks(run, fn, todo, marker_dir, label, total=len(step_tasks), on_done=done):
             markers[m.task_id] = m
     ordered = [markers[t.task_id] for t in step_tasks]
-    return StepResult(step, ordered, [marker_dir / f"{t.task_id}.json" for t in step_tasks], plan_stats)
+    return StepResult(step, ordered, [marker_dir / f"{t.task_id}.json" for t in step_tasks], plan_stats, len(todo))
 
 
 def step_output(run: Run, step: Step, final: bool) -> StepOutput:

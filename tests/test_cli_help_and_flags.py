@@ -113,3 +113,20 @@ def test_export_hf_refuses_the_checkpoint_folder_and_inside_it(tmp_path, given, 
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "the checkpoint folder" in err and "outside it" in err, err
     assert sorted(p.name for p in ck.iterdir()) == ["latest", "step_10"]
+
+
+def test_a_rerun_of_a_finished_run_says_there_was_nothing_to_do(tmp_path, capsys):
+    """It printed the whole funnel and "done in 0.8s" as if it had worked; now one line says why it did not."""
+    from curate.cli import main as curate_main
+
+    (tmp_path / "in.jsonl").write_text("".join(f'{{"id": "d{i}", "text": "words of document {i}"}}\n'
+                                               for i in range(5)))
+    p = tmp_path / "p.toml"
+    p.write_text(f'[pipeline]\nname = "again"\noutput = "{tmp_path / "out"}"\n'
+                 f'[[sources]]\npath = "{tmp_path / "in.jsonl"}"\n[[stages]]\ntype = "exact_dedup"\n')
+    assert curate_main(["run", str(p)]) == 0
+    first = capsys.readouterr()
+    assert "nothing to do" not in first.out + first.err
+    assert curate_main(["run", str(p)]) == 0
+    again = capsys.readouterr()
+    assert "nothing to do:" in again.out + again.err
