@@ -83,7 +83,11 @@ def run(args: argparse.Namespace) -> int:
             return _run_build(args)
         return _run_inspect(args)
     except (BlendSpecError, EmptySplitError, OSError, ValueError) as e:
-        print(f"pretrain blend {args.blend_command}: error: {e}", file=sys.stderr)
+        from curate.os_errors import machine_error
+
+        said = machine_error(e) if isinstance(e, OSError) else None  # disk full, permissions: what and where
+        print(f"pretrain blend {args.blend_command}: error: "
+              + (f"{said}; fix the cause and rerun the same command" if said else str(e)), file=sys.stderr)
         return 2
 
 

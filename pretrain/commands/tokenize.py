@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     from pretrain.data.tokenize import output_prefix_problem
 
-    problem = output_prefix_problem(args.output_prefix, parts=bool(args.parts or args.merge or args.executor == "ray"),
-                                    merge=args.merge) or _overwrite_problem(args)
+    problem = _tokenizer_problem(args.tokenizer) or output_prefix_problem(
+        args.output_prefix, parts=bool(args.parts or args.merge or args.executor == "ray"), merge=args.merge) or \
+        _overwrite_problem(args)
     if problem:
         print(f"pretrain tokenize: error: {problem}", file=sys.stderr)
         return 2
@@ -95,6 +96,21 @@ def run(args: argparse.Namespace) -> int:
         return 2
     _report(f"{args.output_prefix}.bin/.idx", stats)
     return 0
+
+
+def _tokenizer_problem(path: str) -> str | None:
+    """--tokenizer checked first: a folder given there would otherwise be taken for an input that the output lies
+    in, and the message would blame --output-prefix."""
+    import os
+
+    if os.path.isdir(path):
+        return f"--tokenizer {path} is a folder, not a .model file: give the SentencePiece model (`pretrain " \
+               "tokenizer train` writes one)"
+    if os.path.exists(path) and not os.path.isfile(path):
+        return f"--tokenizer {path} is not a regular file (a pipe or a device): give a SentencePiece .model"
+    if not os.path.lexists(path):
+        return f"--tokenizer {path} not found: give a SentencePiece .model (`pretrain tokenizer train` writes one)"
+    return None
 
 
 def _overwrite_problem(args) -> str | None:

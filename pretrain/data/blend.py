@@ -82,25 +82,49 @@ def build_blending_indices(weights, size: int) -> tuple[np.ndarray, np.ndarray]:
     return dataset_index, dataset_sample_index
 
 
-def _check_blend_indices(dataset_index, sample_index, lengths: list[int], split: str) -> None:
+def _check_blend_indices(dataset_index, sample_index, lengths: list[int], split: str, weights=None,
+                         size: int | None = None) -> None:
     """Each blended sample names a dataset that exists and a sample inside it (a damaged or crafted blend
-    cache fails here, not as a sample silently taken from the wrong dataset by a negative index)."""
+    cache fails here, not as a sample silently taken from the wrong dataset by a negative index). And what every
+    build holds, which in-range values can break (a ``dataset_sample_index`` of zeros trains on one sample of
+    each dataset): ``size`` samples; dataset ``d`` drawn at most ``w_d * size + 1`` times (the greedy interleave
+    never puts a dataset a full sample ahead of its share); and dataset ``d``'s samples taken in order 0, 1, 2, ...
+    Linear passes in blocks (a stable sort of int16 is a radix sort)."""
     which, local = np.asarray(dataset_index), np.asarray(sample_index)
     if which.shape != local.shape or which.ndim != 1:
         raise ValueError(f"{split} blend index: dataset and sample arrays of shapes {which.shape} and {local.shape}")
+    if size is not None and len(which) != size:
+        raise ValueError(f"{split} blend index: {len(which)} samples, the blend has {size}")
     if not len(which):
         return
     if which.min() < 0 or which.max() >= len(lengths):
         raise ValueError(f"{split} blend index: a dataset index outside the {len(lengths)} datasets")
     if local.min() < 0 or (local >= np.asarray(lengths, dtype=np.int64)[which]).any():
         raise ValueError(f"{split} blend index: a sample index outside its dataset")
+    k, seen, step = len(lengths), np.zeros(len(lengths), dtype=np.int64), 1 << 22
+    for beg in range(0, len(which), step):
+        w = which[beg:beg + step].astype(np.intp)
+        order = np.argsort(w, kind="stable")
+        counts = np.bincount(w, minlength=k)
+        first = np.cumsum(counts) - counts  # where each dataset's run starts in the sorted block
+        ws = w[order]
+        if not np.array_equal(local[beg:beg + step][order], seen[ws] + np.arange(len(w)) - first[ws]):
+            raise ValueError(f"{split} blend index: a dataset's samples are not taken in order 0, 1, 2, ... (a "
+                             "sample repeated or skipped)")
+        seen += counts
+    if weights is not None:
+        over = seen > np.asarray(weights, dtype=np.float64) * len(which) + 1 + 1e-6
+        if over.any():
+            d = int(np.argmax(over))
+            raise ValueError(f"{split} blend index: dataset {d} drawn {int(seen[d])} times, more than its weight "
+                             f"{weights[d]:.4g} gives of {len(which)} samples")
 
 
 class BlendedDataset:
     """Sample ``i`` is sample ``dataset_sample_index[i]`` of dataset ``dataset_index[i]``."""
 
     def __init__(self, datasets: list[GPTDataset], weights: list[float], dataset_index: np.ndarray,
-                 dataset_sample_index: np.ndarray, names: list[str], split: str = "train"):
+                 dataset_sample_index: np.ndarray, names: list[str], split: str = "train", size: int | None = None):
         self.datasets = datasets
         self.weights = weights
         self.dataset_index = dataset_index
@@ -109,7 +133,7 @@ class BlendedDataset:
         self.split = split
         self.seq_len = datasets[0].seq_len
         self._size = len(dataset_index)
-        _check_blend_indices(dataset_index, dataset_sample_index, [len(d) for d in datasets], split)
+        _check_blend_indices(dataset_index, dataset_sample_index, [len(d) for d in datasets], split, weights, size)
 
     def __len__(self) -> int:
         return self._size
@@ -141,6 +165,36 @@ class BlendedDataset:
 
 
 # ------------------------------------------------------------------------------------------- building
+
+def check_distinct_datasets(spec: BlendSpec, indexed: list) -> None:
+    """No data is read twice under two names: two datasets (or two parts of a dataset of parts) whose ``.bin`` is
+    one file (another spelling of the prefix, ``tokens/web`` and ``./tokens/web``, a link, a hard link), or the same
+    bytes (a copy: same ``.idx``, then same ``.bin``), are refused naming both; a dataset is listed once, and its
+    weight says how much of it is drawn. Empty files are exempt (reading nothing twice adds nothing)."""
+    import filecmp
+    import os
+
+    from pretrain.data.indexed import data_file_path
+
+    files, contents = {}, {}
+    for d, ix in zip(spec.datasets, indexed):
+        for part in getattr(ix, "parts", [ix]):
+            path = data_file_path(part.prefix)
+            st = os.stat(path)
+            if not st.st_size:
+                continue
+            where = f"dataset {d.name!r} ({path})"
+            if (st.st_dev, st.st_ino) in files:
+                raise BlendSpecError(f"{where} is the same file as {files[st.st_dev, st.st_ino]}: its data would be "
+                                     "read twice; list each dataset once (its weight says how much of it is drawn)")
+            files[st.st_dev, st.st_ino] = where
+            same = contents.setdefault(part.fingerprint(), [])  # same .idx bytes and .bin size
+            for other, other_where in same:
+                if filecmp.cmp(path, other, shallow=False):
+                    raise BlendSpecError(f"{where} holds the same bytes as {other_where} (a copy): its data would be "
+                                         "read twice; list each dataset once (its weight says how much of it is drawn)")
+            same.append((path, where))
+
 
 def _split_tokens(indexed: IndexedDataset, split: str, k: int) -> int:
     r = split_ranges(len(indexed), split)[k]
@@ -203,7 +257,7 @@ def _blend_split(k: int, datasets: list, blend_weights: list, blend_size: int, n
         arrays, _ = IndexCache(_split_root(cache_dir, k)).get_or_build(cache_key(desc), desc, names_, build)
     try:
         return BlendedDataset(datasets, blend_weights, arrays["dataset_index"],
-                              arrays["dataset_sample_index"], names, SPLIT_NAMES[k])
+                              arrays["dataset_sample_index"], names, SPLIT_NAMES[k], blend_size)
     except ValueError as e:
         if cache_dir is None:
             raise
@@ -282,7 +336,37 @@ def cache_dir_problem(spec, cache_dir, num_samples, force: bool = False) -> str 
             continue  # a build killed between its arrays and its index.json
         return (f"{existing[0]} exists and is not part of an index cache Quarry wrote: choose another cache "
                 f"folder, or pass --force to overwrite it")
+    if not force:
+        foreign = _foreign_entries(cache_dir, cache_folders(spec, num_samples))
+        if foreign:
+            return (f"{cache_dir} holds files an index cache does not ({', '.join(foreign[:3])}"
+                    f"{', ...' if len(foreign) > 3 else ''}): choose another cache folder (an empty or new one), or "
+                    "pass --force to write into it anyway (those files are kept)")
     return None
+
+
+def _foreign_entries(cache_dir: Path, folders) -> list[str]:
+    """Entries of the folders a build writes that are not an index cache's: in each, its arrays, ``index.json``,
+    ``.lock``, hidden ``.*.tmp`` files and sub-folders that are this build's or another index cache's (a dataset
+    since dropped from the spec); anything else (a user's notes, a dataset's own ``.bin/.idx``) is the user's."""
+    import os
+
+    arrays = {cache_dir / rel: names for rel, names in folders}
+    mine = set(arrays) | {cache_dir} | {cache_dir / rel.parent for rel, _ in folders}
+    out = []
+    for folder in sorted(mine):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        ours = {IndexCache.META, ".lock"} | {f"{a}.npy" for a in arrays.get(folder, BLEND_ARRAYS + GPT_ARRAYS)}
+        for entry in sorted(os.listdir(folder)):
+            path = folder / entry
+            if entry in ours or (entry.startswith(".") and entry.endswith(".tmp")) or path in mine:
+                continue
+            if path.is_dir() and not path.is_symlink() and (
+                    (path / ".lock").is_file() or _is_cache_meta(path / IndexCache.META)):
+                continue
+            out.append(str(path))
+    return out
 
 
 def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, split: str | None = None,
@@ -314,6 +398,7 @@ def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_
         raise ValueError(f"sequence length must be > 1, got {seq_len}")
     cache_dir = Path(cache_dir) if cache_dir is not None else None
     indexed = [open_indexed(d.prefix) for d in spec.datasets]
+    check_distinct_datasets(spec, indexed)
     names = [d.name for d in spec.datasets]
     out: list = [None, None, None]
 
@@ -374,6 +459,7 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     spec = load_blend_spec(spec)
     split = split or spec.split or DEFAULT_SPLIT
     indexed = [open_indexed(d.prefix) for d in spec.datasets]
+    check_distinct_datasets(spec, indexed)
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
     budget = int(tokens) if tokens else sum(train_tokens)
     if spec.weighted:

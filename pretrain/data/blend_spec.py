@@ -70,7 +70,11 @@ def load_blend_spec(spec: str | os.PathLike | BlendSpec) -> BlendSpec:
     if text.endswith(".toml") or (os.path.isfile(text) and not os.path.isfile(text + ".idx")):
         if not os.path.isfile(text):
             raise BlendSpecError(f"blend spec {text} not found")
-        return parse_toml_spec(Path(text).read_text(), source=text)
+        try:
+            body = Path(text).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise BlendSpecError(f"blend spec {text}: not UTF-8 text (byte {e.start}); a spec is a TOML file") from None
+        return parse_toml_spec(body, source=text)
     return parse_megatron_blend(text)
 
 
@@ -171,9 +175,15 @@ def _keep_weights_summable(datasets: list[DatasetSpec]) -> None:
 def _positive(value, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BlendSpecError(f"{what} must be a positive number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
+    try:
+        number = float(value)  # a TOML integer has any number of digits: past 1.8e308 it is no float
+    except OverflowError:
+        hint = (f"at most {MAX_EPOCHS:,} passes over a dataset" if "epochs" in what else
+                "weights are shares: 0.7 and 0.3, or 7 and 3")
+        raise BlendSpecError(f"{what} is a number of {len(str(abs(value)))} digits, too large: {hint}") from None
+    if not math.isfinite(number) or number <= 0:
         raise BlendSpecError(f"{what} must be positive, got {value!r}")
-    return float(value)
+    return number
 
 
 def _check_names(datasets: list[DatasetSpec], source: str) -> None:

@@ -65,7 +65,13 @@ def parse_split(split: str) -> list[float]:
         raise ValueError(f"split {split!r} must be 1 to 3 non-negative numbers (train, valid, test) "
                          "separated by commas, like '969,30,1'")
     parts = [float(x) for x in pieces]
+    if not all(math.isfinite(x) for x in parts):  # digits past 1.8e308: inf, and inf / inf is NaN
+        shown = split if len(split) <= 60 else split[:30] + "..."
+        raise ValueError(f"split {shown!r}: a part too large to be a number (over 1.8e308); the parts are shares, "
+                         "like '969,30,1'")
     parts += [0.0] * (3 - len(parts))
+    if not math.isfinite(sum(parts)):  # shares: 1e308,1e308 is half and half, but their sum overflows
+        parts = [x / max(parts) for x in parts]
     total = sum(parts)
     if total <= 0:
         raise ValueError(f"split {split!r} adds up to 0")
@@ -270,8 +276,9 @@ class GPTDataset:
 
     def __init__(self, indexed: IndexedDataset, indices: GPTIndices | dict, seq_len: int, *,
                  num_samples: int | None = None, extra: int = 1, pad_id: int = -1,
-                 name: str = "", split: str = "train"):
+                 name: str = "", split: str = "train", documents: tuple[int, int] | None = None):
         self.indexed = indexed
+        self.documents = (0, len(indexed)) if documents is None else (int(documents[0]), int(documents[1]))
         get = indices.__getitem__ if isinstance(indices, dict) else functools.partial(getattr, indices)
         self.document_index = get("document_index")
         self.sample_index = get("sample_index")
@@ -318,7 +325,11 @@ class GPTDataset:
     def _check_indices(self) -> None:
         """The compiled gather reads without bounds checks, so every index it follows is checked once here
         (vectorised): a damaged or crafted index cache fails with what is wrong instead of reading past the
-        arrays."""
+        arrays. And in-range values can still lie (a shuffle index of zeros trains on one sample; a document index
+        naming validation documents trains on them), so what every build holds is checked too, in linear passes:
+        the document index holds each document of the split ``[beg, end)`` the same number of times (the epochs)
+        and no other; each sample starts ``seq_len`` tokens after the previous one in the stream of those
+        documents; the shuffle index is a permutation of the samples."""
         doc, sample, shuffle = self._document_index, np.asarray(self.sample_index), self._shuffle
         where = f"{self.name or 'dataset'} ({self.split}) index"
         if doc.ndim != 1 or sample.ndim != 2 or sample.shape[1] != 2 or sample.shape[0] < 1 or shuffle.ndim != 1:
@@ -337,6 +348,56 @@ class GPTDataset:
                 raise ValueError(f"{where}: a sample starts outside the document index or at a negative offset")
             if (self._starts[doc[rows]] + offsets + self.extra > self._num_tokens).any():
                 raise ValueError(f"{where}: a sample reads past the end of the tokens")
+        self._check_structure(where)
+
+    def _check_structure(self, where: str) -> None:
+        """The invariants of :meth:`_check_indices` that in-range values can break (see there)."""
+        doc, sample, shuffle = self._document_index, np.asarray(self.sample_index), self._shuffle
+        lo, hi = self.documents
+        n, step = hi - lo, 1 << 22
+        if n <= 0 or len(doc) % n:
+            raise ValueError(f"{where}: {len(doc)} document index entries are not whole epochs of the split's "
+                             f"{max(n, 0)} documents")
+        counts = np.zeros(n, dtype=np.int64)
+        for beg in range(0, len(doc), step):
+            d = doc[beg:beg + step].astype(np.int64) - lo
+            if len(d) and (d.min() < 0 or d.max() >= n):
+                raise ValueError(f"{where}: a document outside the split's documents [{lo}, {hi}) (another split's, "
+                                 "or none of this dataset's)")
+            counts += np.bincount(d, minlength=n)
+        epochs = len(doc) // n
+        if (counts != epochs).any():
+            k = int(np.argmax(counts != epochs))
+            raise ValueError(f"{where}: document {lo + k} appears {int(counts[k])} times in the document index, not "
+                             f"once per epoch ({epochs})")
+        if self.num_samples is not None and self._length < self.num_samples:
+            raise ValueError(f"{where}: {self._length} samples, fewer than the {self.num_samples} asked for")
+        # each sample starts seq_len tokens after the previous one in the stream of documents (a partial last one
+        # kept by drop_last_partial=False points at the last token the stream has), at an offset inside its document
+        sizes = np.asarray(self.indexed.sequence_lengths)
+        lengths = sizes[doc].astype(np.int64)
+        ends = np.cumsum(lengths)
+        total = int(ends[-1])
+        for beg in range(0, sample.shape[0], step):
+            rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
+            k = np.arange(beg, beg + len(rows), dtype=np.int64) * self.seq_len
+            want = np.where(k - (1 - self.extra) < total, k, total - self.extra)
+            if (offsets > lengths[rows] - self.extra).any() or (ends[rows] - lengths[rows] + offsets != want).any():
+                raise ValueError(f"{where}: a sample does not start {self.seq_len} tokens after the one before it in "
+                                 "the document stream")
+        del lengths, ends
+        seen = np.zeros(len(shuffle), dtype=bool)
+        for beg in range(0, len(shuffle), step):
+            seen[shuffle[beg:beg + step]] = True
+        if len(shuffle) != self._length or not seen.all():  # all in range (checked above): every sample once
+            raise ValueError(f"{where}: the shuffle index is not a permutation of the {self._length} samples (a "
+                             f"sample repeated, another never drawn)")
+
+    def check_files(self) -> None:
+        """The token files still hold what the index needs (see ``IndexedDataset.check_size``); before each read."""
+        check = getattr(self.indexed, "check_size", None)
+        if check is not None:
+            check()
 
     def __len__(self) -> int:
         return self._length
@@ -347,6 +408,7 @@ class GPTDataset:
             idx += n
         if not 0 <= idx < n:
             raise IndexError(f"sample {idx} out of range for {n} samples")
+        self.check_files()
         out = np.empty(self._size, dtype=np.int64)
         state = self._state
         if state is None:
@@ -388,6 +450,7 @@ class GPTDataset:
         idx = np.where(idx < 0, idx + self._length, idx)
         if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
             raise IndexError(f"sample index out of range for {self._length} samples")
+        self.check_files()
         out = np.empty((len(idx), self._size), dtype=np.int64)
         self._gather(idx, out)
         return out
@@ -458,7 +521,7 @@ def build_gpt_dataset(indexed: IndexedDataset, split: str, split_name: str, num_
         arrays, info = IndexCache(cache_dir).get_or_build(cache_key(desc), desc, names, build)
     try:
         ds = GPTDataset(indexed, arrays, seq_len, num_samples=num_samples, extra=extra, pad_id=pad_id,
-                        name=name, split=split_name)
+                        name=name, split=split_name, documents=(beg, end))
     except ValueError as e:
         if cache_dir is None:
             raise

@@ -6,6 +6,7 @@ per file.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -71,6 +72,23 @@ class IndexCache:
             self._unlock(fd)
 
     def _save_unlocked(self, key: str, description: dict, arrays: dict, info: dict) -> None:
+        """:meth:`_write`; a write the disk could not hold is an ``OSError`` naming the file and saying the disk is
+        full (``np.save`` says only "N requested and M written", with no errno and no path)."""
+        from curate.os_errors import MACHINE_ERRNOS, errno_of
+
+        self._writing = self.dir
+        try:
+            self._write(key, description, arrays, info)
+        except OSError as e:
+            code = errno_of(e)
+            if code not in MACHINE_ERRNOS:
+                raise
+            full = code in (errno.ENOSPC, errno.EDQUOT)
+            raise OSError(code, f"{os.strerror(code)} writing the index cache"
+                          + (" (the disk is full: free space or choose another cache folder)" if full else ""),
+                          str(self._writing)) from None
+
+    def _write(self, key: str, description: dict, arrays: dict, info: dict) -> None:
         meta_path = self.dir / self.META
         if meta_path.exists():
             meta_path.unlink()
@@ -78,7 +96,8 @@ class IndexCache:
         offsets, headers = {}, {}
         for name, arr in arrays.items():
             arr = np.ascontiguousarray(arr)
-            with atomic_file(self.dir / f"{name}.npy", durable) as f:
+            self._writing = self.dir / f"{name}.npy"
+            with atomic_file(self._writing, durable) as f:
                 np.save(f, arr, allow_pickle=False)
                 offsets[name] = f.tell() - arr.nbytes  # where the data starts: a load maps it without parsing
             with open(self.dir / f"{name}.npy", "rb") as f:
@@ -87,6 +106,7 @@ class IndexCache:
                 "arrays": {n: {"dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a)), "offset": offsets[n],
                                "header": headers[n]}
                            for n, a in arrays.items()}}
+        self._writing = meta_path
         with atomic_file(meta_path, durable) as f:
             f.write((json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
         if not durable:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from curate.config import ConfigError
+
 IDX_READ_BYTES = 16 << 20  # an .idx up to this size is read into memory, a larger one memory-mapped
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -234,6 +236,11 @@ class IndexedDatasetBuilder:
         return False
 
 
+class DataChangedError(ConfigError):
+    """A token file changed under a running reader (a ``.bin`` truncated in place): the memory map would end the
+    process with SIGBUS at the first read past the new end."""
+
+
 class IndexedDataset:
     """Reader: the ``.idx`` arrays and the ``.bin`` tokens as zero-copy numpy views of memory maps.
 
@@ -265,6 +272,9 @@ class IndexedDataset:
         size = os.path.getsize(idx_path)
         if size < expected:
             raise ValueError(f"{idx_path} is truncated: {size} bytes, the header promises {expected}")
+        if size > expected:  # no writer leaves bytes after the arrays: a damaged file, or two written into one
+            raise ValueError(f"{idx_path} is damaged: {size} bytes, {size - expected} after the {expected} its header "
+                             "promises; tokenize again")
         if size <= IDX_READ_BYTES:  # read, not mapped: a mapping holds a file descriptor, and a blend of thousands
             self._idx_mmap = np.fromfile(idx_path, dtype=np.uint8)  # of datasets would run out of them
         else:
@@ -281,6 +291,7 @@ class IndexedDataset:
             raise ValueError(f"{bin_path} is truncated: {bin_size} bytes, the index needs {need}")
         _check_index(idx_path, self.sequence_lengths, self.sequence_pointers, self.document_indices,
                      self.dtype.itemsize, bin_size)
+        self._bin_size = bin_size
         if bin_size:
             self._bin_mmap = np.memmap(bin_path, mode="r", dtype=np.uint8)
             self.tokens = np.frombuffer(self._bin_mmap, dtype=self.dtype, count=bin_size // self.dtype.itemsize)
@@ -291,6 +302,22 @@ class IndexedDataset:
 
     def __len__(self) -> int:
         return len(self.sequence_lengths)
+
+    def check_size(self) -> None:
+        """The ``.bin`` still has the size it had at open (one ``fstat`` on the descriptor the memory map holds):
+        a file truncated in place while training reads it fails here, naming it, instead of killing the process
+        with SIGBUS. This narrows the race but cannot close it: a file cut between this check and the read
+        still ends the process."""
+        mm = getattr(self._bin_mmap, "_mmap", None)
+        if mm is None:
+            return
+        try:
+            size = mm.size()
+        except (OSError, ValueError):  # a closed map: nothing is read through it
+            return
+        if size < self._bin_size:
+            raise DataChangedError(f"{data_file_path(self.prefix)} shrank while in use ({size:,} bytes, its .idx "
+                                   f"needs {self._bin_size:,}): restore it and rerun")
 
     @property
     def num_documents(self) -> int:

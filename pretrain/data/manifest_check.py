@@ -1,7 +1,8 @@
 """A curation ``manifest.json`` checked before its shards are tokenized or sampled: it must not lie.
 
 ``pretrain tokenize`` and ``pretrain tokenizer train`` read the shards a manifest names. A manifest that names a
-shard twice (under the same or another spelling of its path) would tokenize it twice; a shard cut short, rewritten
+shard twice (under another spelling of its path, through a hard link, or as a byte-identical copy: same sha256)
+would tokenize it twice; a shard cut short, rewritten
 or swapped after curation would be read as it is now. So: every entry needs ``path``, ``rows`` and ``sha256``; no
 shard may be listed twice; every shard must exist (:func:`manifest_entries`, on the driver, no shard read); and
 before a task reads a shard it checks its row count and sha256 against the manifest, and that no page or batch of it
@@ -26,6 +27,30 @@ class ManifestShard:
     sha256: str
 
 
+class SeenShards:
+    """The shards listed so far, so that none is read twice under another name: the same path (any spelling), the
+    same file (``st_dev``, ``st_ino``: a hard link), or the same bytes (the manifest's sha256: a copy; each shard's
+    bytes are checked against its sha256 before it is read). Empty shards are exempt from the last: two of them
+    may well be the same bytes, and reading one twice adds nothing."""
+
+    def __init__(self):
+        self.names: dict = {}
+
+    def add(self, path, sha256: str, rows: int, name: str) -> str | None:
+        """Record shard ``path``; when it was seen already, return the name it was seen under, saying how."""
+        st = os.stat(path)
+        keys = [("path", os.path.realpath(path)), ("file", st.st_dev, st.st_ino)]
+        if rows:
+            keys.append(("bytes", sha256.lower()))
+        how = {"path": "", "file": ", a hard link to the same file", "bytes": ", a byte-identical copy"}
+        for key in keys:
+            if key in self.names:
+                return self.names[key] + how[key[0]]
+        for key in keys:
+            self.names[key] = name
+        return None
+
+
 def manifest_entries(input_dir) -> list[ManifestShard]:
     """The kept shards of a curation output, in manifest order, each with the rows and sha256 it must have."""
     from curate.shards import manifest_shards
@@ -36,7 +61,7 @@ def manifest_entries(input_dir) -> list[ManifestShard]:
         raise FileNotFoundError(f"{input_dir} has no manifest.json: give a curation output folder")
     paths = manifest_shards(input_dir)  # a damaged manifest, a path outside the folder: refused there
     entries = json_files.read_json(manifest)["shards"]
-    out, seen = [], {}
+    out, seen = [], SeenShards()
     for path, e in zip(paths, entries):
         name = e["path"]
         rows, sha = e.get("rows"), e.get("sha256")
@@ -47,12 +72,10 @@ def manifest_entries(input_dir) -> list[ManifestShard]:
                              "rewrite the manifest (a manifest made by hand: curate.shards.shard_entry writes entries)")
         if not path.is_file():
             raise FileNotFoundError(f"shard {name} named by {manifest} is missing")
-        real = os.path.realpath(path)
-        if real in seen:
-            raise ValueError(f"{manifest} lists shard {name} twice" + (f" (also as {seen[real]})" if seen[real] != name
-                             else "") + ": its documents would be tokenized twice; rerun `curate run` on "
-                             f"{input_dir} to rewrite the manifest")
-        seen[real] = name
+        also = seen.add(path, sha, rows, name)
+        if also:
+            raise ValueError(f"{manifest} lists shard {name} twice (also as {also}): its documents would be "
+                             f"tokenized twice; rerun `curate run` on {input_dir} to rewrite the manifest")
         out.append(ManifestShard(str(path.absolute()), name, rows, sha))
     return out
 

@@ -230,6 +230,11 @@ class PartsDataset:
     def __len__(self) -> int:
         return len(self.sequence_lengths)
 
+    def check_size(self) -> None:
+        """Every part's ``.bin`` still has its size (:meth:`IndexedDataset.check_size`)."""
+        for p in self.parts:
+            p.check_size()
+
     @property
     def num_documents(self) -> int:
         return int(self.record["documents"])

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from curate import json_files
+from curate.lock import LOCK_FILE
 from pretrain.data.indexed import (
     IndexedDataset, IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype,
     write_index,
@@ -323,7 +324,7 @@ def foreign_output_problem(prefix, parts: bool = False, merge: bool = False, for
             if not os.path.isdir(scratch) or os.path.islink(scratch):
                 return (f"{scratch} exists and is not a folder: tokenize keeps its unfinished tasks there; move it "
                         "away or give another --output-prefix")
-            foreign = [] if _is_job_folder(scratch) else _foreign_entries(scratch)
+            foreign = [] if _is_job_folder(scratch) else _foreign_entries(scratch, (LOCK_FILE,))
             if foreign:
                 return (f"{scratch}/ holds files Quarry did not write ({_some(foreign)}): tokenize keeps its "
                         "unfinished tasks there and removes the folder when done; move it away or give another "
@@ -398,7 +399,37 @@ def tokenize_curated(input_dir, tokenizer_path, output_prefix, workers: int = 1,
            "shards": [str(s.resolve()) for s in shards], "tokenizer_sha256": tokenizer.sha256(),
            "specials": tokenizer.specials(), "dtype": dtype.str, "text_column": text_column}
     job_key = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+    scratch = Path(prefix + ".parts")
+    lock = _lock_scratch(scratch)
+    try:
+        return _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job, job_key, workers,
+                                text_column, progress, log)
+    finally:
+        lock.release()
+        try:  # an up-to-date rerun (or a failure before any task) leaves the folder empty: not left behind
+            scratch.rmdir()
+        except OSError:
+            pass
 
+
+def _lock_scratch(scratch: Path):
+    """The run lock of ``PREFIX.parts/`` (``curate.lock.OutputLock``, as ``--parts`` takes on ``PREFIX/``): two runs
+    on one prefix would share the scratch folder, one resuming the other's half-done tasks and renaming files from
+    under it. Retried when a run finishing meanwhile removes the folder between its ``mkdir`` and the lock."""
+    from curate.lock import OutputLock
+
+    for _ in range(10):
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            return OutputLock(scratch).acquire()
+        except FileNotFoundError:
+            continue
+    raise ValueError(f"could not lock {scratch}: it keeps being removed by another process")
+
+
+def _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job, job_key, workers, text_column,
+                     progress, log) -> dict:
+    """The run itself, under the lock of ``PREFIX.parts/``."""
     done_path = Path(prefix + ".json")
     done = output_record(prefix)
     if done is not None and done.get("job_key") == job_key and _outputs_match(prefix, done, dtype):
@@ -461,9 +492,10 @@ def _parts_folder(prefix: str, job_key: str, job: dict) -> Path:
             old = json_files.read_json(job_file).get("job_key")
         except (ValueError, AttributeError):  # damaged, or not an object
             old = None
-        if old != job_key:  # leftovers of another input or tokenizer: start over
-            shutil.rmtree(parts)
-            parts.mkdir(parents=True)
+        if old != job_key:  # leftovers of another input or tokenizer: start over (the run's lock stays)
+            for entry in parts.iterdir():
+                if entry.name != LOCK_FILE:
+                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     if not job_file.is_file():
         with atomic_file(job_file) as f:
             f.write(json.dumps({"job_key": job_key, **job}, indent=2).encode())

@@ -210,13 +210,22 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
 
 
 def _check_sidecar_ids(side: Path, model_path: Path, meta: dict) -> None:
-    """The sidecar's ids inside the model's vocabulary: EOD (written after every document) 0 to vocab size - 1,
+    """The sidecar written for this model (its ``model_sha256``, when it records one, is the model's: a sidecar
+    left beside a retrained or replaced model would give every document another EOD), and its ids inside the model's vocabulary: EOD (written after every document) 0 to vocab size - 1,
     the other special ids too, or -1 (no such piece). Checked here, naming the sidecar, and not as an
     ``OverflowError`` deep in ``pretrain tokenize`` after the work has started."""
     import sentencepiece as spm
 
-    if not os.path.isfile(model_path):
+    if not os.path.isfile(model_path) or os.path.getsize(model_path) > MAX_MODEL_BYTES:
         return  # the Tokenizer says what is wrong with the model
+    want = meta.get("model_sha256")
+    if want is not None:  # a sidecar `tokenizer train` wrote names its model: ids of another model are wrong here
+        got = hashlib.sha256(Path(model_path).read_bytes()).hexdigest()
+        if want != got:
+            raise ValueError(f"{side} was written for another model (model_sha256 {str(want)[:16]}...), not "
+                             f"{model_path.name} (sha256 {got[:16]}...): a stale or foreign special-ids file; "
+                             f"restore the model it was written with, or delete {side.name} to read the ids from "
+                             "the model")
     sp = spm.SentencePieceProcessor()
     try:
         sp.Load(str(model_path))
@@ -366,18 +375,18 @@ def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output
 
 def _entries(input_dir) -> list:
     """The shards of one or more curation outputs, checked (:func:`~pretrain.data.manifest_check.manifest_entries`);
-    a shard named by two of the folders' manifests counts as listed twice."""
-    from pretrain.data.manifest_check import manifest_entries
+    a shard named by two of the folders' manifests (any spelling, a hard link, a byte-identical copy) counts as
+    listed twice."""
+    from pretrain.data.manifest_check import SeenShards, manifest_entries
 
     dirs = [input_dir] if isinstance(input_dir, (str, os.PathLike)) else list(input_dir)
-    entries, seen = [], {}
+    entries, seen = [], SeenShards()
     for d in dirs:
         for e in manifest_entries(d):
-            real = os.path.realpath(e.path)
-            if real in seen:
-                raise ValueError(f"shard {e.name} of {d} is also listed by {seen[real]}: its documents would be "
+            also = seen.add(e.path, e.sha256, e.rows, f"{e.name} of {d}")
+            if also:
+                raise ValueError(f"shard {e.name} of {d} is also listed as {also}: its documents would be "
                                  "sampled twice; give each curation folder once")
-            seen[real] = d
             entries.append(e)
     return entries
 
