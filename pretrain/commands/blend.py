@@ -38,7 +38,18 @@ def seed_arg(text: str) -> int:
     return value
 
 
+BUILD_EXAMPLES = """examples (after `make demo`):
+  pretrain blend build out/demo/blend.toml --seq-len 128 --samples 20000 --valid-samples 500 --out out/blend-cache
+  pretrain blend build data_specs/demo.toml --seq-len 128 --samples 20000 --out out/blend-cache-megatron --order megatron"""
+INSPECT_EXAMPLES = """examples (after `make demo`):
+  pretrain blend inspect data_specs/demo.toml --tokens 2e6
+  pretrain blend inspect "0.7 out/demo/tokens/web 0.3 out/demo/tokens/books" --tokens 5e6 --max-epochs 2"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = BUILD_EXAMPLES + \
+        "\n" + INSPECT_EXAMPLES.split("\n", 1)[1]
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     sub = parser.add_subparsers(dest="blend_command", required=True, metavar="{build,inspect}")
     b = sub.add_parser("build", help="prebuild the index cache of a blend (as Megatron's tools/prepare_cache.py)",
                        description="Build the GPT and blend indices of every dataset of SPEC into OUT: "
@@ -50,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(seeded by seed and epoch) and the samples within blocks of one epoch's worth. --order "
                        "megatron: Megatron-core's arrays byte for byte (for the same .idx, seed, sequence length, "
                        "split and sample counts), whose documents and samples are shuffled across all epochs "
-                       "together, so asking for more samples than an epoch holds reshuffles everything.")
+                       "together, so asking for more samples than an epoch holds reshuffles everything.",
+                       epilog=BUILD_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
     b.add_argument("--seq-len", type=positive(), required=True, help="tokens per sample (each sample holds seq_len + 1)")
     b.add_argument("--samples", type=_count, required=True, help="train samples")
@@ -66,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stable (default): extending --samples keeps the first samples (data.order in the train "
                         "config); megatron: Megatron-core's exact arrays, reshuffled when more epochs are needed")
     i = sub.add_parser("inspect", help="table of datasets, tokens, weights and epochs for a token budget",
-                       description="Show what a blend draws from each dataset for a train token budget.")
+                       description="Show what a blend draws from each dataset for a train token budget.",
+                       epilog=INSPECT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
     i.add_argument("--tokens", type=_count, default=None, help="train token budget (default: every train token once)")
     i.add_argument("--max-epochs", type=float, default=DEFAULT_MAX_EPOCHS,

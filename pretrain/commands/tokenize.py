@@ -8,13 +8,13 @@ import sys
 INTERRUPT_HINT = "rerun the same command to resume: finished tasks are kept"  # printed on Ctrl-C (dispatch)
 HANDLES_SIGTERM = True  # SIGTERM unwinds like Ctrl-C: the workers are ended with the run, none left behind (143)
 
-EPILOG = """examples:
+EPILOG = """Without --parts, --executor ray or --merge: one PREFIX.bin/.idx, as always. With them: PREFIX/part-NNNNN.bin/.idx
+and PREFIX/parts.json (a blend spec's prefix may name the folder); --merge also writes PREFIX.bin/.idx.
+
+examples:
   pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/web
   pretrain tokenize --input out/demo/curated/web --tokenizer out/demo/tokenizer.model --output-prefix out/tokens/webparts --parts --workers 2
-  pretrain tokenize --input /shared/curated --tokenizer /shared/tok.model --output-prefix /shared/tokens/web --executor ray --address auto --merge
-
-Without --parts, --executor ray or --merge: one PREFIX.bin/.idx, as always. With them: PREFIX/part-NNNNN.bin/.idx
-and PREFIX/parts.json (a blend spec's prefix may name the folder); --merge also writes PREFIX.bin/.idx."""
+  pretrain tokenize --input /shared/curated --tokenizer /shared/tok.model --output-prefix /shared/tokens/web --executor ray --address auto --merge"""
 
 
 def _bytes(text: str) -> int:
