@@ -39,11 +39,17 @@ def start(state: dict, d: Path, finish) -> None:
     """Copy ``state`` to host memory now, write it to ``d/dcp`` in the background, then call ``finish(group)``
     (checksums, manifest, ``latest``) there. Every rank calls it at the same step."""
     global _EXECUTOR, _PENDING
+    from pretrain.checkpoint.save_load import raise_if_interrupted
+
     group = _group()
     if not dist.is_initialized():  # one process: DCP warns from its own thread, where no catch_warnings reaches
         warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
-    written = dcp.async_save(state, checkpoint_id=str(d / "dcp"), process_group=group,
-                             no_dist=not dist.is_initialized())  # one process: no collectives
+    try:
+        written = dcp.async_save(state, checkpoint_id=str(d / "dcp"), process_group=group,
+                                 no_dist=not dist.is_initialized())  # one process: no collectives
+    except BaseException as e:  # a Ctrl-C while the state is copied comes wrapped in DCP's CheckpointException
+        raise_if_interrupted(e)
+        raise
     if _EXECUTOR is None:
         _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="quarry-ckpt")
 
@@ -71,8 +77,9 @@ def wait(announce: bool = False) -> Path | None:
     try:
         fut.result()
     except BaseException as e:
-        from pretrain.checkpoint.save_load import write_failure
+        from pretrain.checkpoint.save_load import raise_if_interrupted, write_failure
 
+        raise_if_interrupted(e)  # Ctrl-C while waiting (or wrapped by DCP) is an interruption, not a failure
         failure = write_failure(e, d)
         if isinstance(failure, OSError):  # disk full and the like: said in one line by pretrain's dispatcher
             raise failure from e

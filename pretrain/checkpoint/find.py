@@ -132,13 +132,36 @@ def damage(d: Path) -> list[str]:
 
 
 def _local_damage(d: Path, part: int, parts: int) -> list[str]:
+    if d.is_symlink() and _STEP_NAME.fullmatch(d.name):
+        return [f"it is a symbolic link to {os.readlink(d)}, not a step folder of this run"]
     if not d.is_dir():
         return ["it does not exist"]
-    if not (d / "dcp" / ".metadata").exists():
+    if not os.path.lexists(d / "dcp" / ".metadata"):
         return ["it is incomplete (no dcp/.metadata)"]
+    if not (d / "dcp" / ".metadata").is_file():
+        return ["dcp/.metadata is not a regular file (a FIFO, device, socket, directory or dangling link)"]
+    wrong_step = _meta_step_problem(d)
+    if wrong_step:
+        return [wrong_step]
     if not manifest.has_manifest(d):
         return []  # written before manifests existed: complete, but unverifiable
     return manifest.problems(d, part, parts)
+
+
+def _meta_step_problem(d: Path) -> str | None:
+    """A ``step_N`` folder whose meta.json records another step (a copy or rename of another run's step): it
+    would resume at that step while saving under this name. Unreadable files are left to the reader."""
+    from curate import json_files
+
+    if not _STEP_NAME.fullmatch(d.name):
+        return None  # a folder the user named (passed to generate or export-hf): no step in its name
+    try:
+        step = json_files.read_json(d / "meta.json").get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if type(step) is int and step != _step_of(d):
+        return f"its meta.json says step {step}, not {_step_of(d)}"
+    return None
 
 
 def _describe(d: Path, problems: list[str]) -> str:
@@ -170,11 +193,9 @@ def find_resume(checkpoint_cfg, announce: bool = True) -> Path | None:
     the damage; CheckpointError when ``on_damage = "stop"`` or nothing intact is left. None: nothing to resume."""
     root = Path(checkpoint_cfg.dir)
     on_damage = getattr(checkpoint_cfg, "on_damage", "fallback")
-    if (root / "dcp").is_dir():  # checkpoint.dir is a step directory itself
-        problems = damage(root)
-        if problems:
-            raise CheckpointError(_describe(root, problems))
-        return root
+    if os.path.lexists(root / "dcp"):  # resuming "from" it would save step_* folders inside it, and redo them
+        raise CheckpointError(f"checkpoint.dir {root} is one checkpoint ({root.name}); set it to its parent "
+                              f"{root.parent} (the folder holding {LATEST} and the step_* folders) to resume from it")
     if not has_latest(root):
         return _without_latest(root, on_damage, announce)
     try:
@@ -236,6 +257,8 @@ def find_intact(path: str | Path) -> Path:
     """For inference and export: the step directory of ``path`` (a root or a step directory), verified;
     FileNotFoundError if there is none, CheckpointError naming the damage (and the newest intact one) if any."""
     path = Path(path)
+    if path.is_symlink():  # a link the user passed is followed (a linked step folder found in a root is not)
+        path = Path(os.path.realpath(path))
     d = resolve(path) if (path / "dcp" / ".metadata").exists() else None
     if d is None:
         if not has_latest(path):

@@ -84,7 +84,21 @@ def write_manifest(d: Path, files: dict) -> None:
 
 
 def has_manifest(d: Path) -> bool:
-    return (Path(d) / MANIFEST).is_file()
+    """Whether ``d`` has a manifest: anything under its name (a FIFO, a folder) is one, found unreadable by
+    :func:`problems`, not a missing one (which makes an older, unverifiable checkpoint)."""
+    return os.path.lexists(Path(d) / MANIFEST)
+
+
+def read_by_a_load(name: str) -> bool:
+    """Whether a load reads the file ``name`` of a checkpoint folder: the DCP files, the RNG states, the JSON
+    files beside them."""
+    return name.startswith(("dcp/", "rng/")) or ("/" not in name and name.endswith(".json"))
+
+
+def unlisted(d: Path, files: dict) -> list[str]:
+    """The files of ``d`` a load reads that the manifest's ``files`` does not list: a manifest whose list was
+    emptied or cut passed damaged weights as intact."""
+    return [name for name in checkpoint_files(d) if read_by_a_load(name) and name not in files]
 
 
 def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
@@ -102,7 +116,8 @@ def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
         return [f"no {MANIFEST}"]
     except (ValueError, KeyError, TypeError) as e:
         return [f"{MANIFEST} is unreadable ({e})"]
-    out = []
+    out = [f"{name} is not in {MANIFEST} (its list was cut short, or the file was added)"
+           for name in (unlisted(d, files) if part == 0 else [])]
     for name, want in sorted(files.items())[part::parts]:
         why = entry_problem(name, want)
         if why:

@@ -46,12 +46,19 @@ def weights_only_reason(e: BaseException) -> str:
     m = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
     if m:
         return f"it asks for {m.group(1)}, which weights_only loading refuses"
+    m = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", str(e))  # garbage: "Unsupported operand 0"
+    if m:
+        return f"{type(e).__name__}: {m.group(1)}"
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 class UnsafeCheckpointError(ValueError):
     """A checkpoint file asked to run or build something a checkpoint never contains."""
+
+
+class _NotRegular(UnsafeCheckpointError):
+    """A checkpoint file that is not a regular file, or cannot be opened."""
 
 
 class MetadataUnpickler(pickle.Unpickler):
@@ -69,8 +76,10 @@ def read_dcp_metadata(path: str | Path):
     """The ``Metadata`` object of ``path`` (a ``.metadata`` file), read with :class:`MetadataUnpickler`."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             metadata = MetadataUnpickler(f).load()
+    except _NotRegular:
+        raise
     except UnsafeCheckpointError as e:
         raise UnsafeCheckpointError(f"{path}: refused to unpickle it: {e} (the file was damaged or tampered "
                                     f"with; nothing in it was run)") from None
@@ -80,7 +89,66 @@ def read_dcp_metadata(path: str | Path):
 
     if not isinstance(metadata, Metadata):
         raise UnsafeCheckpointError(f"{path}: holds a {type(metadata).__name__}, not DCP metadata")
+    _check_entries(metadata, path)
     return metadata
+
+
+def open_regular(path: Path):
+    """``path`` opened for reading in binary, if it is a regular file (a link to one counts): opening a FIFO
+    blocks until a writer comes (a checkpoint whose ``.metadata`` was a FIFO hung ``generate`` for ever), a
+    device never ends. UnsafeCheckpointError naming it otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # non-blocking: a FIFO opens at once
+    except OSError as e:
+        raise _NotRegular(f"{path}: cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _NotRegular(f"{path}: not a regular file (a FIFO, device, socket or directory); refusing "
+                                    f"to read it")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _is_shape(value) -> bool:
+    return isinstance(value, (tuple, list)) and all(type(n) is int and n >= 0 for n in value)
+
+
+def _check_entries(metadata, path: Path) -> None:
+    """The part of the metadata Quarry reads itself (tensor names, shapes, dtypes) is of DCP's types: a mapping
+    of string names to tensor or bytes entries, each shape and chunk of non-negative integers, each dtype a
+    torch dtype (a name that was an integer raised AttributeError in the readers, a traceback)."""
+    from torch.distributed.checkpoint.metadata import (
+        BytesStorageMetadata, ChunkStorageMetadata, TensorStorageMetadata,
+    )
+
+    entries = getattr(metadata, "state_dict_metadata", None)
+    if not isinstance(entries, dict):
+        raise UnsafeCheckpointError(f"{path}: its entries are a {type(entries).__name__}, not a mapping; the file "
+                                    f"was damaged or tampered with")
+    for name, entry in entries.items():
+        if not isinstance(name, str):
+            raise UnsafeCheckpointError(f"{path}: an entry is named {str(name)[:80]!r}, not a string; the file was "
+                                        f"damaged or tampered with")
+        if isinstance(entry, BytesStorageMetadata):
+            continue
+        chunks = getattr(entry, "chunks", None)
+        if not (isinstance(entry, TensorStorageMetadata) and _is_shape(entry.size)
+                and isinstance(getattr(entry.properties, "dtype", None), torch.dtype) and isinstance(chunks, list)
+                and all(isinstance(c, ChunkStorageMetadata) and _is_shape(c.offsets) and _is_shape(c.sizes)
+                        for c in chunks)):
+            raise UnsafeCheckpointError(f"{path}: the entry {name[:80]!r} is not a tensor description (shape, "
+                                        f"dtype, chunks); the file was damaged or tampered with")
+
+
+def record_bytes(metadata) -> dict[str, int]:
+    """Bytes of the records each entry's data is stored in, by entry name (from ``storage_data``, which
+    :func:`check_storage_paths` keeps within the files): a tensor cannot hold more than its records."""
+    out: dict[str, int] = {}
+    for key, info in (getattr(metadata, "storage_data", None) or {}).items():
+        fqn, length = getattr(key, "fqn", None), getattr(info, "length", None)
+        if isinstance(fqn, str) and type(length) is int:
+            out[fqn] = out.get(fqn, 0) + length
+    return out
 
 
 def check_storage_paths(metadata, dcp_dir: str | Path) -> None:

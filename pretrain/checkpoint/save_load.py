@@ -7,6 +7,7 @@ import base64
 import contextlib
 import errno
 import json
+import math
 import os
 import random
 import re
@@ -32,10 +33,10 @@ from pretrain.checkpoint import config_change, manifest
 from pretrain.checkpoint.find import LATEST, CheckpointError, find_intact, rank as _rank, step_dir, world as _world
 from pretrain.checkpoint.manifest import write_atomic as _write_atomic
 from pretrain.checkpoint.safe_load import (
-    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, check_storage_paths, read_dcp_metadata,
-    weights_only_reason,
+    SafeFileSystemReader, SafeLoadPlanner, UnsafeCheckpointError, check_storage_paths, open_regular,
+    read_dcp_metadata, record_bytes, weights_only_reason,
 )
-from pretrain.config import MODEL_CHOICES, ModelConfig, model_config_from_dict
+from pretrain.config import MODEL_CHOICES, Config, ModelConfig, _check_values, model_config_from_dict
 
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
 
@@ -47,11 +48,24 @@ def _quiet():
         yield
 
 
+def raise_if_interrupted(e: BaseException) -> None:
+    """Re-raise the Ctrl-C (KeyboardInterrupt, or SIGTERM's subclass of it) or SystemExit that DCP caught and
+    wrapped in its CheckpointException: a save or load that was interrupted is not a broken checkpoint, and the
+    command says "interrupted" (exit 130) as it does anywhere else."""
+    if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        raise e
+    for failure in (e.failures.values() if isinstance(e, CheckpointException) else ()):
+        inner = failure[0] if isinstance(failure, tuple) and failure else failure
+        if isinstance(inner, (KeyboardInterrupt, SystemExit)):
+            raise inner from None
+
+
 def _dcp_save(state, path: Path) -> None:
     try:
         with _quiet():
             dcp.save(state, checkpoint_id=str(path))
     except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
+        raise_if_interrupted(e)
         raise write_failure(e, Path(path)) from e
 
 
@@ -84,33 +98,38 @@ def write_failure(e: BaseException, path: Path) -> Exception:
 
 
 def _dcp_load(state, path: Path) -> None:
-    """``dcp.load`` through the restricted reader and planner; any failure -> CheckpointError naming ``path``."""
+    """``dcp.load`` through the restricted reader and planner; any failure -> CheckpointError naming ``path``
+    in one sentence (a Ctrl-C is re-raised as such)."""
     path = Path(path)
+    where = f"could not load the checkpoint in {path.parent if path.name == 'dcp' else path}"
+    try:  # a refused .metadata is named before DCP starts, and so is storage outside dcp/ (a FIFO, /etc/passwd)
+        check_storage_paths(read_dcp_metadata(path / ".metadata"), path)  # or beyond a file's end (truncated)
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(f"{where}: {e}") from None
     planner = SafeLoadPlanner()
     try:
-        metadata = read_dcp_metadata(path / ".metadata")  # a refused .metadata is named before DCP starts
-        try:  # and so is storage outside dcp/ (a FIFO, /etc/passwd) or beyond a file's end (truncated)
-            check_storage_paths(metadata, path)
-        except UnsafeCheckpointError as e:
-            raise CheckpointError(f"could not load the checkpoint in {path.parent if path.name == 'dcp' else path}: "
-                                  f"{e}") from None
         with _quiet():
             dcp.load(state, storage_reader=SafeFileSystemReader(str(path)), planner=planner)
-    except UnsafeCheckpointError as e:
-        raise CheckpointError(str(e)) from None
     except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
-        text = str(e)
-        if planner.refused:
-            why = f"refused to unpickle {planner.refused} (nothing in it was run)"
-        elif "Weights only load failed" in text:
-            why = f"refused to unpickle a tensor record: {weights_only_reason(e)} (nothing in it was run)"
-        else:
-            lines = text.strip().splitlines()
-            why = f"{type(e).__name__}: {lines[-1] if lines else ''}"
-        raise CheckpointError(f"could not load the checkpoint in {path}: {why}; the file was damaged or tampered "
-                              f"with") from None
+        raise_if_interrupted(e)
+        raise CheckpointError(f"{where}: {_load_failure(e, planner)}") from None
 
 
+def _load_failure(e: BaseException, planner: SafeLoadPlanner) -> str:
+    """Why a ``dcp.load`` failed, in one clause (DCP wraps each rank's error in its CheckpointException, whose
+    text repeats it with a traceback: only the error itself is said)."""
+    if planner.refused:
+        return f"refused to unpickle {planner.refused} (nothing in it was run)"
+    failures = e.failures.values() if isinstance(e, CheckpointException) else ()
+    inner = next((f[0] for f in failures if isinstance(f, tuple) and f and isinstance(f[0], BaseException)), e)
+    if isinstance(inner, UnsafeCheckpointError):
+        return str(inner)  # says itself what was refused and why
+    if "Unsupported global" in str(inner):
+        return f"refused to unpickle a tensor record: {weights_only_reason(inner)} (nothing in it was run)"
+    if "Weights only load failed" in str(inner):
+        return f"a tensor record is unreadable ({weights_only_reason(inner)}); the file was damaged or tampered with"
+    lines = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {lines[-1] if lines else ''}; the file was damaged or tampered with"
 
 
 def _tied_alias(part) -> tuple[str, str] | None:
@@ -184,7 +203,36 @@ def rng_state_json() -> dict:
     return state
 
 
+def _words(value, count: int, limit: int) -> bool:
+    return isinstance(value, list) and len(value) == count and all(type(x) is int and 0 <= x < limit for x in value)
+
+
+def _number(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def rng_state_problem(state) -> str | None:
+    """What makes ``state`` not an RNG state as :func:`rng_state_json` writes it (None: usable): every value of
+    its type and range (2**80 in python's state, -5 in numpy's were an OverflowError, a traceback; a gauss of
+    "x" was accepted)."""
+    if not isinstance(state, dict):
+        return f"holds a {type(state).__name__}, not an object"
+    py, npy = state.get("python"), state.get("numpy")
+    if not (isinstance(py, list) and len(py) == 3 and type(py[0]) is int and _words(py[1], 625, 1 << 32)
+            and py[1][-1] <= 624 and (py[2] is None or _number(py[2]))):
+        return "'python' is not [version, 625 words of 32 bits, gauss]"
+    if not (isinstance(npy, list) and len(npy) == 5 and npy[0] == "MT19937" and _words(npy[1], 624, 1 << 32)
+            and type(npy[2]) is int and 0 <= npy[2] <= 624 and npy[3] in (0, 1) and _number(npy[4])):
+        return "'numpy' is not ['MT19937', 624 words of 32 bits, position, has_gauss, gauss]"
+    if any(not isinstance(state.get(k, ""), str) for k in ("torch", "cuda")) or "torch" not in state:
+        return "'torch' (or 'cuda') is not base64 text"
+    return None
+
+
 def set_rng_state_json(state: dict) -> None:
+    why = rng_state_problem(state)
+    if why:
+        raise ValueError(why)
     version, internal, gauss = state["python"]
     random.setstate((int(version), tuple(int(x) for x in internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
@@ -202,8 +250,8 @@ def _legacy_rng_state(path: Path) -> dict:
     core = np._core if hasattr(np, "_core") else np.core  # numpy 2 / 1
     allowed = [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
     try:
-        with safe_globals(allowed):
-            old = torch.load(path, weights_only=True)
+        with safe_globals(allowed), open_regular(path) as f:  # a FIFO would block the open for ever
+            old = torch.load(f, weights_only=True)
         return {"python": [old["python"][0], list(old["python"][1]), old["python"][2]],
                 "numpy": [old["numpy"][0], np.asarray(old["numpy"][1]).tolist(), *old["numpy"][2:]],
                 "torch": _bytes_b64(old["torch"]), **({"cuda": _bytes_b64(old["cuda"])} if "cuda" in old else {})}
@@ -276,15 +324,17 @@ def _begin(root, step: int, parts, optimizers, meta: dict, model_cfg: ModelConfi
                               f"{LATEST} stays at the last good one. Lower train.lr or raise train.warmup_steps, "
                               f"then resume")
     if rank == 0:
-        if d.exists():  # a partial write from a killed run, never pointed at by latest
+        if d.is_dir() and not d.is_symlink():  # a partial write from a killed run, never pointed at by latest
             shutil.rmtree(d)
+        elif os.path.lexists(d):  # a link (to another run's step: never what it points to) or a stray file
+            d.unlink()
         (d / "rng").mkdir(parents=True)
     _barrier()
     _, merged_optim = optim_state(parts, optimizers)
     _write_atomic(d / "rng" / f"rank_{rank:05d}.json", json.dumps(rng_state_json()))
-    if rank == 0:
+    if rank == 0:  # meta.json's step is the folder's (a step folder whose meta.json says another is refused)
         _write_atomic(d / "model_config.json", json.dumps(model_cfg.__dict__, indent=1))
-        _write_atomic(d / "meta.json", json.dumps(meta, indent=1))
+        _write_atomic(d / "meta.json", json.dumps({**meta, "step": step}, indent=1))
     return d, {"model": state, "optim": merged_optim}
 
 
@@ -414,6 +464,11 @@ def read_model_config(d: Path) -> ModelConfig:
                                   "use another checkpoint")
     if cfg.hidden_size % cfg.num_heads:
         raise CheckpointError(f"{path}: hidden_size {cfg.hidden_size} is not a multiple of num_heads {cfg.num_heads}")
+    errors: list[str] = []
+    _check_values(Config(model=cfg), errors.append)  # the rules a training config's values get (norm_eps > 0...)
+    errors = [e for e in errors if e.startswith("model.")]
+    if errors:
+        raise CheckpointError(f"{path}: {errors[0].removeprefix('model.')}; use another checkpoint")
     return cfg
 
 
@@ -425,22 +480,86 @@ def saved_layer_count(d: Path) -> int:
 
 def check_shapes(model, d: Path) -> None:
     """The model built (on the meta device) from ``model_config.json`` has exactly the tensors and shapes the
-    checkpoint's DCP metadata records, and no buffer larger than its weights (a RoPE table for a claimed
-    10^12 positions): a config edited to claim another size fails here, before memory is allocated for it."""
-    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    checkpoint's DCP metadata records, no buffer larger than its weights (a RoPE table for a claimed 10^12
+    positions), and no tensor larger than the records it is stored in (a metadata edited to claim hidden size
+    30000 over files of a small model): a config edited to claim another model fails here, before memory is
+    allocated for it."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata")
     weights = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() for b in model.buffers())
     if buffers > weights:
         raise CheckpointError(f"{d}: model_config.json asks for {buffers:,} buffer elements (max_seq_len "
                               f"{model.config.max_seq_len}), more than the "
                               f"{weights:,} weights; the checkpoint was damaged or tampered with: use another one")
-    for name, tensor in model.state_dict().items():
-        saved = metadata.get(f"model.{name}")
-        size = getattr(saved, "size", None)
+    saved = {k[len("model."):]: v for k, v in metadata.state_dict_metadata.items() if k.startswith("model.")}
+    state = model.state_dict()
+    if set(saved) != set(state):
+        raise CheckpointError(_names_differ(d, model.config, set(saved), set(state)))
+    stored = record_bytes(metadata)
+    for name, tensor in state.items():
+        size = getattr(saved[name], "size", None)
         if size is None or tuple(size) != tuple(tensor.shape):
             raise CheckpointError(f"{d}: model_config.json describes {name} as {tuple(tensor.shape)}, the weights "
                                   f"hold {tuple(size) if size is not None else 'no such tensor'}; the checkpoint "
                                   "was damaged or tampered with: use another one")
+        claimed = tensor.numel() * saved[name].properties.dtype.itemsize
+        if claimed > stored.get(f"model.{name}", 0):
+            raise CheckpointError(f"{d}: refused to allocate {claimed:,} bytes for {name} of shape {tuple(size)}: "
+                                  f"dcp/.metadata stores it in {stored.get(f'model.{name}', 0):,} bytes; the "
+                                  "checkpoint was damaged or tampered with: use another one")
+
+
+def saved_model_names(d: Path) -> set[str]:
+    """Names of the model tensors checkpoint ``d`` holds (from its DCP metadata)."""
+    metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
+    return {k[len("model."):] for k in metadata if k.startswith("model.")}
+
+
+def _tensor_names(cfg: ModelConfig) -> set[str]:
+    """Names of the tensors of the whole model ``cfg`` describes (built on the meta device: nothing allocated)."""
+    from pretrain.model import GPT
+
+    with torch.device("meta"):
+        return set(GPT(cfg).state_dict())
+
+
+def check_names(d: Path, cfg: ModelConfig) -> None:
+    """The whole model of ``cfg`` has exactly the tensors checkpoint ``d`` holds: a tensor of the checkpoint
+    the model has no use for (the biases of a model_config.json edited to bias = false, the position table
+    of one edited to rope) was silently left out of the load."""
+    saved, built = saved_model_names(d), _tensor_names(cfg)
+    if saved != built:
+        raise CheckpointError(_names_differ(d, cfg, saved, built))
+
+
+_NAME_CHOICES = {"bias": (True, False), **MODEL_CHOICES}  # the model_config.json keys that decide which tensors exist
+
+
+def _names_differ(d: Path, cfg: ModelConfig, saved: set, built: set) -> str:
+    """The message for a model whose tensor names are not the checkpoint's: the model_config.json keys under
+    which the names would match (fewest changed), else the tensors that differ."""
+    import dataclasses
+    import itertools
+
+    fits = []
+    for values in itertools.product(*_NAME_CHOICES.values()):
+        alt = dict(zip(_NAME_CHOICES, values))
+        try:
+            names = _tensor_names(dataclasses.replace(cfg, **alt))
+        except Exception:  # a combination the model cannot be built with is not the one that was saved
+            continue
+        if names == saved:
+            fits.append({k: v for k, v in alt.items() if getattr(cfg, k) != v})
+    if fits:
+        keys = min(fits, key=len)
+        said = ", ".join(f"{k} = {json.dumps(getattr(cfg, k))}" for k in keys)
+        then = ", ".join(f"{k} = {json.dumps(v)}" for k, v in keys.items())
+        return (f"{d}: model_config.json says {said}, but the saved tensors are those of {then}; the file was "
+                f"edited or damaged: use another checkpoint")
+    extra, lacking = sorted(saved - built), sorted(built - saved)
+    what = "; ".join(([f"the weights hold {', '.join(extra[:3])} that the model lacks"] if extra else []) +
+                     ([f"the model needs {', '.join(lacking[:3])} that the weights lack"] if lacking else []))
+    return f"{d}: model_config.json does not describe the saved tensors: {what}; use another checkpoint"
 
 
 def load(d: str | Path, parts, optimizers=None) -> dict:
@@ -449,6 +568,7 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
     d = Path(d)
     msd = model_state(parts)
     config_change.check_fits(d, read_model_config(d), parts[0].config, msd)  # a config change is named as such
+    check_names(d, parts[0].config)  # and tensors it would leave out
     state = {"model": msd}
     osds = None
     if optimizers is not None:
@@ -472,10 +592,10 @@ def load(d: str | Path, parts, optimizers=None) -> dict:
         if rng.exists():
             try:
                 set_rng_state_json(json_files.read_json(rng))
-            except (OSError, ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
+            except (OSError, ValueError, KeyError, TypeError, IndexError, RuntimeError, ArithmeticError) as e:
                 raise CheckpointError(f"{rng}: not a usable RNG state ({type(e).__name__}: {e}); "
                                       "use another checkpoint") from None
-        elif legacy.exists():
+        elif os.path.lexists(legacy):
             set_rng_state_json(_legacy_rng_state(legacy))
     return meta
 

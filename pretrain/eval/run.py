@@ -119,9 +119,12 @@ def _single_process_parts(model, device):
 def _parallel_parts(d: Path, model_cfg, tp: int, pp: int, micro_batch: int, device, world: int):
     from pretrain import checkpoint as ckpt
     from pretrain.config import Config, check, finalize
+    from pretrain.model import GPT
     from pretrain.parallel import build_model_parts
     from pretrain.parallel.mesh import Layout, init_parallel
 
+    with torch.device("meta"):  # the claimed model against the stored tensors before any rank allocates it
+        ckpt.check_shapes(GPT(model_cfg), d)
     cfg = Config(model=model_cfg)
     cfg.parallel.tp, cfg.parallel.pp = tp, pp
     cfg.data.kind, cfg.data.seq_len = "synthetic", model_cfg.max_seq_len
