@@ -297,3 +297,14 @@ def test_ctrl_c_while_training_saves_exits_130(tmp_path, monkeypatch, capsys):
     assert main([*TRAIN, "--set", f"checkpoint.dir='{tmp_path / 'ckpt'}'", "--set", "train.steps=1"]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "damaged" not in err and "could not write" not in err, err
+
+
+def test_a_small_model_of_a_long_context_loads(tmp_path):
+    """A RoPE table of more elements than the weights (hidden 32, max_seq_len 16384) is no sign of tampering: such
+    a checkpoint, trained and resumed, was refused by generate, eval and export-hf."""
+    root = tmp_path / "ck"
+    assert main([*TRAIN, "--set", f"checkpoint.dir='{root}'", "--set", "train.steps=1", "--set", "checkpoint.interval=1",
+                 "--set", "model.position='rope'", "--set", "model.max_seq_len=16384"]) == 0
+    model, cfg = ckpt.load_model_for_inference(root)
+    assert cfg.max_seq_len == 16384
+    assert sum(b.numel() for b in model.buffers()) > sum(p.numel() for p in model.parameters())

@@ -258,6 +258,14 @@ def test_a_long_run_of_combining_marks_is_made_stream_safe():
     start = time.process_time()
     out = normalize_text(big)
     assert time.process_time() - start < 5 and len(out) > 400_000 and out.count(CGJ) == 400_000 // 30
+    # characters that become marks only under NFKC/NFKD (the half-width voiced sound mark U+FF9E -> U+3099)
+    from curate.stages.normalize import Params
+
+    kana = "a" + "\uff9e\u0334" * 100_000
+    for form in ("NFKC", "NFKD"):
+        start = time.process_time()
+        normalize_text(kana, Params(normalization=form))
+        assert time.process_time() - start < 5, form  # 80,000 such characters took 5 s
 
 
 def test_long_chunks_keep_their_tokens_where_spacy_is_linear():

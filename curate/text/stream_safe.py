@@ -20,13 +20,14 @@ CGJ = "\u034f"
 
 
 def _non_starters() -> str:
-    """A regex class of the characters whose decomposition starts with a non-starter (combining class not 0):
-    the combining marks, and the few precomposed characters that decompose into them (U+0F73, U+0344, ...)."""
+    """A regex class of the characters whose decomposition, canonical or compatibility (NFKC and NFKD sort too),
+    starts with a non-starter (combining class not 0): the combining marks, and the characters that decompose
+    into them (U+0F73, U+0344, the half-width voiced sound marks U+FF9E/U+FF9F under NFKC, ...)."""
     codes = []
     for code in range(sys.maxunicode + 1):
         c = chr(code)
         if unicodedata.combining(c) or (unicodedata.decomposition(c)
-                                         and unicodedata.combining(unicodedata.normalize("NFD", c)[0])):
+                                         and unicodedata.combining(unicodedata.normalize("NFKD", c)[0])):
             codes.append(code)
     ranges, start = [], codes[0]
     for prev, code in zip(codes, codes[1:] + [-1]):

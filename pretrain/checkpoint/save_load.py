@@ -485,12 +485,18 @@ def check_shapes(model, d: Path) -> None:
     30000 over files of a small model): a config edited to claim another model fails here, before memory is
     allocated for it."""
     metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata")
+    from curate.host_memory import available_bytes
+
     weights = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() for b in model.buffers())
-    if buffers > weights:
+    room = available_bytes()
+    # (a buffer is not stored, so only memory bounds it: a small model of a long context holds more RoPE table
+    # than weights, and was refused as tampered)
+    if buffers > weights and room is not None and 4 * buffers > room:
         raise CheckpointError(f"{d}: model_config.json asks for {buffers:,} buffer elements (max_seq_len "
-                              f"{model.config.max_seq_len}), more than the "
-                              f"{weights:,} weights; the checkpoint was damaged or tampered with: use another one")
+                              f"{model.config.max_seq_len}), {4 * buffers / 2**30:,.1f} GiB, more than the "
+                              f"{room / 2**30:,.1f} GiB of memory available; the checkpoint was damaged or tampered "
+                              f"with: use another one")
     saved = {k[len("model."):]: v for k, v in metadata.state_dict_metadata.items() if k.startswith("model.")}
     state = model.state_dict()
     if set(saved) != set(state):
