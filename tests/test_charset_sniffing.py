@@ -232,6 +232,36 @@ def test_legacy_bytes_under_a_utf8_declaration_are_not_read_as_flawed_utf8(codec
     assert decode(page.encode(codec), b"text/html; charset=utf-8") == (page, True)
 
 
+LEGACY = [("shift_jis", "日本語のテキストです。東京は日本の首都です。" * 15), ("euc-jp", "日本語のテキストです。" * 25),
+          ("euc-kr", "한국어 텍스트입니다. 서울은 한국의 수도입니다. " * 15), ("gbk", ZH), ("big5", "中華民國的首都是臺北。" * 25),
+          ("cp1251", RU)]
+
+
+@pytest.mark.parametrize("codec,body", LEGACY, ids=[c for c, _ in LEGACY])
+def test_a_declared_legacy_page_with_a_flaw_is_read_in_its_encoding(codec, body):
+    """Cut inside its last character (Shift_JIS, EUC-JP, Big5 were set aside as invalid_utf8, GBK kept as Thai
+    mojibake), or with a UTF-8 footer pasted in ("© 2024 —": Thai mojibake, or set aside): a browser shows the
+    declared encoding with U+FFFD for the flaw."""
+    page = _page(f'<meta charset="{codec}">', body)
+    raw = page.encode(codec)
+    cut = raw[:raw.rindex(b"</p>")] + body[-1].encode(codec)[:1]  # the last character's first byte only
+    if len(body[-1].encode(codec)) > 1:
+        text, ok = decode(cut)
+        assert ok and text == page[:page.rindex("</p>")], text[-40:]
+    footer = raw.replace(b"</p>", "<p>© 2024 — all rights</p>".encode() + b"</p>")
+    text, ok = decode(footer)
+    assert ok and body in text and "all rights" in text
+
+
+def test_an_overlong_or_surrogate_sequence_is_one_flaw():
+    """C0 AF (an overlong "/") decodes to two U+FFFD and CESU-8's surrogates to three each: counted as one flaw,
+    a declared UTF-8 page of a few accents stays UTF-8 (it became cp932 half-width katakana)."""
+    page = _page('<meta charset="utf-8">', "Café crème, déjà vu. @@ " + EN)
+    for flaw in (b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\xbd\xed\xb8\x80"):
+        text, ok = decode(page.encode().replace(b"@@", flaw))
+        assert ok and text.replace("\ufffd", "") == page.replace("@@", ""), text[:120]
+
+
 def test_a_utf16_header_on_an_ascii_page_is_not_believed():
     page = _page("", EN)
     for label in ("utf-16", "utf-16le", "utf-16be"):

@@ -285,31 +285,25 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
     vanishingly rare. A pure-ASCII page is decoded as declared (a 7-bit encoding such as ISO-2022-JP is
     ASCII bytes), except that a UTF-16 declaration without the NULs of UTF-16 is not believed.
 
-    UTF-8 with a flaw is still UTF-8 (what a browser shows, U+FFFD for the flaw, not a page of mojibake): bytes
-    cut short inside the last character (a record truncated at a length limit, as Common Crawl truncates at
-    1 MiB) lose the partial character; bytes with a few invalid sequences among many valid multi-byte ones
-    (``MOSTLY_UTF8`` of them per invalid one, or as many as invalid ones where the header or <meta> declares
-    UTF-8) are decoded with U+FFFD for each invalid sequence. Legacy-encoded text is not mostly valid UTF-8:
-    its non-ASCII bytes rarely pair into valid sequences.
+    Text with a flaw is still its encoding, as a browser shows it (U+FFFD for the flaw, not a page of mojibake or a
+    page set aside): bytes cut short inside the last character (a record truncated at a length limit, as Common
+    Crawl truncates at 1 MiB) lose the partial character; bytes with a few invalid sequences among many valid
+    multi-byte characters get U+FFFD for each (``_plausible``: far more valid than invalid, or, where the header or
+    <meta> declares the encoding, clearly more). UTF-8 is asked first, the declared encoding after: legacy
+    multi-byte text pairs at most about as many bytes into valid UTF-8 as not (EUC-JP 1.3, GBK 1.1 valid per
+    invalid on the gold sets' pages), a flawed UTF-8 page many times more.
 
     ``ok`` is False when no encoding decodes the bytes cleanly (the text then holds a best-effort decode)."""
     bom = sniff(body)
     ascii_bytes = bom is None and body.isascii()
-    lenient = None  # (text, valid multi-byte characters, invalid sequences) of a lenient UTF-8 decode
+    utf8 = None  # (text, valid multi-byte characters, invalid runs) of UTF-8 with U+FFFD for the invalid runs
     if bom is None and not ascii_bytes:
-        try:
-            return body.decode("utf-8"), True
-        except UnicodeDecodeError:
-            pass
-        cut = _utf8_cut_short(body)
-        if cut < len(body):
-            try:
-                return body[:cut].decode("utf-8"), True
-            except UnicodeDecodeError:
-                pass
-        lenient = _lenient_utf8(body[:cut])
-        if lenient[1] >= MOSTLY_UTF8 * lenient[2]:
-            return lenient[0], True
+        got = _strict_or_cut(body, "utf-8")
+        if got is not None:
+            return got, True
+        utf8 = _lenient(body, "utf-8")
+        if _plausible(utf8, declared=False):
+            return utf8[0], True
     declared = [transport_codec(content_type) if content_type else None, prescan(body) if html else None]
     for enc in dict.fromkeys(c for c in [bom, *declared, "utf-8"] if c):
         if ascii_bytes and enc in _UTF16:
@@ -318,8 +312,17 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
             return body.decode(enc), True
         except (UnicodeDecodeError, LookupError):
             pass
-        if enc == "utf-8" and lenient is not None and enc in declared and lenient[1] >= lenient[2]:
-            return lenient[0], True
+        if enc not in declared or ascii_bytes:
+            continue
+        if utf8 is not None and _plausible(utf8, declared=True):  # UTF-8 with flaws, declared or under a stale label
+            return utf8[0], True
+        if enc != "utf-8":  # the declared legacy encoding, with a flaw
+            got = _strict_or_cut(body, enc)
+            if got is not None:
+                return got, True
+            legacy = _lenient(body, enc)
+            if legacy is not None and _plausible(legacy, declared=True):
+                return legacy[0], True
     from charset_normalizer import from_bytes
 
     best = from_bytes(body[:200_000]).best()
@@ -332,31 +335,47 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
     return body.decode("utf-8", errors="replace"), False
 
 
-MOSTLY_UTF8 = 20  # valid multi-byte UTF-8 characters per invalid sequence for undeclared bytes to be UTF-8
+MOSTLY = 20  # valid multi-byte characters per invalid run for undeclared bytes to be taken for UTF-8 with flaws
+MOSTLY_DECLARED = 4  # and where the header or <meta> declares the encoding (legacy text as UTF-8: at most 1.3)
+_INVALID_RUN = re.compile("\ufffd+")
 
 
-def _utf8_cut_short(body: bytes) -> int:
-    """``len(body)`` less an incomplete UTF-8 character at its very end (a lead byte followed by fewer
-    continuation bytes than it announces), or ``len(body)``."""
-    n = len(body)
-    for k in range(1, min(4, n) + 1):
-        b = body[n - k]
-        if b < 0x80:
-            return n
-        if b >= 0xC0:  # the last character's lead byte: how many bytes it needs
-            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
-            return n - k if need > k else n
-    return n
+def _plausible(decoded: tuple[str, int, int], declared: bool) -> bool:
+    """Whether a lenient decode (``_lenient``) is the page's encoding with a few flaws: many more valid
+    characters than invalid runs, or (declared) one or two flaws among at least as many valid characters, or
+    (undeclared) a single flaw among three or more."""
+    _, good, bad = decoded
+    if declared:
+        return good >= MOSTLY_DECLARED * bad or (bad <= 2 and good >= bad)
+    return good >= MOSTLY * bad or (bad == 1 and good >= 3)
 
 
-def _lenient_utf8(body: bytes) -> tuple[str, int, int]:
-    """``body`` decoded as UTF-8 with U+FFFD for each invalid sequence -> (text, valid multi-byte characters,
-    invalid sequences). Linear, in C: one decode, one count, one ASCII filter."""
-    text = body.decode("utf-8", errors="replace")
-    real = body.count(b"\xef\xbf\xbd")  # U+FFFD written in the bytes is valid
-    invalid = text.count("\ufffd") - real
+def _strict_or_cut(body: bytes, enc: str) -> str | None:
+    """``body`` decoded strictly as ``enc``, or less an incomplete last character (1-3 bytes); None when neither
+    decodes."""
+    for cut in (0, 1, 2, 3):
+        if cut >= len(body):
+            break
+        try:
+            return body[:len(body) - cut].decode(enc)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    return None
+
+
+def _lenient(body: bytes, enc: str) -> tuple[str, int, int] | None:
+    """``body`` decoded as ``enc`` with U+FFFD for each invalid sequence -> (text, valid non-ASCII characters,
+    runs of invalid ones: an overlong or surrogate sequence is one flaw, not three); None for an unknown codec.
+    Linear, in C but for the count of runs."""
+    try:
+        text = body.decode(enc, errors="replace")
+    except LookupError:
+        return None
+    real = body.count(b"\xef\xbf\xbd") if enc == "utf-8" else 0  # U+FFFD written in the bytes is valid
+    replaced = text.count("\ufffd") - real
+    runs = max(0, len(_INVALID_RUN.findall(text)) - real) if replaced else 0
     non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    return text, non_ascii - invalid, invalid
+    return text, non_ascii - replaced - real, runs
 
 
 def clean_surrogates(s: str) -> tuple[str, int]:
