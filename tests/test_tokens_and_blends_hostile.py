@@ -198,6 +198,26 @@ except Exception as e:
     assert "web.bin shrank while in use" in r.stdout and "restore it and rerun" in r.stdout
 
 
+def test_a_bin_rewritten_in_place_during_use_is_an_error(tmp_path):
+    """The same size, other tokens: the run trained on a mix of old and new ones without a word."""
+    import numpy as np
+
+    from pretrain.data.gpt_dataset import build_gpt_dataset
+    from pretrain.data.indexed import DataChangedError
+    from pretrain.data.parts import open_indexed
+
+    make_dataset(tmp_path / "web", 200, 1)
+    ds = build_gpt_dataset(open_indexed(str(tmp_path / "web")), "100", "train", 50, 16, seed=1)
+    ds.get_batch(np.arange(10))
+    path = tmp_path / "web.bin"
+    st = os.stat(path)
+    with open(path, "r+b") as f:  # in place: same inode, same size
+        f.write(b"\x01\x00" * 8)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # (a coarse clock may not have moved)
+    with pytest.raises(DataChangedError, match="web.bin was written while in use"):
+        ds.get_batch(np.arange(10, 20))
+
+
 # --- 5. numbers too large, a spec not UTF-8, trailing bytes, --tokenizer a folder -----------------------------
 
 @pytest.mark.parametrize("key", ["weight", "epochs"])

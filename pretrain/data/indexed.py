@@ -292,6 +292,8 @@ class IndexedDataset:
         _check_index(idx_path, self.sequence_lengths, self.sequence_pointers, self.document_indices,
                      self.dtype.itemsize, bin_size)
         self._bin_size = bin_size
+        st = os.stat(bin_path)
+        self._bin_written = (st.st_ino, st.st_mtime_ns)  # a rewrite in place keeps the size, not the time
         if bin_size:
             self._bin_mmap = np.memmap(bin_path, mode="r", dtype=np.uint8)
             self.tokens = np.frombuffer(self._bin_mmap, dtype=self.dtype, count=bin_size // self.dtype.itemsize)
@@ -306,7 +308,8 @@ class IndexedDataset:
     def check_size(self) -> None:
         """The ``.bin`` still has the size it had at open (one ``fstat`` on the descriptor the memory map holds):
         a file truncated in place while training reads it fails here, naming it, instead of killing the process
-        with SIGBUS. This narrows the race but cannot close it: a file cut between this check and the read
+        with SIGBUS; and the file at its path is still the one opened, unwritten (a rewrite of the same size went
+        unnoticed: the run trained on a mix of old and new tokens). This narrows the race but cannot close it: a file cut between this check and the read
         still ends the process."""
         mm = getattr(self._bin_mmap, "_mmap", None)
         if mm is None:
@@ -318,6 +321,13 @@ class IndexedDataset:
         if size < self._bin_size:
             raise DataChangedError(f"{data_file_path(self.prefix)} shrank while in use ({size:,} bytes, its .idx "
                                    f"needs {self._bin_size:,}): restore it and rerun")
+        try:
+            st = os.stat(data_file_path(self.prefix))
+        except OSError:
+            return  # gone from its folder: the map still reads the file it opened
+        if (st.st_ino, st.st_mtime_ns) != self._bin_written:  # rewritten in place, or replaced: other tokens
+            raise DataChangedError(f"{data_file_path(self.prefix)} was written while in use (the run read its "
+                                   "tokens as they were): rerun once it no longer changes")
 
     @property
     def num_documents(self) -> int:
