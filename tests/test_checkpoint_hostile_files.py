@@ -74,6 +74,18 @@ def test_an_edited_model_choice_is_refused_naming_the_key(key, value, root, caps
         save_load.check_names(d, cfg)
 
 
+@pytest.mark.parametrize("key, value", [("num_heads", 2), ("norm_eps", 0.5)])
+def test_an_edit_that_keeps_every_shape_is_refused_against_meta_json(key, value, root, capsys):
+    """num_heads 4 -> 2 keeps every tensor's shape: generate, eval and export-hf computed another function."""
+    d = root / S2
+    _edit_json(d, "model_config.json", lambda m: m.update({key: value}))
+    with pytest.raises(CheckpointError, match=f"{key} = {value!r}, but the run that saved it trained with"):
+        ckpt.load_model_for_inference(root)
+    capsys.readouterr()
+    assert main(["export-hf", str(root), str(root.parent / "hf")]) == 2
+    assert "meta.json" in capsys.readouterr().err and not (root.parent / "hf").exists()
+
+
 # ---- 2. files that are not regular files ---------------------------------------------------------------------
 
 class _Hung(Exception):

@@ -472,6 +472,28 @@ def read_model_config(d: Path) -> ModelConfig:
     return cfg
 
 
+# the model keys whose edit the saved tensors cannot show (same shapes, another function)
+_RECORDED_KEYS = ("hidden_size", "num_layers", "num_heads", "norm", "norm_eps", "position", "rope_theta", "mlp",
+                  "bias", "tie_embeddings", "max_seq_len", "vocab_size")
+
+
+def _check_against_meta(d: Path, path: Path, cfg: ModelConfig) -> None:
+    """``model_config.json`` against the config the run that saved it recorded in ``meta.json``: an edit of
+    ``num_heads`` or ``rope_theta`` keeps every tensor's shape, and generate, eval and export-hf computed
+    another function without a word. (A checkpoint whose meta.json holds no config is not checked here.)"""
+    try:
+        recorded = (read_meta(d).get("config") or {}).get("model") or {}
+    except CheckpointError:
+        return  # meta.json's own damage is named where it is read
+    if not isinstance(recorded, dict):
+        return
+    for key in _RECORDED_KEYS:
+        want = recorded.get(key)
+        if want is not None and want != getattr(cfg, key):
+            raise CheckpointError(f"{path}: {key} = {getattr(cfg, key)!r}, but the run that saved it trained with "
+                                  f"{want!r} (meta.json): the file was edited; use another checkpoint")
+
+
 def saved_layer_count(d: Path) -> int:
     """How many transformer layers the checkpoint's weights hold (from its DCP metadata)."""
     metadata = read_dcp_metadata(Path(d) / "dcp" / ".metadata").state_dict_metadata
@@ -513,6 +535,7 @@ def check_shapes(model, d: Path) -> None:
             raise CheckpointError(f"{d}: refused to allocate {claimed:,} bytes for {name} of shape {tuple(size)}: "
                                   f"dcp/.metadata stores it in {stored.get(f'model.{name}', 0):,} bytes; the "
                                   "checkpoint was damaged or tampered with: use another one")
+    _check_against_meta(d, Path(d) / "model_config.json", model.config)
 
 
 def saved_model_names(d: Path) -> set[str]:
