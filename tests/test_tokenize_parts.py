@@ -94,14 +94,15 @@ def test_samples_over_parts_equal_samples_over_the_merged_file(setup, tmp_path, 
                     f'[[datasets]]\nname = "books"\nprefix = "{one}"\nweight = 0.4\n')
     ref = tmp_path / "ref.toml"
     ref.write_text(spec.read_text().replace(str(tmp_path / "p"), str(one)))
-    x = build_blend_splits(spec, 32, (200, 0, 0), 7, tmp_path / "bc")[0]
     import pretrain.data.blend
 
-    with monkeypatch.context() as m:  # the reference reads one file as both datasets, which a blend refuses
+    with monkeypatch.context() as m:  # both blends read one curated folder's documents twice, which is refused
         m.setattr(pretrain.data.blend, "check_distinct_datasets", lambda *a: None)
+        x = build_blend_splits(spec, 32, (200, 0, 0), 7, tmp_path / "bc")[0]
         y = build_blend_splits(ref, 32, (200, 0, 0), 7, None)[0]
+        assert pretrain_main(["blend", "inspect", str(spec)]) == 0
     assert np.array_equal(x.get_batch(np.arange(len(x))), y.get_batch(np.arange(len(y))))
-    assert pretrain_main(["blend", "inspect", str(spec)]) == 0
+    assert pretrain_main(["blend", "inspect", str(spec)]) == 2  # as a user would run it
 
 
 def test_a_killed_run_resumes_and_a_second_run_is_locked_out(setup, tmp_path, capsys):

@@ -154,6 +154,30 @@ def test_hard_linked_or_copied_parts_are_refused(tmp_path):
         build_blend_splits(f"1 {folder}", 16, (20, 0, 0), 1, None)
 
 
+def test_datasets_tokenized_from_the_same_shards_are_refused_in_a_blend(tok, tmp_path, capsys):
+    """The same documents in other files: a --merge file and its parts folder, a one-file and a --parts run of one
+    curated folder, a folder and a subset of it (156 documents read twice, silently)."""
+    tokenizer, cur = tok
+    run = ["tokenize", "--input", str(cur), "--tokenizer", tokenizer.model_path, "--no-progress"]
+    assert pretrain_main([*run, "--output-prefix", str(tmp_path / "one")]) == 0
+    assert pretrain_main([*run, "--output-prefix", str(tmp_path / "p"), "--parts", "--part-bytes", "20000",
+                          "--merge"]) == 0
+    sub = tmp_path / "sub"  # the curated folder's first shard alone
+    manifest = json.loads((cur / "manifest.json").read_text())
+    (sub / "shards").mkdir(parents=True)
+    shutil.copyfile(cur / manifest["shards"][0]["path"], sub / manifest["shards"][0]["path"])
+    (sub / "manifest.json").write_text(json.dumps({**manifest, "shards": manifest["shards"][:1]}))
+    assert pretrain_main(["tokenize", "--input", str(sub), "--tokenizer", tokenizer.model_path, "--no-progress",
+                          "--output-prefix", str(tmp_path / "sub_tokens")]) == 0
+    capsys.readouterr()
+    for a, b in ((tmp_path / "p", f"{tmp_path / 'p'}/"), (tmp_path / "one", f"{tmp_path / 'p'}/"),
+                 (tmp_path / "one", tmp_path / "sub_tokens")):
+        spec = f"1 {a} 1 {b}"
+        assert pretrain_main(["blend", "inspect", spec]) == 2
+        assert "would be read twice" in capsys.readouterr().err  # (the same shards, or the same bytes)
+    assert pretrain_main(["blend", "inspect", f"1 {tmp_path / 'one'}"]) == 0  # one of them alone is fine
+
+
 # --- 3. a stale or foreign tokenizer sidecar -----------------------------------------------------------------
 
 def test_a_sidecar_written_for_another_model_is_refused(tok, tmp_path):

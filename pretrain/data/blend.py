@@ -194,6 +194,29 @@ def check_distinct_datasets(spec: BlendSpec, indexed: list) -> None:
                     raise BlendSpecError(f"{where} holds the same bytes as {other_where} (a copy): its data would be "
                                          "read twice; list each dataset once (its weight says how much of it is drawn)")
             same.append((path, where))
+    _check_distinct_sources(spec, indexed)
+
+
+def _check_distinct_sources(spec: BlendSpec, indexed: list) -> None:
+    """Two datasets tokenized from the same curated shards (their records' ``input_shards``): a ``--merge`` file
+    and its parts folder, a one-file and a ``--parts`` run of one folder, a folder and a subset of it hold the
+    same documents in other files, and a blend of both read them twice. Datasets whose records predate the field
+    are not compared."""
+    from pretrain.data.tokenize import output_record
+
+    owner: dict[str, str] = {}
+    for d, ix in zip(spec.datasets, indexed):
+        # the dataset as opened: a parts folder's record is in memory, a file's is PREFIX.json
+        record = ix.record if hasattr(ix, "parts") else output_record(ix.prefix)
+        shards = record.get("input_shards") if isinstance(record, dict) else None
+        if not isinstance(shards, list):
+            continue
+        for sha in dict.fromkeys(s for s in shards if isinstance(s, str)):
+            first = owner.setdefault(sha, d.name)
+            if first != d.name:
+                raise BlendSpecError(f"datasets {first!r} and {d.name!r} were tokenized from the same curated shard "
+                                     f"(sha256 {sha[:12]}...): their documents would be read twice; list one of them "
+                                     "(its weight says how much of it is drawn)")
 
 
 def _split_tokens(indexed: IndexedDataset, split: str, k: int) -> int:

@@ -124,3 +124,11 @@ def verify_shard(shard: ManifestShard, check_hash: bool = True) -> None:
     if bomb:  # a shard is read whole: a few KB that decode to GBs would be decoded in the worker
         raise ValueError(f"shard {shard.name} is a decompression bomb, not what curation writes: {bomb}; rerun "
                          "`curate run` on the raw data to rewrite the folder")
+
+
+def input_shards(entries) -> list[str]:
+    """The SHA-256 of every curated shard a dataset was tokenized from that holds rows (empty shards are alike
+    everywhere): recorded with the dataset (``PREFIX.json``, ``parts.json``), so that a blend can tell two datasets
+    made from the same documents (a ``--merge`` file and its parts, a one-file and a ``--parts`` run of one
+    folder, a folder and a subset of it)."""
+    return sorted({e.sha256 for e in entries if e.rows})

@@ -430,6 +430,8 @@ def _lock_scratch(scratch: Path):
 def _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job, job_key, workers, text_column,
                      progress, log) -> dict:
     """The run itself, under the lock of ``PREFIX.parts/``."""
+    from pretrain.data.manifest_check import input_shards
+
     done_path = Path(prefix + ".json")
     done = output_record(prefix)
     if done is not None and done.get("job_key") == job_key and _outputs_match(prefix, done, dtype):
@@ -466,7 +468,7 @@ def _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job
     with atomic_file(done_path) as f:
         f.write(json.dumps({"format": OUTPUT_FORMAT, "job_key": job_key, "reader": READER_VERSION, "stats": stats,
                             "tokenizer": tokenizer.model_path, "tokenizer_sha256": job["tokenizer_sha256"],
-                            "input": str(input_dir)}, indent=2).encode())
+                            "input": str(input_dir), "input_shards": input_shards(entries)}, indent=2).encode())
     shutil.rmtree(parts)
     return stats
 

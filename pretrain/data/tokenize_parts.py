@@ -30,7 +30,7 @@ import numpy as np
 
 from curate import json_files
 from pretrain.data.indexed import IndexedDatasetBuilder, atomic_file, data_file_path, index_file_path, optimal_dtype
-from pretrain.data.manifest_check import ManifestShard, manifest_entries, verify_shard
+from pretrain.data.manifest_check import ManifestShard, input_shards, manifest_entries, verify_shard
 from pretrain.data.parts import (
     PARTS_INDEX, check_part_files, marker_holds, part_name, parts_index_path, read_parts_index, write_parts_index,
 )
@@ -230,7 +230,7 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
         done = _up_to_date(folder, plan_key, log)
         if done is None:
             _remove_stale_merge(folder, log)
-            done = _run_tasks(folder, tasks, executor, plan_key, job, log)
+            done = _run_tasks(folder, tasks, executor, plan_key, job, log, input_shards(shards))
         else:
             log(f"{folder}/ is up to date ({len(tasks)} parts)")
         stats = dict(done["stats"])
@@ -259,7 +259,8 @@ def _up_to_date(folder: Path, plan_key: str, log) -> dict | None:
     return record
 
 
-def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job: dict, log) -> dict:
+def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job: dict, log,
+               sources: list[str]) -> dict:
     parts_index_path(folder).unlink(missing_ok=True)  # the dataset is whole again only when every part is there
     markers = folder / MARKERS
     results: dict[int, dict] = {}
@@ -289,7 +290,7 @@ def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job
     stats.update(dtype=str(np.dtype(job["dtype"])), parts=len(parts),
                  worker_cpu_seconds=round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3))
     return write_parts_index(folder, job["dtype"], parts, {"plan_key": plan_key, "job_key": _digest(job),
-                                                           "stats": stats})
+                                                           "stats": stats, "input_shards": sources})
 
 
 def _remove_stale_merge(folder: Path, log) -> None:
@@ -333,7 +334,8 @@ def _merge(folder: Path, log) -> dict:
             return record["stats"]
         log(f"{prefix}.bin/.idx are not what was merged (missing, cut short or changed): merged again")
     stats = merge_parts(folder, prefix)
+    sources = read_parts_index(folder).get("input_shards")
     with atomic_file(record_path) as f:
-        f.write(json.dumps({"format": OUTPUT_FORMAT, "parts_sha256": parts_sha,
-                            "merged_from": f"{prefix}/{PARTS_INDEX}", "stats": stats}, indent=2).encode())
+        f.write(json.dumps({"format": OUTPUT_FORMAT, "parts_sha256": parts_sha, "merged_from": f"{prefix}/{PARTS_INDEX}",
+                            "stats": stats, **({"input_shards": sources} if sources else {})}, indent=2).encode())
     return stats
