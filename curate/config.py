@@ -134,7 +134,9 @@ def coerce(where: str, value, annotation):
         return float(value)
     if annotation is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {value!r}"
+                              + (" (TOML read it as a number or a date: write it in quotes)"
+                                 if not isinstance(value, (list, dict, bool)) else ""))
         return value
     if annotation is dict:
         if not isinstance(value, dict):

@@ -161,6 +161,8 @@ def parse_override(text: str) -> tuple[str, str, object]:
         raise ConfigError(f"--set {text!r}: expected table.key=value, e.g. --set parallel.tp=2")
     lhs, rhs = text.split("=", 1)
     table, key = lhs.strip().split(".", 1)
+    if not table or not key:  # ".x=1" said "unknown table []"
+        raise ConfigError(f"--set {text!r}: expected table.key=value, e.g. --set parallel.tp=2")
     if not rhs.strip():  # `--set checkpoint.dir=$CKPT` with CKPT unset turned checkpoints off, silently
         raise ConfigError(f"--set {text!r}: no value after '=' (an unset shell variable?); give one, or write "
                           f"'' for an empty string where a key takes one (an empty checkpoint.dir or log.dir "

@@ -126,3 +126,20 @@ def test_a_rerun_of_a_finished_run_says_there_was_nothing_to_do(tmp_path, capsys
     assert curate_main(["run", str(p)]) == 0
     again = capsys.readouterr()
     assert "nothing to do:" in again.out + again.err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["pretrain", "tokenize", "--input", "x", "--tokenizer", "t.model", "--output-prefix", "o", "--part-bytes", "1M"],
+     "--part-bytes is for a run of parts"),
+    (["pretrain", "tokenize", "--input", "x", "--tokenizer", "t.model", "--output-prefix", "o", "--max-retries", "1"],
+     "--max-retries is for a run of parts"),
+    (["pretrain", "ablate", "pipelines/ablate_demo.toml", "--ray-cpus", "2"], "--ray-cpus needs --executor ray"),
+    (["pretrain", "train", "--config", "pretrain/configs/tiny.toml", "--set", ".x=1"], "expected table.key=value"),
+    (["pretrain", "train", "--config", "pretrain/configs/tiny.toml", "--set", "checkpoint.dir=2024-01-01"],
+     "write it in quotes"),
+])
+def test_flags_that_would_be_ignored_or_misread_are_named(argv, said):
+    """A flag a mode does not use was dropped without a word; a date or number where a path goes said only
+    'expected a string'."""
+    rc, out, err = run(argv[1:], argv[0])
+    assert rc == 2 and said in err and "Traceback" not in err, err

@@ -63,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from pretrain.ablate.runs import RunFailed
     from pretrain.ablate.spec import load_spec
 
-    if args.address and args.executor != "ray":
-        print("pretrain ablate: --address needs --executor ray", file=sys.stderr)
-        return 2
+    for flag, value in (("--address", args.address), ("--ray-cpus", args.ray_cpus)):
+        if value and args.executor != "ray":  # (--ray-cpus was ignored without a word)
+            print(f"pretrain ablate: {flag} needs --executor ray", file=sys.stderr)
+            return 2
     try:
         spec = load_spec(args.spec)
         out = Path(args.output or Path("out") / "ablate" / Path(args.spec).stem)

@@ -53,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the part tasks run: local (a process pool of --workers) or ray (implies --parts)")
     parser.add_argument("--address", default=None,
                         help="Ray cluster address (HOST:PORT, ray://HOST:PORT or auto; default: start a local Ray)")
-    parser.add_argument("--part-bytes", type=_bytes, default="1G",
+    parser.add_argument("--part-bytes", type=_bytes, default=None,
                         help="curated shard bytes per part and task (default 1G; whole shards, in manifest order)")
-    parser.add_argument("--max-retries", type=_retries, default=3,
+    parser.add_argument("--max-retries", type=_retries, default=None,
                         help="runs of a task whose worker or node died before the run stops (default 3)")
     parser.add_argument("--force", action="store_true",
                         help="write over an existing PREFIX.bin/.idx/.json (with --parts: files in the folder PREFIX/) "
@@ -72,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
     if args.address and args.executor != "ray":
         print("pretrain tokenize: error: --address is for --executor ray", file=sys.stderr)
         return 2
+    in_parts = bool(args.parts or args.merge or args.executor == "ray")
+    for flag, value in (("--part-bytes", args.part_bytes), ("--max-retries", args.max_retries)):
+        if value is not None and not in_parts:  # a one-file run has neither: it was ignored without a word
+            print(f"pretrain tokenize: error: {flag} is for a run of parts (--parts, --merge or --executor ray)",
+                  file=sys.stderr)
+            return 2
+    args.part_bytes = _bytes("1G") if args.part_bytes is None else args.part_bytes
+    args.max_retries = 3 if args.max_retries is None else args.max_retries
     from curate.config import ConfigError
     from curate.executors import WorkerLost
     from curate.lock import LockError
