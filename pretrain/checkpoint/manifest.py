@@ -125,7 +125,9 @@ def problems(d: Path, part: int = 0, parts: int = 1) -> list[str]:
             continue
         path = d / name
         if not path.is_file():
-            out.append(f"{name} is missing")
+            from curate.file_kind import file_problem
+
+            out.append(f"{name} {'is missing' if not os.path.lexists(path) else file_problem(path)}")
             continue
         size = os.path.getsize(path)
         if size != want["size"]:
