@@ -143,3 +143,21 @@ def test_flags_that_would_be_ignored_or_misread_are_named(argv, said):
     'expected a string'."""
     rc, out, err = run(argv[1:], argv[0])
     assert rc == 2 and said in err and "Traceback" not in err, err
+
+
+def test_a_finished_command_ignores_ctrl_c_while_the_interpreter_ends(monkeypatch):
+    """Ctrl-C in the 0.7 s after `curate run` printed "done" (the interpreter's teardown) made a finished run
+    exit 130 with no message; a command called from Python (argv given, as here below) leaves SIGINT alone."""
+    import signal
+
+    from curate.cli import main as curate_main
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        assert curate_main(["stages", "exact_dedup"]) == 0
+        assert signal.getsignal(signal.SIGINT) == before
+        monkeypatch.setattr("sys.argv", ["curate", "stages", "exact_dedup"])
+        assert curate_main() == 0  # the process's own command line
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -44,6 +44,8 @@ def dispatch(prog: str, description: str, commands: dict, epilog: str, argv: lis
             said = guard.lost() if guard.name == "stdout" else None
             if said:
                 print(f"{prog}: warning: {said}", file=sys.stderr, flush=True)
+        if argv is None:  # the process's own command: its result is final, and a Ctrl-C in the interpreter's
+            _install(signal.SIGINT, signal.SIG_IGN)  # teardown after "done" made a finished run exit 130
         return code
 
 
