@@ -11,6 +11,7 @@ as it is.
 """
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import unicodedata
@@ -37,13 +38,20 @@ def _non_starters() -> str:
     return "[" + "".join(ranges) + "]"
 
 
-_CLASS = _non_starters()
-_LONG_RUN = re.compile(_CLASS + "{%d}" % (MAX_NON_STARTERS + 1))
-_SPLIT = re.compile("(" + _CLASS + "{%d})(?=%s)" % (MAX_NON_STARTERS, _CLASS))
+@functools.cache
+def _patterns() -> tuple[re.Pattern, re.Pattern]:
+    """(a run of more than 30 non-starters, 30 of them followed by another), built on first use: the walk over
+    every code point takes about 0.1 s, which a process that never meets an unnormalized text does not pay."""
+    cls = _non_starters()
+    return (re.compile(cls + "{%d}" % (MAX_NON_STARTERS + 1)),
+            re.compile("(" + cls + "{%d})(?=%s)" % (MAX_NON_STARTERS, cls)))
 
 
 def stream_safe(text: str) -> str:
     """``text`` with U+034F after every 30 non-starters of a longer run (the text itself when it has none)."""
-    if text.isascii() or _LONG_RUN.search(text) is None:
+    if text.isascii():
         return text
-    return _SPLIT.sub(lambda m: m.group(1) + CGJ, text)
+    long_run, split = _patterns()
+    if long_run.search(text) is None:
+        return text
+    return split.sub(lambda m: m.group(1) + CGJ, text)
