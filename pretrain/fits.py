@@ -201,7 +201,8 @@ def device_bytes(device: torch.device) -> int | None:
     return avail // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def _gib(n: int) -> str:
+def gib(n: int) -> str:
+    """``n`` bytes as the messages about memory say it: ``"1.5 GiB"``."""
     return f"{n / 2**30:,.1f} GiB"
 
 
@@ -215,12 +216,12 @@ def check_fits(cfg: Config, world_size: int, device: torch.device) -> None:
     lower_all = ("lower model.hidden_size / model.num_layers / data.seq_len / train.micro_batch / "
                  "train.global_batch, or spread it over more ranks")
     if have is not None and need > have:
-        what = (f"this config cannot fit: each of the {world_size} rank(s) needs at least {_gib(need)} "
+        what = (f"this config cannot fit: each of the {world_size} rank(s) needs at least {gib(need)} "
                 f"({param_count(cfg):,} parameters x {BYTES_PER_PARAM} bytes for weights, gradients and AdamW: "
-                f"{_gib(static)}; activations and logits of train.micro_batch = {t.micro_batch} sequences of "
+                f"{gib(static)}; activations and logits of train.micro_batch = {t.micro_batch} sequences of "
                 f"data.seq_len = {cfg.data.seq_len} (hidden {m.hidden_size}, {m.num_layers} layers, vocabulary "
-                f"{_vocab(cfg):,}, train.recompute = {t.recompute!r}): {_gib(act)}; a step's tokens of "
-                f"train.global_batch = {t.global_batch}: {_gib(tokens)}), and {device.type} has {_gib(have)} per rank")
+                f"{_vocab(cfg):,}, train.recompute = {t.recompute!r}): {gib(act)}; a step's tokens of "
+                f"train.global_batch = {t.global_batch}: {gib(tokens)}), and {device.type} has {gib(have)} per rank")
         if static + tokens <= have:  # the micro-batch's activations are what does not fit
             fit = fitting_micro_batch(cfg, world_size, device, have)
             if fit is not None:
@@ -280,5 +281,5 @@ def _check_eval_batch(cfg: Config, world_size: int, device: torch.device, have: 
     hint = (f"set eval.batch_size = {fit} (or less)" if fit else
             "lower data.seq_len or the model's size, or spread it over more ranks")
     raise ConfigError(f"eval.batch_size = {e.batch_size} cannot fit: one evaluation forward's logits "
-                      f"({e.batch_size} x data.seq_len {cfg.data.seq_len} x vocabulary {vocab:,}) take {_gib(need)} "
-                      f"on top of training's {_gib(held)}, and {device.type} has {_gib(have)} per rank: {hint}")
+                      f"({e.batch_size} x data.seq_len {cfg.data.seq_len} x vocabulary {vocab:,}) take {gib(need)} "
+                      f"on top of training's {gib(held)}, and {device.type} has {gib(have)} per rank: {hint}")

@@ -367,7 +367,7 @@ def test_matched_paths_that_are_not_files_are_named_not_silently_skipped(tmp_pat
     assert r.returncode == 0, r.stderr
     warning = next(line for line in r.stderr.splitlines() if "not files" in line)
     assert "3 matched path(s)" in warning
-    for name, why in [("folder.jsonl", "a directory"), ("pipe.jsonl", "a named pipe"), ("gone.jsonl", "broken")]:
+    for name, why in [("folder.jsonl", "a folder"), ("pipe.jsonl", "a named pipe"), ("gone.jsonl", "broken")]:
         assert name in warning and why in warning
     assert "sub'" not in warning
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["stages"][0]["in"] == 1

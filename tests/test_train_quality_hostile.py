@@ -143,10 +143,10 @@ def test_some_documents_on_both_sides_are_counted_in_a_warning(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("fifo", "is a FIFO (named pipe), not a file or folder"),
-    ("device", "is a character device, not a file or folder"),
-    ("broken link", "is a broken symbolic link, not a file or folder"),
-    ("missing", "no such file or folder"),
+    ("fifo", "in.jsonl: is not a regular file or folder (a named pipe)"),
+    ("device", "/dev/null: is not a regular file or folder (a character device)"),
+    ("broken link", "in.jsonl: not found (a link to nothing)"),
+    ("missing", "in.jsonl: not found"),
 ])
 def test_an_input_that_is_not_a_file_is_named_for_what_it_is(tmp_path, capsys, kind, message):
     _, neg = _pair(tmp_path)

@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
+from curate.file_kind import describe_kind, file_id
 from curate.readers import html, jsonl, tables, warc
 from curate.readers.streams import unreadable
 from curate.readers.text import clean_row, row
@@ -214,23 +215,17 @@ def match_sources(sources: list[dict]) -> Matches:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 if not (stat.S_ISDIR(st.st_mode) and infer_format(p) is None):
-                    m.unusable.append(f"{p!r} ({_not_a_file(st.st_mode)})")
+                    m.unusable.append(f"{p!r} ({describe_kind(st.st_mode)})")
                 continue
             count += 1
-            first = seen.get((st.st_dev, st.st_ino))
+            first = seen.get(file_id(st))
             if first is not None:
                 m.repeated.append(f"{p!r} (the same file as {first!r})")
                 continue
-            seen[(st.st_dev, st.st_ino)] = p
+            seen[file_id(st)] = p
             m.files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
         m.matched.append(count)
     return m
-
-
-def _not_a_file(mode: int) -> str:
-    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
-            else "not a regular file")
 
 
 def expand_sources(sources: list[dict]) -> list[dict]:

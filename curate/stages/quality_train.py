@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import random
-import stat
 import subprocess
 import sys
 import tempfile
@@ -35,27 +34,12 @@ from pathlib import Path
 from typing import Iterator
 
 from curate import json_files
+from curate.file_kind import file_id, file_problem
 from curate.readers.text import clean_surrogates
 from curate.schema import TEXT
 from curate.shards import manifest_shards, read_shard
 from curate.text.fasttext_model import LABEL_PREFIX
 from curate.stages.quality import NEGATIVE, POSITIVE, neutralise_labels, prepare_text
-
-
-def describe_non_file(path: str | Path) -> str:
-    """What ``path`` is when it is not a regular file or a folder: "no such file or folder", "a broken symbolic
-    link", "a FIFO (named pipe)", "a character device", ..."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a broken symbolic link" if os.path.islink(path) else "no such file or folder"
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a regular file or folder"
 
 
 def iter_texts(path: str | Path) -> Iterator[str]:
@@ -68,10 +52,7 @@ def iter_texts(path: str | Path) -> Iterator[str]:
         for shard in manifest_shards(path):
             yield from _shard_texts(shard)
     elif not path.is_file():
-        what = describe_non_file(path)
-        if what != "no such file or folder":
-            what = f"is {what}, not a file or folder to read examples from"
-        raise ValueError(f"{path}: {what}")
+        raise ValueError(f"{path}: {file_problem(path, folder_ok=True) or 'changed while it was checked'}")
     elif path.suffix in (".arrow", ".parquet"):
         yield from _shard_texts(path)
     elif path.name.endswith((".jsonl", ".jsonl.gz")):
@@ -125,8 +106,7 @@ def same_input_problem(positives: list[str], negatives: list[str]) -> str | None
     else None. Checked before anything is read."""
     def ident(p):
         try:
-            st = os.stat(p)
-            return st.st_dev, st.st_ino
+            return file_id(os.stat(p))
         except OSError:
             return None
 

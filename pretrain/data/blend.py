@@ -174,6 +174,7 @@ def check_distinct_datasets(spec: BlendSpec, indexed: list) -> None:
     import filecmp
     import os
 
+    from curate.file_kind import file_id
     from pretrain.data.indexed import data_file_path
 
     files, contents = {}, {}
@@ -184,10 +185,10 @@ def check_distinct_datasets(spec: BlendSpec, indexed: list) -> None:
             if not st.st_size:
                 continue
             where = f"dataset {d.name!r} ({path})"
-            if (st.st_dev, st.st_ino) in files:
-                raise BlendSpecError(f"{where} is the same file as {files[st.st_dev, st.st_ino]}: its data would be "
+            if file_id(st) in files:
+                raise BlendSpecError(f"{where} is the same file as {files[file_id(st)]}: its data would be "
                                      "read twice; list each dataset once (its weight says how much of it is drawn)")
-            files[st.st_dev, st.st_ino] = where
+            files[file_id(st)] = where
             same = contents.setdefault(part.fingerprint(), [])  # same .idx bytes and .bin size
             for other, other_where in same:
                 if filecmp.cmp(path, other, shallow=False):

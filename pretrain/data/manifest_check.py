@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curate import json_files
+from curate.file_kind import file_id
 
 
 @dataclass(frozen=True)
@@ -29,17 +30,16 @@ class ManifestShard:
 
 class SeenShards:
     """The shards listed so far, so that none is read twice under another name: the same path (any spelling), the
-    same file (``st_dev``, ``st_ino``: a hard link), or the same bytes (the manifest's sha256: a copy; each shard's
-    bytes are checked against its sha256 before it is read). Empty shards are exempt from the last: two of them
-    may well be the same bytes, and reading one twice adds nothing."""
+    same file (:func:`curate.file_kind.file_id`: a hard link), or the same bytes (the manifest's sha256: a copy;
+    each shard's bytes are checked against its sha256 before it is read). Empty shards are exempt from the last: two
+    of them may well be the same bytes, and reading one twice adds nothing."""
 
     def __init__(self):
         self.names: dict = {}
 
     def add(self, path, sha256: str, rows: int, name: str) -> str | None:
         """Record shard ``path``; when it was seen already, return the name it was seen under, saying how."""
-        st = os.stat(path)
-        keys = [("path", os.path.realpath(path)), ("file", st.st_dev, st.st_ino)]
+        keys = [("path", os.path.realpath(path)), ("file", file_id(os.stat(path)))]
         if rows:
             keys.append(("bytes", sha256.lower()))
         how = {"path": "", "file": ", a hard link to the same file", "bytes": ", a byte-identical copy"}

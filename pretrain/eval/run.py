@@ -74,7 +74,7 @@ def evaluate_tasks(parts, tasks: list[PreparedTask], *, window: int, vocab_size:
 def _check_batch_fits(parts, batch_size: int, window: int, vocab: int, device) -> None:
     """``--batch-size`` checked against the device's memory before the first forward: its logits (``batch x window
     x vocab``) come on top of the weights, and a batch of 100,000 ran out of memory (or was killed) mid-task."""
-    from pretrain.fits import _gib, device_bytes, eval_logits_bytes, fitting_eval_batch
+    from pretrain.fits import device_bytes, eval_logits_bytes, fitting_eval_batch, gib
 
     have = device_bytes(device)
     if have is None:
@@ -88,8 +88,8 @@ def _check_batch_fits(parts, batch_size: int, window: int, vocab: int, device) -
     fit = fitting_eval_batch(have - weights, window, vocab, nbytes)
     hint = f"pass --batch-size {fit} (or less)" if fit else "run it on a device with more memory, or under --tp"
     raise ValueError(f"--batch-size {batch_size} cannot fit: one forward's logits ({batch_size} x {window} positions "
-                     f"x vocabulary {vocab:,}) take {_gib(need)} on top of the weights' {_gib(weights)}, and "
-                     f"{device.type} has {_gib(have)}: {hint}")
+                     f"x vocabulary {vocab:,}) take {gib(need)} on top of the weights' {gib(weights)}, and "
+                     f"{device.type} has {gib(have)}: {hint}")
 
 
 def flat_metrics(results: dict) -> dict:
