@@ -9,7 +9,8 @@ same), half-written files are ignored, and the rerun gives byte-identical files.
 Documents that cannot be encoded (not a string, or an encoder error) are counted and skipped; empty
 documents are counted and skipped. ``<prefix>.json`` records the counts and a key of the inputs (manifest,
 tokenizer, settings, and the version of the rules that read a shard's text, ``READER_VERSION``): a rerun with the
-same inputs finds the output up to date and does nothing; an output of older reading rules is tokenized again.
+same inputs finds the output up to date and does nothing (but add the ``input_shards`` that records written before
+them lack, which a blend compares); an output of older reading rules is tokenized again.
 
 The output never replaces files Quarry did not write: an existing ``PREFIX.bin/.idx/.json`` without Quarry's
 record ``PREFIX.json`` beside it is refused unless ``force`` (``--force``); a ``PREFIX.parts/`` scratch folder
@@ -436,6 +437,10 @@ def _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job
     done = output_record(prefix)
     if done is not None and done.get("job_key") == job_key and _outputs_match(prefix, done, dtype):
         log(f"{prefix}.bin/.idx are up to date")
+        if not isinstance(done.get("input_shards"), list):  # written before records named their shards
+            with atomic_file(done_path) as f:
+                f.write(json.dumps({**done, "input_shards": input_shards(entries)}, indent=2).encode())
+            log(f"{done_path}: the curated shards it was tokenized from recorded (a blend compares them)")
         return done["stats"]
     if done is not None and isinstance(done.get("job_key"), str) and done.get("job_key") != job_key:
         log(f"{prefix}.bin/.idx were written from other inputs, another tokenizer or settings, or by an older "

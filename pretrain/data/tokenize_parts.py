@@ -233,6 +233,7 @@ def tokenize_to_parts(input_dir, tokenizer_path, output_prefix, executor, part_b
             done = _run_tasks(folder, tasks, executor, plan_key, job, log, input_shards(shards))
         else:
             log(f"{folder}/ is up to date ({len(tasks)} parts)")
+            done = _record_input_shards(folder, done, input_shards(shards), log)
         stats = dict(done["stats"])
     if merge:
         stats["merged"] = _merge(folder, log)
@@ -256,6 +257,30 @@ def _up_to_date(folder: Path, plan_key: str, log) -> dict | None:
     if bad is not None:
         log(f"{folder}/{PARTS_INDEX}: {bad}: tokenizing that part again")
         return None
+    return record
+
+
+def _record_input_shards(folder: Path, record: dict, sources: list[str], log) -> dict:
+    """An up-to-date ``parts.json`` written before records named their shards gets ``input_shards`` (which a blend
+    compares), atomically, nothing tokenized again; and so does ``PREFIX.json`` of a ``--merge`` of these very parts,
+    with the ``parts_sha256`` of the new ``parts.json`` (else the merged files would read as stale)."""
+    if isinstance(record.get("input_shards"), list):
+        return record
+    index = parts_index_path(folder)
+    old_sha = hashlib.sha256(index.read_bytes()).hexdigest()
+    kept = {k: v for k, v in record.items() if k not in ("format", "version", "dtype", "documents", "tokens", "parts")}
+    record = write_parts_index(folder, record["dtype"], record["parts"], {**kept, "input_shards": sources})
+    log(f"{index}: the curated shards it was tokenized from recorded (a blend compares them)")
+    merged_path = Path(f"{folder}.json")
+    try:
+        merged = json_files.read_json(merged_path)
+    except (OSError, ValueError):
+        return record
+    if isinstance(merged, dict) and merged.get("parts_sha256") == old_sha:
+        new_sha = hashlib.sha256(index.read_bytes()).hexdigest()
+        with atomic_file(merged_path) as f:
+            f.write(json.dumps({**merged, "parts_sha256": new_sha, **({"input_shards": sources} if sources else {})},
+                               indent=2).encode())
     return record
 
 
