@@ -44,6 +44,10 @@ CACHE_FORMAT = 1
 
 # document-index entries (epochs x documents) above which samples longer than the whole split are refused
 MAX_SPANNING_ENTRIES = 50_000_000
+# index entries checked at a time (the checks of an index cache): bounded temporary memory at billions of entries
+CHECK_BLOCK = 1 << 22
+# parts up to which a read checks every part's .bin (two system calls each: cheaper than finding the parts it reads)
+CHECK_ALL_PARTS = 4
 
 
 class IndexTooLargeError(ValueError):
@@ -341,7 +345,7 @@ class GPTDataset:
             raise ValueError(f"{where}: a shuffle entry outside the {self._length} samples")
         if len(doc) == 0 and self._length:
             raise ValueError(f"{where}: samples over an empty document index")
-        step = 1 << 22  # in blocks: bounded temporary memory at hundreds of millions of samples
+        step = CHECK_BLOCK
         for beg in range(0, sample.shape[0] if len(doc) else 0, step):
             rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
             if rows.min() < 0 or rows.max() >= len(doc) or offsets.min() < 0:
@@ -354,7 +358,7 @@ class GPTDataset:
         """The invariants of :meth:`_check_indices` that in-range values can break (see there)."""
         doc, sample, shuffle = self._document_index, np.asarray(self.sample_index), self._shuffle
         lo, hi = self.documents
-        n, step = hi - lo, 1 << 22
+        n, step = hi - lo, CHECK_BLOCK
         if n <= 0 or len(doc) % n:
             raise ValueError(f"{where}: {len(doc)} document index entries are not whole epochs of the split's "
                              f"{max(n, 0)} documents")
@@ -372,20 +376,7 @@ class GPTDataset:
                              f"once per epoch ({epochs})")
         if self.num_samples is not None and self._length < self.num_samples:
             raise ValueError(f"{where}: {self._length} samples, fewer than the {self.num_samples} asked for")
-        # each sample starts seq_len tokens after the previous one in the stream of documents (a partial last one
-        # kept by drop_last_partial=False points at the last token the stream has), at an offset inside its document
-        sizes = np.asarray(self.indexed.sequence_lengths)
-        lengths = sizes[doc].astype(np.int64)
-        ends = np.cumsum(lengths)
-        total = int(ends[-1])
-        for beg in range(0, sample.shape[0], step):
-            rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
-            k = np.arange(beg, beg + len(rows), dtype=np.int64) * self.seq_len
-            want = np.where(k - (1 - self.extra) < total, k, total - self.extra)
-            if (offsets > lengths[rows] - self.extra).any() or (ends[rows] - lengths[rows] + offsets != want).any():
-                raise ValueError(f"{where}: a sample does not start {self.seq_len} tokens after the one before it in "
-                                 "the document stream")
-        del lengths, ends
+        self._check_sample_stream(where, doc, sample, step)
         seen = np.zeros(len(shuffle), dtype=bool)
         for beg in range(0, len(shuffle), step):
             seen[shuffle[beg:beg + step]] = True
@@ -393,11 +384,74 @@ class GPTDataset:
             raise ValueError(f"{where}: the shuffle index is not a permutation of the {self._length} samples (a "
                              f"sample repeated, another never drawn)")
 
-    def check_files(self) -> None:
-        """The token files still hold what the index needs (see ``IndexedDataset.check_size``); before each read."""
+    def _check_sample_stream(self, where: str, doc: np.ndarray, sample: np.ndarray, step: int) -> None:
+        """Each sample starts ``seq_len`` tokens after the previous one in the stream of documents (a partial last one
+        kept by drop_last_partial=False points at the last token the stream has), at an offset inside its document.
+        The stream is walked ``step`` document-index entries at a time (the stream position and length of every
+        entry at once were two int64 arrays the length of the document index: GBs at billions of entries). The
+        samples go forward through the stream, so their entries never go back (an index whose entries do is refused
+        here: it breaks the rule), and each block of entries is read once. Called once the document index is known
+        to hold each document of the split once per epoch."""
+        if not len(doc):
+            return
+        sizes = np.asarray(self.indexed.sequence_lengths)
+        beg_doc, end_doc = self.documents
+        total = len(doc) // (end_doc - beg_doc) * int(sizes[beg_doc:end_doc].sum(dtype=np.int64))
+        held, pos, lengths, starts, last_row = -1, 0, None, None, 0  # block held; where the next one starts
+        for beg in range(0, sample.shape[0], step):
+            rows, offsets = sample[beg:beg + step, 0].astype(np.int64), sample[beg:beg + step, 1].astype(np.int64)
+            k = np.arange(beg, beg + len(rows), dtype=np.int64) * self.seq_len
+            want = np.where(k - (1 - self.extra) < total, k, total - self.extra)
+            ok = rows[0] >= last_row and not (np.diff(rows) < 0).any()
+            last_row = int(rows[-1])
+            got, room = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+            blocks = rows // step  # sorted, when ok
+            for b in range(int(blocks[0]), int(blocks[-1]) + 1) if ok else ():
+                i, j = np.searchsorted(blocks, [b, b + 1])
+                if i == j:
+                    continue
+                if b != held:  # forward to block b: the entries' lengths, and where each starts in the stream
+                    for c in range(held + 1, b):  # blocks no sample starts in
+                        pos += int(sizes[doc[c * step:(c + 1) * step]].sum(dtype=np.int64))
+                    lengths = sizes[doc[b * step:(b + 1) * step]].astype(np.int64)
+                    starts = np.cumsum(lengths)
+                    starts -= lengths
+                    starts += pos
+                    held, pos = b, int(starts[-1] + lengths[-1])
+                r = rows[i:j] - b * step
+                got[i:j], room[i:j] = starts[r] + offsets[i:j], lengths[r]
+            if not ok or (offsets > room - self.extra).any() or (got != want).any():
+                raise ValueError(f"{where}: a sample does not start {self.seq_len} tokens after the one before it in "
+                                 "the document stream")
+
+    def check_files(self, idx=None) -> None:
+        """The token files that samples ``idx`` read (all of them when None) still hold what the index needs, before
+        each read (see ``IndexedDataset.check_size``): reading a memory map past the end of a file cut short is a
+        SIGBUS, and a file written since it was opened holds other tokens. Of a dataset of more than
+        ``CHECK_ALL_PARTS`` parts only the parts the samples read are checked: every part cost two system calls per
+        read (0.6 ms per ``ds[i]`` at 200 parts), and a part not read is checked when it is read."""
+        parts = getattr(self.indexed, "parts", None)
+        if idx is not None and parts is not None and len(parts) > CHECK_ALL_PARTS:
+            for p in self._parts_read(idx):
+                parts[p].check_size()
+            return
         check = getattr(self.indexed, "check_size", None)
         if check is not None:
             check()
+
+    def _parts_read(self, idx: np.ndarray) -> set[int]:
+        """The parts that samples ``idx`` read from: those holding the documents of the document-index entries each
+        spans, from its first to its last (as ``parts_gather.gather_one`` walks them; a document lies in one part)."""
+        if len(idx) == 1:  # ds[i]: one run of entries
+            j = int(self._shuffle[idx[0]])
+            entries = slice(int(self._sample_flat[2 * j]), int(self._sample_flat[2 * j + 2]) + 1)
+        else:
+            j = self._shuffle[idx].astype(np.int64)
+            first, last = self._sample_flat[2 * j].astype(np.int64), self._sample_flat[2 * j + 2].astype(np.int64)
+            counts = last - first + 1
+            entries = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        part = np.searchsorted(self._part_starts, self._starts[self._document_index[entries]], side="right") - 1
+        return set(np.minimum(part, len(self._part_starts) - 2).tolist())  # (a document at the very end: the last)
 
     def __len__(self) -> int:
         return self._length
@@ -408,7 +462,7 @@ class GPTDataset:
             idx += n
         if not 0 <= idx < n:
             raise IndexError(f"sample {idx} out of range for {n} samples")
-        self.check_files()
+        self.check_files(np.array([idx], dtype=np.int64))
         out = np.empty(self._size, dtype=np.int64)
         state = self._state
         if state is None:
@@ -450,7 +504,7 @@ class GPTDataset:
         idx = np.where(idx < 0, idx + self._length, idx)
         if len(idx) and (idx.min() < 0 or idx.max() >= self._length):
             raise IndexError(f"sample index out of range for {self._length} samples")
-        self.check_files()
+        self.check_files(idx)
         out = np.empty((len(idx), self._size), dtype=np.int64)
         self._gather(idx, out)
         return out
