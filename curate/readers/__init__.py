@@ -19,12 +19,14 @@ Ids that a record does not bring (``file:line``, ``file@offset``, ``file:row``, 
 the file's base name, or, when two inputs of a run share a base name (``a/x.jsonl``, ``b/x.jsonl``), with the
 shortest end of its path that no other input of the run shares (``a/x.jsonl:2``, ``b/x.jsonl:2``): the run
 gives it to the split as ``id_prefix`` (:func:`id_prefixes`), so a file whose base name is unique keeps the ids
-it had.
+it had. A name holding ``@`` or ``:`` is written as a JSON string (:func:`safe_id_name`).
 """
 from __future__ import annotations
 
 import glob
+import json
 import os
+import re
 import stat
 from collections import Counter
 from dataclasses import dataclass
@@ -131,7 +133,20 @@ def id_name(split: dict) -> str:
     """What the ids a split's records do not bring begin with: its ``id_prefix`` when the run gave it one
     (:func:`id_prefixes`), else its file's base name."""
     prefix = split.get("id_prefix")
-    return prefix if isinstance(prefix, str) and prefix else os.path.basename(split["path"])
+    return safe_id_name(prefix if isinstance(prefix, str) and prefix else os.path.basename(split["path"]))
+
+
+_ID_SEPARATORS = re.compile(r'[@:]|^"')
+
+
+def safe_id_name(name: str) -> str:
+    """``name`` as the ids of its records begin with it: as it is, or, where it holds ``@`` or ``:`` (what
+    begins an id's place in its file: ``:line``, ``@offset``, ``:row``) or begins with ``"``, as a JSON string
+    (``"x.jsonl.gz@1234"``). So a name is never another file's id with its place cut short: line 1 of a file
+    named ``x.jsonl.gz@1234`` and line 1 of the member at offset 1234 of ``x.jsonl.gz`` are two ids, and so are
+    an HTML file named ``x.jsonl:3`` and line 3 of ``x.jsonl``. A name without those characters, as nearly
+    every file's is, keeps the ids it always had."""
+    return json.dumps(name, ensure_ascii=False) if _ID_SEPARATORS.search(name) else name
 
 
 def id_prefixes(paths: list[str]) -> dict[str, str]:

@@ -6,7 +6,8 @@ plain file and for the first gzip member / zstd frame of a compressed file, and 
 for a line that starts in a later member (``offset``: the member's byte offset in the file, ``line``: counted
 inside that member). A single-member ``.jsonl.gz`` therefore keeps plain line numbers. ``<file name>`` is the
 file's base name, or the run's longer name for it when two inputs share a base name
-(:func:`curate.readers.id_prefixes`).
+(:func:`curate.readers.id_prefixes`), written as a JSON string when it holds ``@`` or ``:``
+(:func:`curate.readers.safe_id_name`).
 
 Size: ``max_doc_bytes`` bounds the document's text, counted in UTF-8 (as for a Parquet/Arrow row), not the line,
 which can be up to 6 times longer (``json.dumps`` writes each non-ASCII character as a ``\\uXXXX`` escape by
