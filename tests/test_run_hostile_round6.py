@@ -19,7 +19,7 @@ from curate.executors.local import LocalExecutor
 from curate.pipeline import MAX_STAGE_NAME, RESERVED_STAGE_NAMES, parse_pipeline
 from curate.schema import documents_to_table
 from curate.shards import manifest_shards, read_shard, write_shard
-from curate.stages.decontaminate import SPLIT_ID, _replace_texts
+from curate.stages.decontaminate import NESTED, SPLIT_ID, _replace_texts
 from curate.stages.minhash.clusters import quality_scores
 from curate.stages.minhash.stage import MinHashDedup, Params as MinHashParams
 
@@ -173,12 +173,12 @@ def _kept(out: Path) -> list[dict]:
 
 def test_a_piece_split_again_gets_split_ids_of_its_own(tmp_path, capsys):
     """Two decontaminate stages: the second split a piece of the first, and its pieces took split_id 0 and 1
-    again: two rows (d, 0). The first piece keeps its number, the others continue after the largest."""
+    again: two rows (d, 0). The pieces of piece 1 take numbers made from 1 (``_nested_ids``)."""
     p = _two_decontaminations(tmp_path)
     assert curate_main(["run", str(p), "--quiet"]) == 0
     rows = _kept(tmp_path / "out_p")
     keys = [(r["id"], r[SPLIT_ID]) for r in rows]
-    assert sorted(keys) == [("d", 0), ("d", 1), ("d", 2)]
+    assert sorted(keys) == [("d", 0), ("d", 2 * NESTED), ("d", 2 * NESTED + 1)]
     stats = json.loads((tmp_path / "out_p" / "stats.json").read_text())
     assert [s.get("added", 0) for s in stats["stages"]] == [0, 1, 1]
     # rerun: resumed as finished, the same rows
@@ -187,13 +187,14 @@ def test_a_piece_split_again_gets_split_ids_of_its_own(tmp_path, capsys):
     assert (tmp_path / "out_p" / "manifest.json").read_bytes() == before and _kept(tmp_path / "out_p") == rows
 
 
-def test_replace_texts_numbers_the_pieces_of_a_piece_after_the_largest_split_id():
+def test_replace_texts_numbers_the_pieces_of_a_piece_from_its_own_split_id():
     base = {"source": "s", "url": "", "content_type": "text/plain"}
     rows = [{"id": "d", "text": t, **base} for t in ("A", "B", "C")] + [{"id": "x", "text": "X", **base}]
     table = documents_to_table(rows).append_column(SPLIT_ID, pa.array([0, 1, 2, None], pa.int32()))
     out = _replace_texts(table, {0: ["A1", "A2"], 2: ["C1", "C2", "C3"], 3: ["X1", "X2"]}, True)
     assert list(zip(out.column("text").to_pylist(), out.column(SPLIT_ID).to_pylist())) == [
-        ("A1", 0), ("A2", 3), ("B", 1), ("C1", 2), ("C2", 4), ("C3", 5), ("X1", 0), ("X2", 1)]
+        ("A1", NESTED), ("A2", NESTED + 1), ("B", 1), ("C1", 3 * NESTED), ("C2", 3 * NESTED + 1),
+        ("C3", 3 * NESTED + 2), ("X1", 0), ("X2", 1)]
     first = _replace_texts(documents_to_table(rows[:1]), {0: ["P", "Q"]}, True)  # a first split: 0, 1 as before
     assert first.column(SPLIT_ID).to_pylist() == [0, 1]
 

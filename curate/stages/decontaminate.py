@@ -39,9 +39,10 @@ whitespace, are kept if they have at least ``min_fragment`` characters. The outc
 - no match: untouched (the row passes through byte for byte; ``split_id`` null);
 - **trimmed**: one piece left (the cut touched the start or the end, or the rest was too short);
 - **split**: two to ``max_splits`` pieces left: one document per piece (``split_output``; ``split_id``
-  0, 1, ... in text order; a piece that a later ``decontaminate`` stage splits again keeps its number for
-  its first piece, the others take the next numbers free for that ``id``, so ``(id, split_id)`` stays
-  unique: ``_replace_texts``);
+  0, 1, ... in text order; the pieces of a piece ``s`` that a later ``decontaminate`` stage splits again
+  take ``(s + 1) * NESTED + 0, 1, ...``, numbers made from ``s`` rather than counted from those in sight, so
+  ``(id, split_id)`` stays unique whatever ran between the stages, a piece set aside there included:
+  ``_replace_texts``);
 - **removed**: no piece left, or more than ``max_splits`` pieces: set aside with reason
   ``contaminated``.
 
@@ -73,7 +74,7 @@ import pyarrow as pa
 from curate import json_files
 from curate import shuffle
 from curate.readers.text import clean_surrogates
-from curate.schema import ID, TEXT
+from curate.schema import TEXT
 from curate.shards import claim_plan_dir, read_json, read_shard, write_json
 from curate.stages.base import GlobalStage, StageResult, split
 from curate.stages.minhash.kernels import MAX_NGRAM, _example_ngrams, _match_kernel
@@ -88,6 +89,9 @@ SPLIT_ID = "split_id"
 SPLIT_OUTPUTS = ("documents", "joined")
 MAX_CHARS = 100_000_000  # window, min_fragment: ten times the largest default document (max_doc_bytes), far from int64
 MAX_PIECES = 1_000_000  # max_splits
+NESTED = 1 << 20  # the pieces of piece s split again: split_id (s + 1) * NESTED + j (_nested_ids)
+MAX_SPLIT_ID = (1 << 63) - 1  # split_id is an int64
+assert MAX_PIECES < NESTED
 MAX_DOCS = 1 << 40  # max_matches (0 = no limit)
 MATCHES = pa.schema([("doc", pa.uint64()), ("ngram", pa.uint64()), ("start", pa.int64()), ("end", pa.int64())])
 PAIRS = pa.schema([("ngram", pa.uint64()), ("doc", pa.uint64())])
@@ -481,7 +485,7 @@ def _read_json_at(path: str, mtime_ns: int):
 
 
 def _with_split_id(table: pa.Table, values) -> pa.Table:
-    arr = pa.array(values if values is not None else [None] * table.num_rows, pa.int32())
+    arr = pa.array(values if values is not None else [None] * table.num_rows, pa.int64())
     if SPLIT_ID in table.column_names:
         if values is None:
             return table
@@ -494,10 +498,10 @@ def _replace_texts(table: pa.Table, pieces: dict[int, list[str]], documents: boo
     ``documents`` a ``split_id`` column numbers the pieces of split documents (null elsewhere).
 
     ``split_id`` of a document split here: 0, 1, ... in text order. A piece an earlier ``decontaminate``
-    stage made (``split_id`` s) and this one splits again: its first piece keeps s, the others take the next
-    numbers after the largest ``split_id`` of that ``id`` in the shard (every piece of a document stays in the
-    shard its document was in), so ``(id, split_id)`` stays unique among the kept rows wherever ids are; those
-    numbers follow the order the pieces were made in, not the text's. A piece not split again keeps its number."""
+    stage made (``split_id`` s) and this one splits again: its pieces take numbers made from s
+    (:func:`_nested_ids`), not the next ones after the largest in sight, which a stage between the two may
+    have set aside: ``(id, split_id)`` stays unique wherever ids are, whatever ran in between. A piece not
+    split again (trimmed, or untouched) keeps its number."""
     counts = np.ones(table.num_rows, np.int64)
     for row, p in pieces.items():
         counts[row] = len(p)
@@ -516,21 +520,25 @@ def _replace_texts(table: pa.Table, pieces: dict[int, list[str]], documents: boo
         split_ids = out.column(SPLIT_ID).to_pylist()
     else:
         before, split_ids = [None] * table.num_rows, [None] * out.num_rows
-    next_free: dict | None = None  # id -> the next split_id not taken in this shard (only when a piece is split again)
     for row in sorted(pieces):
         p, lo = pieces[row], int(pos[row])
         if len(p) < 2:
             continue  # trimmed: the row keeps its split_id (null, or an earlier split's)
-        if before[row] is None:
-            split_ids[lo:lo + len(p)] = list(range(len(p)))
-            continue
-        if next_free is None:
-            next_free = {}
-            for doc_id, sid in zip(table.column(ID).to_pylist(), before):
-                if sid is not None and sid + 1 > next_free.get(doc_id, 0):
-                    next_free[doc_id] = sid + 1
-        doc_id = table.column(ID)[row].as_py()
-        first = next_free[doc_id]
-        split_ids[lo:lo + len(p)] = [before[row]] + list(range(first, first + len(p) - 1))
-        next_free[doc_id] = first + len(p) - 1
+        split_ids[lo:lo + len(p)] = list(range(len(p))) if before[row] is None else _nested_ids(before[row], len(p))
     return _with_split_id(out, split_ids)
+
+
+def _nested_ids(s: int, n: int) -> list[int]:
+    """The ``split_id`` of the ``n`` pieces of piece ``s`` split again: ``(s + 1) * NESTED + j``, j = 0 ... n - 1.
+
+    Unique without knowing the other pieces (some may have been set aside since): the numbers of a first split
+    are below ``NESTED`` (``max_splits`` is at most ``MAX_PIECES`` < ``NESTED``), those made here are ``NESTED``
+    or more, and each tells its parent and place (``divmod(number, NESTED)``); a piece is split again at most
+    once, since its first piece takes a new number too and ``s`` is gone. Three splits of one text deep fit in
+    an int64; a fourth stops the stage, saying what to do."""
+    first = (s + 1) * NESTED
+    if s < 0 or first + n - 1 > MAX_SPLIT_ID:
+        raise ValueError(f"{SPLIT_ID} {s} split again: its pieces' numbers would pass 2**63 - 1 (a text split by "
+                         "four decontaminate stages in a row); give fewer decontaminate stages (one stage takes "
+                         "several eval_files)")
+    return list(range(first, first + n))
