@@ -249,7 +249,7 @@ def test_a_value_that_makes_no_sense_is_refused_naming_it(type_, params, says):
     ("decontaminate", {"ngram": 64, "min_ngram": 64, "window": 100_000_000, "max_splits": 1_000_000, "max_matches": 0}),
     ("decontaminate", {"ngram": 1, "min_ngram": 1, "window": 0, "min_fragment": 0, "max_splits": 1}),
     ("minhash_dedup", {"seed": 0}), ("minhash_dedup", {"seed": 2 ** 32 - 1}),
-    ("gopher_repetition", {"dup_line_frac": 1.0, "top_2gram_frac": 0}),
+    ("gopher_repetition", {"dup_line_frac": 1.0, "top_2gram_frac": 0, "top_ngram_needs_repeat": True}),
     ("gopher_quality", {"min_alpha_words_ratio": 1, "max_symbol_word_ratio": 5.0}),  # per word: may pass 1
     ("fineweb_quality", {"new_line_ratio": 4.0, "line_punct_thr": 1.0}),  # newlines per token: may pass 1
     ("c4_quality", {"max_word_length": -1}),

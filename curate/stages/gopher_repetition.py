@@ -57,7 +57,23 @@ class GopherRepetitionParams:
         check_skip(self.skip, GOPHER_REPETITION_REASONS, "gopher_repetition")
         check_nonnegative(self, [f for f in self.__dataclass_fields__ if f.endswith("_frac")])
         check_shares(self, [f for f in self.__dataclass_fields__ if f.endswith("_frac")])
+        self._check_top_ngram_fracs()
         check_words(self)
+
+    def _check_top_ngram_fracs(self) -> None:
+        """``top_Ngram_frac = 0`` sets every document of N tokens or more aside where an n-gram seen once can be
+        the top one (``top_ngram_needs_repeat = false``, DataTrove's way): its characters are above 0 of the
+        text. (With ``top_ngram_needs_repeat = true`` it means: no N-gram may repeat; the ``dup_*`` limits at 0
+        likewise mean no repeat at all.)"""
+        if self.top_ngram_needs_repeat:
+            return
+        for n in TOP_NGRAMS:
+            name = f"top_{n}gram_frac"
+            if getattr(self, name) == 0 and f"gopher_top_{n}gram" not in self.skip:
+                raise ValueError(
+                    f"{name} = 0: every document of {n} tokens or more would be set aside (its most frequent "
+                    f"{n}-gram, even seen once, has characters); give a share above 0, set top_ngram_needs_repeat = "
+                    f"true (only a repeated {n}-gram counts), or list gopher_top_{n}gram in `skip`")
 
 
 class GopherRepetition(HeuristicStage):
