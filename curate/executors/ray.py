@@ -14,7 +14,8 @@ gave ``on_crash``, runs once more alone in a child process inside a Ray worker (
 signal says which: a crash (SIGSEGV, SIGBUS, SIGABRT ...) makes ``on_crash`` the task's result (a read task
 sets its split aside as ``read_crashed``), a kill (SIGKILL: out of memory?) stops the run naming the task, as
 the local executor does. A lost node (``NodeDiedError``) always stops the run after the retries. Without
-``--address``, a local Ray instance is started with ``workers`` CPUs.
+``--address``, a local Ray instance is started with ``workers`` CPUs. Ctrl-C or SIGTERM while Ray starts is
+held back until ``ray.init`` returns, then meets the command's own handler, Ray shut down (``connect_ray``).
 """
 from __future__ import annotations
 
@@ -59,33 +60,118 @@ def connect_ray(address: str | None, cpus: int | None, missing: type[Exception] 
         return ray, False
     if address:
         check_address(address)
-    with _signal_handlers_kept():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            # "local": a new instance even where RAY_ADDRESS or /tmp/ray/ray_current_cluster names another one
-            # (an earlier run's leftover); without it Ray attaches there, and refuses the num_cpus given here
-            ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    if address:
+        kwargs = dict(address=address, log_to_driver=False)
+    else:
+        # "local": a new instance even where RAY_ADDRESS or /tmp/ray/ray_current_cluster names another one
+        # (an earlier run's leftover); without it Ray attaches there, and refuses the num_cpus given here
+        kwargs = dict(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    pending: list[int] = []  # signals that came while Ray started
+    try:
+        with _signals_deferred(pending), _no_failure_handler():
+            ray.init(**kwargs)
+    finally:
+        if pending:  # Ray whole now: the signal does what the command set it to do
+            _raise_again(ray, pending[0])
     return ray, True
 
 
+def _raise_again(ray, signum: int) -> None:
+    """A signal held back while Ray started, raised again now that Ray is whole: where it ends the command (the
+    default action, or a handler raising ``KeyboardInterrupt`` / ``dispatch.Terminated``), Ray is shut down
+    first or on the way out (the command has no executor to shut down yet)."""
+    if not callable(signal.getsignal(signum)):  # SIG_DFL: the process ends here
+        if ray.is_initialized():
+            ray.shutdown()
+        signal.raise_signal(signum)
+        return
+    try:
+        signal.raise_signal(signum)  # (Python runs the handler before this returns)
+    except BaseException:
+        if ray.is_initialized():
+            ray.shutdown()
+        raise
+
+
 @contextlib.contextmanager
-def _signal_handlers_kept():
-    """SIGTERM's and SIGINT's handlers as they were before ``ray.init``, which installs its own (Ray's C++ core
-    a failure handler that answers SIGTERM with a crash dump and exit 134/15, where ``curate run`` and ``pretrain
-    tokenize`` end in one line and exit 143, their pools shut down). Setting a handler again from Python puts
-    Python's own signal handling back in front."""
+def _signals_deferred(pending: list):
+    """SIGTERM and SIGINT held back while ``ray.init`` runs: one that comes is noted in ``pending``, and raised
+    again once Ray is whole (``_raise_again``: the command's handler runs, ``curate run`` and ``pretrain
+    tokenize`` end in one line, exit 143 / 130, and Ray is shut down); a second of the same kind goes through
+    at once. Met halfway through ``ray.init``, the signal would leave the processes Ray had started running; and
+    ``ray.init`` in the main thread sets a SIGTERM handler of its own, ending the process with ``sys.exit(15)``
+    (Ray's ``set_sigterm_handler`` does nothing meanwhile: ``_ray_sets_no_sigterm_handler``). The handlers are
+    put back afterwards, which also puts Python's signal handling back in front of a C++ failure handler of
+    Ray's, should ``_no_failure_handler`` not have kept it out. Not a signal mask: the processes Ray starts
+    (raylet, GCS, workers) would inherit it and never see SIGTERM."""
+    if threading.current_thread() is not threading.main_thread():  # (no handler can be set: nor can Ray's)
+        yield
+        return
     saved = {}
     for signum in (signal.SIGTERM, signal.SIGINT):
         handler = signal.getsignal(signum)
-        if handler is not None:  # (None: set outside Python, cannot be put back)
+        if handler is not None and handler is not signal.SIG_IGN:  # (None: set outside Python, cannot be put back)
             saved[signum] = handler
+
+    def defer(signum, frame):
+        if signum in pending:  # the second one: at once, as without Ray
+            signal.signal(signum, saved[signum])
+            signal.raise_signal(signum)
+        else:
+            pending.append(signum)
+
+    for signum in saved:
+        signal.signal(signum, defer)
+    try:
+        with _ray_sets_no_sigterm_handler():
+            yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _ray_sets_no_sigterm_handler():
+    """``ray._private.utils.set_sigterm_handler`` (what ``ray.init`` calls to set its own SIGTERM handler) doing
+    nothing meanwhile."""
+    try:
+        from ray._private import utils
+    except ImportError:  # pragma: no cover - another Ray layout: Ray's handler stays possible while it starts
+        yield
+        return
+    name = "set_sigterm_handler"
+    before = getattr(utils, name, None)
+    if before is None:  # pragma: no cover - as above
+        yield
+        return
+    setattr(utils, name, lambda handler: None)
     try:
         yield
     finally:
-        if threading.current_thread() is threading.main_thread():
-            for signum, handler in saved.items():
-                signal.signal(signum, handler)
+        setattr(utils, name, before)
+
+
+@contextlib.contextmanager
+def _no_failure_handler():
+    """This process's Ray core worker started without Ray's C++ failure signal handler (Ray's
+    ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``, here for this process only, not for the workers Ray starts), which
+    answers SIGTERM with a crash dump before passing it on. A crash of this process is still reported by
+    Python's ``faulthandler`` (which ``curate`` and ``pretrain`` enable)."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout: the dump stays possible while Ray starts
+        yield
+        return
+    name = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+    before = getattr(ray_constants, name, None)
+    setattr(ray_constants, name, True)
+    try:
+        yield
+    finally:
+        if before is None:
+            delattr(ray_constants, name)
+        else:
+            setattr(ray_constants, name, before)
 
 
 class RayExecutor:
