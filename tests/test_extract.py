@@ -386,7 +386,7 @@ def test_multi_megabyte_page_with_inline_scripts_extracts(wcxb_pages):
     assert res.dropped["reason"].to_pylist() == ["html_too_large"]
 
 
-def test_headings_list_items_and_cells_are_lines_of_their_own():
+def test_headings_list_items_and_table_rows_are_lines_of_their_own():
     nav = "".join(f"<li><a href='/{i}'>Section {i}</a></li>" for i in range(12))
     html = ("<html><head><title>Growing tomatoes at home</title></head><body><nav><ul>" + nav + "</ul></nav>"
             "<main><article><h1>Growing tomatoes at home</h1>"
@@ -401,7 +401,8 @@ def test_headings_list_items_and_cells_are_lines_of_their_own():
     out = extract_blocks(html)
     lines = out.split("\n")
     assert "Tomatoes need at least six hours" in out and "Feed the plants every two weeks" in out
-    for line in ("What you need", "A pot of at least twenty litres", "Stakes or a cage for support", "Cherry"):
+    for line in ("What you need", "A pot of at least twenty litres", "Stakes or a cage for support",
+                 "Variety | Days to harvest", "Cherry | sixty five"):  # a table's row on one line, cells joined
         assert line in lines, (line, lines)
 
 

@@ -1,8 +1,12 @@
 """The ``blocks`` engine (the default): the page cut into blocks on lexbor's DOM (``features``), each block
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
-page order, after four readability-style rules on the classifier's output (``page_chrome``: blocks inside nav,
-footer, aside and a header outside article and main; ``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a
-prose page; ``region.main_region``: prose outside the page's main region). Pages nested too deep for lexbor, with
+page order (a data table's row on one line: ``tables``), after readability-style rules on the classifier's
+output (``page_chrome``: blocks inside nav, footer, aside and a header outside article and main;
+``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a prose page;
+``region.main_region``: prose outside the page's main region; ``region.after_article``: teasers after a short
+article) and two on the blocks' words (``interface``: advertisement labels and action lines, a ``noscript``'s
+JavaScript notice). A page whose text is inside ``noscript`` elements gets that text (``noscript_text``). Pages
+nested too deep for lexbor, with
 no visible block or more blocks than any real page (``features.MAX_BLOCKS``), or of which the classifier
 keeps fewer than ``MIN_WORDS`` words go to the rules engine
 (``rules``; its text is taken where it holds more words): on a page unlike those it learned (a short page,
@@ -12,17 +16,20 @@ panels are content (``dom_walk``)."""
 from __future__ import annotations
 
 import re
+from itertools import repeat
 
 import numpy as np
 
 from curate.extract.boilerplate import normalize_chars
 from curate.extract.depth import too_deep, too_deep_utf8
 from curate.extract.dom_walk import MAX_DEPTH
-from curate.extract.features import chrome_blocks, dense_words, features, link_columns
+from curate.extract.features import chrome_blocks, dense_words, features, link_columns, place_columns
+from curate.extract.interface import interface_labels, script_notices
 from curate.extract.model import cached
-from curate.extract.region import PROSE_LINKS, main_region, next_to
+from curate.extract.region import PROSE_LINKS, text_sizes, after_article, last_descendants, main_region, next_to
 from curate.extract.rules import extract_resiliparse
 from curate.extract.strip import strip_html, strip_utf8, utf8
+from curate.extract.tables import ROW_SEPARATOR, table_rows
 
 _WORDS = re.compile(r"\w+")
 # kept text with fewer words than this goes to the rules engine. Chosen on the cross-validated predictions of
@@ -41,19 +48,23 @@ def words(text: str) -> float:
     return len(_WORDS.findall(text)) + dense_words(text)
 
 
-def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None) -> str:
+def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=None, rows=None) -> str:
     """The page's text from its blocks: those with ``prob >= threshold``, one per line, in page order.
     A block repeated right after itself is written once, and so is a block of three words or more (not a
     table cell) whose text was already written: pages often hold their content twice (mobile and desktop
     layouts, a post quoted in a reply, a teaser above the full text). ``parents`` (the element above each
     block's owner, ``Blocks.groups[:, 0]``): a repeat under the same parent as its earlier copy is the
-    text saying the same thing twice (a refrain, a repeated line of a poem or a list), and is kept."""
+    text saying the same thing twice (a refrain, a repeated line of a poem or a list), and is kept.
+    ``rows`` (``tables.table_rows``): per block, the table row whose kept cells share a line, joined by
+    ``tables.ROW_SEPARATOR`` (" | "), or -1."""
     prob = np.asarray(prob, dtype=np.float32)
     parents = range(len(texts)) if parents is None else np.asarray(parents).tolist()
+    rows = repeat(-1) if rows is None else np.asarray(rows).tolist()
     out: list[str] = []
     seen: dict[str, set] = {}  # text written (line breaks as spaces) -> the parents it was written under
     last = None
-    for t, keep, tag, par in zip(texts, (prob >= threshold).tolist(), tags, parents):
+    last_row = -1
+    for t, keep, tag, par, row in zip(texts, (prob >= threshold).tolist(), tags, parents, rows):
         if not keep:
             continue
         key = t.replace("\n", " ") if "\n" in t else t  # one copy laid out with <br>, the other not: the same
@@ -62,8 +73,12 @@ def assemble(texts: list[str], tags: list[str], prob, threshold: float, parents=
                 last == key or (tag not in ("td", "th") and len(_WORDS.findall(t)) >= 3)):
             continue
         seen.setdefault(key, set()).add(par)
-        out.append(t)
+        if row >= 0 and row == last_row:  # the next cell of the row being written
+            out[-1] += ROW_SEPARATOR + t
+        else:
+            out.append(t)
         last = key
+        last_row = row
     return "\n".join(out)
 
 
@@ -75,7 +90,7 @@ _SURE = 1.5          # times the threshold below which a kept block outside the 
 _SURE_CHARS = 25     # ... when it holds at least this many characters (a headline, a teaser)
 
 
-def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarray:
+def main_container(texts: list[str], groups, prob, threshold: float, size=None) -> np.ndarray:
     """``prob`` adjusted where the classifier is unsure, readability-style, around the page's article: the
     element holding most of the kept characters. A paragraph (``_UNSURE_WORDS`` words or more) under the
     same element 4 levels up as most kept text is kept when the classifier gives it at least ``_UNSURE``
@@ -93,7 +108,7 @@ def main_container(texts: list[str], groups, prob, threshold: float) -> np.ndarr
     if not keep.any():
         return prob
     groups = np.asarray(groups)
-    size = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts))
+    size = text_sizes(texts) if size is None else size
     chars = size * keep
     prob = prob.copy()
     unsure = np.flatnonzero(_in_largest(groups[:, _MAIN_LEVEL], chars) & ~keep & (prob >= threshold * _UNSURE))
@@ -112,7 +127,7 @@ _LINK_ONLY = 0.8     # a kept block with at least this share of link text, in a 
 _LINK_LIST = 0.8     # ... whose element (the block's parent) holds at least this share, is dropped
 
 
-def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
+def link_lists(texts: list[str], links, prob, threshold: float, size=None) -> np.ndarray:
     """``prob`` with the link lists of a prose page dropped: when less than ``PROSE_LINKS`` of the kept
     characters are link text (an article, a post: its content is prose), a kept block that is itself link
     text (``_LINK_ONLY``) in an element that is a list of links (``_LINK_LIST``: the parent's characters) is
@@ -124,7 +139,7 @@ def link_lists(texts: list[str], links, prob, threshold: float) -> np.ndarray:
     (+0.01 on those in other languages)."""
     prob = np.asarray(prob, dtype=np.float32)
     keep = prob >= threshold
-    size = np.fromiter(map(len, texts), dtype=np.float64, count=len(texts))
+    size = text_sizes(texts) if size is None else size
     kept = float(size[keep].sum())
     links = np.asarray(links, dtype=np.float64)
     if not kept or float((size * links[:, 0])[keep].sum()) >= PROSE_LINKS * kept:
@@ -162,32 +177,85 @@ def _in_largest(owner: np.ndarray, chars: np.ndarray) -> np.ndarray:
 
 
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
-              links=None, tree=None, comments: bool = True, chrome=None) -> str:
+              links=None, tree=None, comments: bool = True, chrome=None, places=None) -> str:
     """The engine's text of one page from its blocks and their probabilities (``page_chrome`` when
     ``chrome`` is given, ``main_container``, then ``link_lists`` when ``links`` is given, then
-    ``region.main_region`` when ``tree`` is too, then ``assemble``), or, when that keeps fewer than
-    ``MIN_WORDS`` words, the rules engine's text of the page where it holds more (``html``: ``str``, UTF-8
-    bytes, or a function giving them, called only then). ``tree``: (each block's owning element, each
-    element's parent), ``Blocks.owner`` and ``Blocks.parent``. ``comments``: the rules engine's text keeps
-    comment threads (its ``comments``). ``chrome``: per block, whether it is inside nav, footer or aside."""
+    ``region.main_region`` when ``tree`` is too, ``region.after_article`` when ``places`` is too, then
+    ``interface.interface_labels``, then ``assemble``: a data table's row on one line when ``tree`` is given),
+    or, when that keeps fewer than ``MIN_WORDS`` words, the text inside the page's ``noscript`` elements
+    (``noscript_text``) where that holds ``MIN_WORDS``, else the rules engine's text of the page where it holds
+    more (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then). ``tree``: (each block's
+    owning element, each element's parent), ``Blocks.owner`` and ``Blocks.parent``. ``comments``: the rules
+    engine's text keeps comment threads (its ``comments``). ``chrome``: per block, whether it is inside nav,
+    footer or aside. ``places``: per block, whether it is inside a ``noscript`` and inside an ``article``
+    element (``features.place_columns``); a ``noscript``'s JavaScript notice is dropped
+    (``interface.script_notices``)."""
+    notices = None
+    rows = None
     if len(texts):
+        size = text_sizes(texts)
         if chrome is not None:
             prob = page_chrome(chrome, prob)
-        prob = main_container(texts, groups, prob, threshold)
+        prob = main_container(texts, groups, prob, threshold, size)
         if links is not None:
-            prob = link_lists(texts, links, prob, threshold)
+            prob = link_lists(texts, links, prob, threshold, size)
             if tree is not None:
-                prob = main_region(texts, tree[0], tree[1], links, prob, threshold)
+                prob = main_region(texts, tree[0], tree[1], links, prob, threshold, size)
+                if places is not None:
+                    prob = after_article(texts, tags, np.asarray(groups)[:, 0], links, places[:, 1], prob, threshold,
+                                         all_words, size)
+        if places is not None and places[:, 0].any():
+            notices = script_notices(texts, places[:, 0])
+            if notices.any():
+                prob = np.where(notices, np.float32(0.0), np.asarray(prob, dtype=np.float32))
+        prob = interface_labels(texts, tags, prob, threshold, size)
+        if tree is not None:
+            rows = table_rows(texts, tags, tree[0], tree[1])
+    parents = np.asarray(groups)[:, 0] if len(texts) else None
     # the characters as the rules engine's cleanup and trafilatura give them: soft hyphens and zero-width spaces
     # out (a soft hyphen made two words of one), fixed-width spaces plain, NFC (some pages ship u + U+0308)
-    text = normalize_chars(assemble(texts, tags, prob, threshold, np.asarray(groups)[:, 0] if len(texts) else None))
+    text = normalize_chars(assemble(texts, tags, prob, threshold, parents, rows))
     kept = words(text)
     if kept >= MIN_WORDS:
         return text
+    if notices is not None:
+        shown = noscript_text(texts, tags, parents, rows, prob, threshold, places[:, 0], notices, chrome, links)
+        if shown is not None:
+            return shown
     if callable(html):
         html = html()
     rules = extract_resiliparse(html if isinstance(html, str) else html.decode("utf-8"), url, comments=comments)
     return rules if not kept or words(rules) > kept else text
+
+
+_NOSCRIPT_LINKS = 0.5  # a noscript block with this share of link text or more is its menu, not its text
+
+
+def noscript_text(texts, tags, parents, rows, prob, threshold: float, noscript, notices, chrome=None,
+                  links=None) -> str | None:
+    """The page's text as a browser without JavaScript shows it, when the classifier kept under ``MIN_WORDS``
+    words of it: the kept blocks and those inside ``noscript`` elements (a page that renders its content by
+    script and writes it for the others into a ``noscript``), without the ``noscript``'s notices
+    (``notices``: "Please enable JavaScript", a tracking pixel), its chrome (``chrome``) and its menus (blocks
+    of ``_NOSCRIPT_LINKS`` link text or more); None when that holds under ``MIN_WORDS`` words too. The
+    classifier scores a block inside ``noscript`` low (the ``in_noscript`` feature: most are notices), and
+    the rules engine reads none of it: such a page was set aside, or came out as its menu."""
+    shown = np.asarray(noscript, dtype=bool) & ~np.asarray(notices, dtype=bool)
+    if chrome is not None:
+        shown &= ~np.asarray(chrome, dtype=bool)
+    if links is not None:
+        shown &= np.asarray(links)[:, 0] < _NOSCRIPT_LINKS
+    if not shown.any():
+        return None
+    prob = interface_labels(texts, tags, np.where(shown, np.float32(1.0), np.asarray(prob, dtype=np.float32)),
+                            threshold)
+    text = normalize_chars(assemble(texts, tags, prob, threshold, parents, rows))
+    return text if words(text) >= MIN_WORDS else None
+
+
+def all_words(text: str) -> float:
+    """Words of ``text`` in any script, as ``words`` counts them, without its cap."""
+    return len(_WORDS.findall(text)) + dense_words(text)
 
 
 def extract_blocks(html: str, url: str = "", model: str = "", stripped: bool = False, comments: bool = True) -> str:
@@ -224,7 +292,8 @@ def _assemble_blocks(b, html, url: str, model: str, comments: bool = True) -> st
                                    comments=comments)
     m = cached(model)
     return page_text(b.texts, b.tags, b.groups, m.predict(b.features, b.groups), m.threshold, html, url,
-                     link_columns(b.features), (b.owner, b.parent), comments, chrome_blocks(b.features))
+                     link_columns(b.features), (b.owner, b.parent), comments, chrome_blocks(b.features),
+                     place_columns(b.features))
 
 
 _WARM: set[str] = set()
@@ -242,5 +311,6 @@ def warm_blocks(model: str = "") -> None:
         # the main region's kernel, whatever the classifier made of the page above
         main_region(["Text"], np.zeros(1, np.int64), np.full(1, -1, np.int64), np.zeros((1, 2)),
                     np.ones(1, np.float32), 0.5)
+        last_descendants(np.full(1, -1, np.int64))  # ... and the table rows' (``tables.table_rows``)
         _WARM.add(model)
 

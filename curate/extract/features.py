@@ -678,6 +678,13 @@ def chrome_blocks(feats: np.ndarray) -> np.ndarray:
     return inside[:, :3].any(axis=1) | banner
 
 
+def place_columns(feats: np.ndarray) -> np.ndarray:
+    """Per block, whether it lies inside a ``noscript`` element and inside an ``article`` element (the
+    ``in_noscript`` and ``in_article`` feature columns), ``[n, 2]`` bool: read by ``blocks.noscript_text`` and
+    ``blocks.after_article``."""
+    return feats[:, _columns("in_noscript", "in_article")] > 0
+
+
 @functools.lru_cache(maxsize=None)
 def n_features() -> int:
     return len(feature_names())

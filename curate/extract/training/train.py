@@ -386,7 +386,7 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     """Output text per page index from block probabilities (the stage's own assembly, its fallback to the
     rules engine included)."""
     from curate.extract.blocks import extract_blocks, page_text
-    from curate.extract.features import chrome_blocks, link_columns
+    from curate.extract.features import chrome_blocks, link_columns, place_columns
     from curate.extract.strip import strip_html
 
     by_page: dict[int, list[int]] = defaultdict(list)
@@ -396,7 +396,8 @@ def page_texts(ds: Dataset, prob: np.ndarray, threshold: float) -> dict[int, str
     for p, idx in by_page.items():
         out[p] = page_text([ds.texts[i] for i in idx], [ds.tags[i] for i in idx], ds.groups[idx], prob[idx],
                            threshold, lambda: strip_html(ds.pages[p].html), links=link_columns(ds.x[idx]),
-                           tree=(ds.owner[idx], ds.parents[p]), chrome=chrome_blocks(ds.x[idx]))
+                           tree=(ds.owner[idx], ds.parents[p]), chrome=chrome_blocks(ds.x[idx]),
+                           places=place_columns(ds.x[idx]))
     for p, page in enumerate(ds.pages):
         if p not in out:  # no blocks: the stage's own fallback (extract_blocks), so CV scores what it outputs
             out[p] = extract_blocks(page.html)
