@@ -174,14 +174,44 @@ def parse_override(text: str) -> tuple[str, str, object]:
     return table, key, value
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+# top-level keys of the other TOML files Quarry reads, for a config file that is one of them (`pretrain ablate`'s
+# spec naming itself as its `config` trained on default settings): (keys, what the file is, what to give instead)
+OTHER_FILES = (
+    ({"variants", "baseline", "seeds"}, "an ablation spec (`pretrain ablate SPEC.toml`)",
+     "a train config, e.g. pretrain/configs/proxy-tiny.toml"),
+    ({"datasets"}, "a blend spec", "a train config; a blend spec goes in its [data] table as blend = \"SPEC.toml\""),
+)
+
+
+def config_tables(path: str | Path | None, overrides: list[str] | None = None) -> dict:
+    """The config file's tables with ``overrides`` (``table.key=value``) applied, refused as `pretrain train`
+    refuses them (:func:`from_dict`: a top-level key that is not a known table, an unknown key, a wrong type;
+    a file that is an ablation or blend spec is named as such). `pretrain ablate` reads its runs' config here."""
+    raw = _tables(path, overrides)
+    from_dict(raw)
+    return raw
+
+
+def _tables(path, overrides) -> dict:
     raw: dict = {}
     if path is not None:
         raw = load_toml(path, what="config file", hint=" (see pretrain/configs/ for examples)")
+        if not any(k in TABLE_CLASSES for k in raw):
+            for keys, what, instead in OTHER_FILES:
+                if keys & set(raw):
+                    has = ", ".join(sorted(keys & set(raw)))
+                    raise ConfigError(f"config file {str(path)!r} is {what} (it has {has}), not a train config: "
+                                      f"give {instead}")
     for text in overrides or []:
         table, key, value = parse_override(text)
-        raw.setdefault(table, {})[key] = value
-    return from_dict(raw)
+        if not isinstance(raw.setdefault(table, {}), dict):  # `hidden = 5` and --set hidden.x=1: a TypeError
+            from_dict(raw)  # names it: an unknown table, or [model] must be a table
+        raw[table][key] = value
+    return raw
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    return from_dict(_tables(path, overrides))
 
 
 def batch_size_at(cfg: Config, consumed_samples: int) -> int:

@@ -30,6 +30,14 @@ def load_tasks(spec: Spec, log=print) -> tuple[list, dict[str, list[dict]]]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{spec.source}: two [[tasks]] are named {dupes[0]!r}: give each a distinct name")
+    from pretrain.data.blend_spec import file_name_key
+
+    files: dict[str, str] = {}
+    for n in names:  # DIR/curves/TASK_METRIC.png: one file on a case-insensitive file system (macOS, Windows)
+        other = files.setdefault(file_name_key(n), n)
+        if other != n:
+            raise ConfigError(f"{spec.source}: [[tasks]] {other!r} and {n!r} differ only in case: their curves "
+                              "(DIR/curves/TASK_METRIC.png) would be one file on macOS and Windows; rename one")
     items = {}
     for t in specs:
         try:
@@ -135,8 +143,12 @@ def _train_all(spec: Spec, out: Path, task_specs: list, items: dict, pool, log, 
             check_blend_tokenizer(blend, spec.tokenizer, sha256_file(spec.tokenizer), log)
     if pool is not None:
         pool.check_fits(shape)
+        runs.check_index_memory(spec, shape, pool.largest_memory(), "the largest node of the Ray cluster")
     else:
+        from curate.host_memory import available_bytes
+
         runs.check_local_devices(shape)
+        runs.check_index_memory(spec, shape, available_bytes())
     claim(out, fingerprint(spec, task_specs))
     tokenizer = prepare.tokenizer_path(spec, out, log)
     blends = {v.name: prepare.prepare_variant(v, tokenizer, out, log) for v in spec.variants}

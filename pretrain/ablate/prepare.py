@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from pretrain.ablate.spec import Spec, Variant
@@ -36,14 +37,21 @@ def tokenizer_path(spec: Spec, out: Path, log=print) -> str:
 
 
 def dataset_names(variant: Variant) -> list[str]:
-    """A unique dataset name per curated folder: the folder's name, numbered when two share one."""
+    """A unique dataset name per curated folder: the folder's name as a blend's dataset name may be
+    (``blend_spec._check_names``: letters, digits, '_', '.', '-', at most ``MAX_DATASET_NAME`` bytes; other
+    characters become '_', a leading '.', '_' or '-' is dropped), numbered when two would be one cache folder (on a
+    case-insensitive file system too, and beside the ``valid`` and ``test`` split folders)."""
+    from pretrain.data.blend_spec import MAX_DATASET_NAME, file_name_key
+
     names: list[str] = []
+    taken = {"valid", "test"}  # the index cache's split folders
     for folder in variant.curated:
-        base = Path(folder).name or "data"
+        base = re.sub(r"[^A-Za-z0-9_.\-]", "_", Path(folder).name).lstrip("._-")[:MAX_DATASET_NAME - 8] or "data"
         name, k = base, 2
-        while name in names or name in ("valid", "test"):
+        while file_name_key(name) in taken:
             name, k = f"{base}-{k}", k + 1
         names.append(name)
+        taken.add(file_name_key(name))
     return names
 
 
@@ -60,18 +68,21 @@ def prepare_variant(variant: Variant, tokenizer: str, out: Path, log=print) -> s
     datasets = []
     for name, curated in zip(dataset_names(variant), variant.curated):
         key = hashlib.sha256(str(Path(curated).resolve()).encode()).hexdigest()[:10]
-        prefix = out / "data" / "tokens" / f"{Path(curated).name or 'data'}-{key}"
+        stem = (Path(curated).name or "data").encode()[:128].decode(errors="ignore")  # + .bin: a file name
+        prefix = out / "data" / "tokens" / f"{stem}-{key}"
         stats = tokenize_curated(curated, tokenizer, prefix, workers=1, progress=False, log=lambda _msg: None)
         if not stats["tokens"]:
             raise ValueError(f"variant {variant.name!r}: {curated} has no text to train on "
                              f"({stats['documents']} documents, {stats['empty']} empty)")
         datasets.append({"name": name, "prefix": str(prefix), "tokens": IndexedDataset(prefix).num_tokens})
-    weights = variant.weights or [d["tokens"] for d in datasets]
-    total = sum(weights)
+    from pretrain.data.blend import weight_shares
+
+    # shares as the blend code takes weights (1e308 and 1e308: half and half; their sum overflowed to 0 and 0)
+    shares = weight_shares(variant.weights or [d["tokens"] for d in datasets])
     lines = [f"# variant {variant.name!r} of an ablation: written by `pretrain ablate`", 'split = "100,0,0"', ""]
-    for d, w in zip(datasets, weights):
+    for d, w in zip(datasets, shares):
         lines += ["[[datasets]]", f"name = {json.dumps(d['name'])}", f"prefix = {json.dumps(d['prefix'])}",
-                  f"weight = {w / total!r}  # {d['tokens']:,} tokens", ""]
+                  f"weight = {w!r}  # {d['tokens']:,} tokens", ""]
     path = folder / "blend.toml"
     from curate.shards import atomic_path
 

@@ -41,6 +41,11 @@ class RayRuns:
                               f"the largest node of the Ray cluster has {largest}: lower parallel.tp / pp / dp, or "
                               "add larger nodes")
 
+    def largest_memory(self) -> int | None:
+        """Bytes of memory Ray gives tasks on its largest live node (None: not said)."""
+        sizes = [n.get("Resources", {}).get("memory", 0) for n in self.ray.nodes() if n.get("Alive")]
+        return int(max(sizes)) if sizes and max(sizes) > 0 else None
+
     def run_all(self, plan: list, log, command_for=runs.command) -> dict:
         """Every run not done yet, in parallel as resources allow; {(variant, seed): DONE record}."""
         from pretrain.ablate.ablation import progress_line

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curate import json_files
-from curate.config import ConfigError, load_toml
+from curate.config import ConfigError
 from pretrain.ablate.toml_out import dumps
 
 DONE = "DONE.json"
@@ -52,15 +52,33 @@ class Run:
 
 # --- the plan -------------------------------------------------------------------------------------------
 
-def base_config(spec) -> dict:
-    """The spec's train config as TOML tables, with the spec's ``overrides`` applied."""
-    from pretrain.config import parse_override
+# the keys of a run's config the ablation sets itself (run_config), and the spec key or option that controls each:
+# an override of one of them would be replaced without a word, so the spec check refuses it (spec.py)
+RUN_KEYS = {
+    "train.steps": "the spec's `tokens` (steps = tokens // (train.global_batch x data.seq_len))",
+    "train.seed": "the spec's `seeds`",
+    "model.init_seed": "the spec's `seeds`",
+    "data.kind": "the spec's [[variants]] (every run trains on its variant's blend)",
+    "data.blend": "the spec's [[variants]] (`curated` and `weights`, or `blend`)",
+    "data.tokenizer": "the spec's `tokenizer` (absent: one trained on the variants, of `vocab_size` pieces)",
+    "data.cache_dir": "--output (each run's DIR/runs/VARIANT/seed-S/blend-cache)",
+    "checkpoint.dir": "--output (each run's DIR/runs/VARIANT/seed-S/checkpoints)",
+    "log.dir": "--output (each run's DIR/runs/VARIANT/seed-S/logs)",
+    "eval.interval": "the spec's `eval_points` (eval.interval = steps // eval_points)",
+    "eval.tasks": "the spec's [[tasks]]",
+}
 
-    raw = load_toml(spec.config, what="train config")
-    for text in spec.overrides:
-        table, key, value = parse_override(text)
-        raw.setdefault(table, {})[key] = value
-    return raw
+
+def base_config(spec) -> dict:
+    """The spec's train config as TOML tables, with the spec's ``overrides`` applied, refused as `pretrain train`
+    refuses a config (``pretrain.config.config_tables``: a top-level key that is not a table, an unknown table or
+    key, a wrong type, an ablation or blend spec given as the config)."""
+    from pretrain.config import config_tables
+
+    try:
+        return config_tables(spec.config, spec.overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{spec.source}: the runs' config ({spec.config} with the spec's overrides): {e}") from None
 
 
 def processes(cfg) -> int:
@@ -94,7 +112,7 @@ def steps_for(cfg, tokens: int) -> tuple[int, int]:
 
 def run_config(raw: dict, run: Run, blend: str, tokenizer: str, tasks: list[dict], eval_interval: int) -> dict:
     """The TOML tables of one run."""
-    out = {table: dict(values) for table, values in raw.items() if isinstance(values, dict)}
+    out = {table: dict(values) for table, values in raw.items()}  # tables only: base_config refused the rest
     d = Path(run.dir)
     out.setdefault("model", {})["init_seed"] = run.seed
     out.setdefault("train", {}).update(seed=run.seed, steps=run.steps)
@@ -115,6 +133,11 @@ class Shape:
     nproc: int
     gpu: bool
     eval_interval: int
+    seq_len: int = 0  # tokens per sample (tokens // seq_len: the samples of a run's blend)
+
+    @property
+    def samples(self) -> int:
+        return self.tokens // self.seq_len if self.seq_len else 0
 
 
 def shape_of(spec, have_cuda: bool) -> Shape:
@@ -151,7 +174,36 @@ def shape_of(spec, have_cuda: bool) -> Shape:
         raise ConfigError(f"tokens = {spec.tokens:.3g} is {steps:.3g} steps of {spec.config}, more than a run "
                           "counts (2^63 - 1): a proxy run trains on millions to billions of tokens")
     gpu = cfg.train.device == "cuda" or (cfg.train.device == "auto" and have_cuda)
-    return Shape(steps, tokens, nproc, gpu, max(1, steps // spec.eval_points))
+    return Shape(steps, tokens, nproc, gpu, max(1, steps // spec.eval_points), cfg.data.seq_len)
+
+
+def check_index_memory(spec, shape: Shape, have: int | None, where: str = "this machine") -> None:
+    """Before any data is made: the blend indices of a run's samples (``tokens // seq_len``) must fit in the memory
+    ``have`` (bytes; None: unknown, not checked) where the runs go. The bound is the index rule of
+    ``pretrain.data.gpt_dataset.check_index_fits`` at its least (:func:`pretrain.data.blend.least_index_bytes`:
+    no documents, one epoch; the run's datasets share the samples and each is built in the same process), which the
+    trainer applies after every variant is tokenized, blaming "samples" the spec does not have. The message names
+    ``tokens`` and a value whose indices take at most half of ``have``."""
+    from pretrain.data.blend import least_index_bytes, most_samples_within
+
+    if have is None or not shape.seq_len:
+        return
+    need = least_index_bytes(shape.samples, shape.seq_len)
+    if need <= have:
+        return
+    fit = _round_down(shape.seq_len * most_samples_within(have // 2, shape.seq_len))
+    raise ConfigError(f"{spec.source}: tokens = {spec.tokens:,} is {shape.samples:,} samples of {shape.seq_len:,} "
+                      f"tokens per run, whose blend indices need at least {need / 2 ** 30:,.1f} GiB, more than the "
+                      f"{have / 2 ** 30:,.1f} GiB of memory available on {where}: lower tokens (e.g. tokens = "
+                      f"{fit:.2g}; a proxy run trains on millions to billions of tokens)")
+
+
+def _round_down(n: int) -> int:
+    """``n`` rounded down to 2 significant digits (at least 1)."""
+    if n < 100:
+        return max(1, n)
+    scale = 10 ** (len(str(n)) - 2)
+    return n // scale * scale
 
 
 def plan_runs(spec, out: Path, blends: dict[str, str], tokenizer: str, tasks: list[dict], shape: Shape,
@@ -176,7 +228,7 @@ def plan_runs(spec, out: Path, blends: dict[str, str], tokenizer: str, tasks: li
 
 
 def _checkable(raw: dict, tokenizer: str) -> dict:
-    tables = {t: dict(v) for t, v in raw.items() if isinstance(v, dict)}
+    tables = {t: dict(v) for t, v in raw.items()}  # tables only: base_config refused the rest
     tables.setdefault("data", {})["tokenizer"] = tokenizer
     return tables
 

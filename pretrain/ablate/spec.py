@@ -81,6 +81,9 @@ def spec_from_dict(raw: dict, source: str = "<spec>") -> Spec:
     spec = Spec(**{**raw, "variants": variants, "source": source})
     _check_values(spec, where)
     spec.config = _existing(spec.config, f"{where}: config")
+    if os.path.isfile(source) and os.path.samefile(spec.config, source):  # it trained every run on defaults
+        raise ConfigError(f"{where}: config = {raw['config']!r} is this ablation spec itself: give the train config "
+                          "of the runs (model, optimizer, layout), e.g. pretrain/configs/proxy-tiny.toml")
     if spec.tokenizer is not None:
         spec.tokenizer = _existing(spec.tokenizer, f"{where}: tokenizer")
     return spec
@@ -92,6 +95,8 @@ def _variant(table: dict, where: str) -> Variant:
     if "name" not in table:
         raise ConfigError(f"{where}: missing key 'name'")
     for key, value in table.items():
+        if key == "weights" and isinstance(value, list):
+            _floats(value, f"{where}.weights")
         check_type(value, hints[key], f"{where}.{key}")
     v = Variant(**table)
     where = f"{where.rsplit(':', 1)[0]}: variant {v.name[:70]!r}{'...' if len(v.name) > 70 else ''}"
@@ -105,6 +110,14 @@ def _variant(table: dict, where: str) -> Variant:
         raise ConfigError(f"{where}: weights has {len(v.weights)} values for {len(v.curated)} curated folders")
     if any(w <= 0 for w in v.weights):
         raise ConfigError(f"{where}: weights must be > 0")
+    if v.weights:  # shares as the blend code takes them: 1e308 and 1e308 are half and half (their sum overflows)
+        from pretrain.data.blend import weight_shares
+
+        shares = weight_shares(v.weights)
+        if not all(0 < x <= 1 for x in shares):
+            w = v.weights[next(i for i, x in enumerate(shares) if not 0 < x <= 1)]
+            raise ConfigError(f"{where}: weights = {v.weights}: {w:g} is no share of the whole beside "
+                              f"{max(v.weights):g} (it comes out 0): weights are shares, e.g. 0.7 and 0.3, or 7 and 3")
     for i, folder in enumerate(v.curated):
         v.curated[i] = _existing(folder, f"{where}: curated folder", folder=True)
         if not (Path(v.curated[i]) / "manifest.json").is_file():
@@ -117,7 +130,25 @@ def _variant(table: dict, where: str) -> Variant:
                           "folders unequally)")
     if v.blend:
         v.blend = _existing(v.blend, f"{where}: blend")
+        from pretrain.data.blend import check_dataset_names
+        from pretrain.data.blend_spec import BlendSpecError
+
+        try:  # its datasets' names become folders of each run's index cache: refused now, not by run 1
+            check_dataset_names(v.blend)
+        except BlendSpecError as e:
+            raise ConfigError(f"{where}: blend: {e}") from None
     return v
+
+
+def _floats(values: list, where: str) -> None:
+    """An integer too large for a float (``weights = [1e400-as-digits, 1]``) raised OverflowError in the type check."""
+    for x in values:
+        if isinstance(x, int) and not isinstance(x, bool):
+            try:
+                float(x)
+            except OverflowError:
+                raise ConfigError(f"{where}: a number of {len(str(abs(x)))} digits is too large: weights are shares, "
+                                  "e.g. 0.7 and 0.3, or 7 and 3") from None
 
 
 def _check_values(spec: Spec, where: str) -> None:
@@ -127,6 +158,14 @@ def _check_values(spec: Spec, where: str) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}: variant name {dupes[0]!r} is used twice")
+    from pretrain.data.blend_spec import file_name_key
+
+    folders: dict[str, str] = {}
+    for n in names:  # DIR/runs/VARIANT and DIR/data/VARIANT: one folder on macOS and Windows
+        other = folders.setdefault(file_name_key(n), n)
+        if other != n:
+            raise ConfigError(f"{where}: variant names {other!r} and {n!r} differ only in case: on a case-insensitive "
+                              "file system (macOS, Windows) they are one folder of the ablation; rename one")
     if spec.baseline not in names:
         raise ConfigError(f"{where}: baseline = {spec.baseline!r} is not a variant; variants: {', '.join(names)}")
     if spec.tokens < 1:
@@ -149,11 +188,33 @@ def _check_values(spec: Spec, where: str) -> None:
         raise ConfigError(f"{where}: tokenizer_sample_bytes = {spec.tokenizer_sample_bytes}: too small")
     if not 0 <= spec.contamination_threshold <= 1:
         raise ConfigError(f"{where}: contamination_threshold must be a share in [0, 1]")
+    _check_overrides(spec.overrides, where)
     if spec.tokenizer is None:
         blends = [v.name for v in spec.variants if v.blend]
         if blends:
             raise ConfigError(f"{where}: variant {blends[0]!r} is a blend spec of token files: set tokenizer = "
                               "the .model its prefixes were tokenized with (a trained one would not match)")
+
+
+def _check_overrides(overrides: list[str], where: str) -> None:
+    """``overrides`` of keys every run's config gets from the ablation (``runs.RUN_KEYS``) would be replaced without
+    a word: refused, naming for each the spec key (or option) that sets it."""
+    from pretrain.ablate.runs import RUN_KEYS
+    from pretrain.config import parse_override
+
+    taken = []
+    for text in overrides:
+        try:
+            table, key, _value = parse_override(text)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: overrides: {str(e).replace('--set ', '', 1)}") from None
+        name = f"{table.strip()}.{key.strip()}"
+        if name in RUN_KEYS and name not in (t for t, _ in taken):
+            taken.append((name, RUN_KEYS[name]))
+    if taken:
+        raise ConfigError(f"{where}: overrides set keys the ablation sets in every run itself (the override would "
+                          "be replaced): " + "; ".join(f"{name}: set by {by}" for name, by in taken)
+                          + "; remove them from overrides")
 
 
 def _existing(path: str, where: str, folder: bool = False) -> str:

@@ -33,7 +33,7 @@ from pretrain.data.blend_spec import BlendSpec, BlendSpecError, load_blend_spec
 from pretrain.data.defaults import DEFAULT_MAX_EPOCHS
 from pretrain.data.gpt_dataset import (
     DEFAULT_SPLIT, SPLIT_NAMES, EmptySplitError, GPTDataset, IndexCache, _normalize, build_gpt_dataset,
-    cache_key, parse_split, requested_per_dataset, split_matrix, split_ranges,
+    cache_key, index_bytes, parse_split, requested_per_dataset, split_matrix, split_ranges,
 )
 from pretrain.data.index_cache import deferred_sync
 from pretrain.data.indexed import IndexedDataset
@@ -165,6 +165,45 @@ class BlendedDataset:
 
 
 # ------------------------------------------------------------------------------------------- building
+
+def check_dataset_names(spec) -> None:
+    """The names a blend's datasets give their index cache folders, checked before anything is read: loading the
+    spec checks them (``blend_spec._check_names``: a plain folder name of at most ``MAX_DATASET_NAME`` bytes, no
+    two one folder on a case-insensitive file system), and a spec made in code is checked here.
+    A :class:`BlendSpecError` naming the names."""
+    from pretrain.data.blend_spec import _check_names
+
+    spec = load_blend_spec(spec)
+    _check_names(spec.datasets, spec.source, spec.megatron_form)
+
+
+def least_index_bytes(samples: int, seq_len: int) -> int:
+    """The least memory the indices of a blend of ``samples`` samples of ``seq_len`` tokens take: the rule of
+    :func:`~pretrain.data.gpt_dataset.check_index_fits` (``index_bytes``) with no documents and one epoch, for the
+    sample and shuffle indices of its datasets, whose samples add up to at least ``samples``. A build that needs
+    more than the available memory is refused (``IndexTooLargeError``); `pretrain ablate` checks this bound for its
+    ``tokens`` before it tokenizes anything."""
+    return index_bytes(0, 1, samples * seq_len, seq_len)
+
+
+def most_samples_within(memory: int, seq_len: int) -> int:
+    """The most samples whose :func:`least_index_bytes` is at most ``memory`` bytes (0 when none fits)."""
+    base = least_index_bytes(0, seq_len)
+    per_sample = least_index_bytes(1, seq_len) - base  # index_bytes grows linearly in the samples
+    return max(0, (memory - base) // per_sample)
+
+
+def weight_shares(weights) -> list[float]:
+    """The shares ``weights`` (positive, finite) give, normalised as a blend spec's weights are: scaled down by the
+    largest when their sum overflows (``1e308`` and ``1e308`` are half and half, not 0 and 0:
+    ``blend_spec._keep_weights_summable``), then divided by their sum (``gpt_dataset._normalize``, as the build).
+    A share can still come out 0 (``1e-300`` beside ``1e300``): the caller refuses that."""
+    from pretrain.data.blend_spec import DatasetSpec, _keep_weights_summable
+
+    datasets = [DatasetSpec("", "", weight=float(w)) for w in weights]
+    _keep_weights_summable(datasets)
+    return [float(w) for w in _normalize([d.weight for d in datasets])]
+
 
 def check_distinct_datasets(spec: BlendSpec, indexed: list) -> None:
     """No data is read twice under two names: two datasets (or two parts of a dataset of parts) whose ``.bin`` is
@@ -314,6 +353,7 @@ def cache_folders(spec, num_samples) -> list[tuple[Path, tuple[str, ...]]]:
     """(folder relative to the cache, the arrays cached there) for every folder a build of ``num_samples``
     (train, valid, test) writes: a blend split's root and each dataset's folder below it."""
     spec = load_blend_spec(spec)
+    check_dataset_names(spec)
     blended = not (len(spec.datasets) == 1 and not spec.weighted)  # a lone unweighted prefix is not blended
     out = []
     for k, n in enumerate(num_samples):
@@ -414,6 +454,7 @@ def build_blend_splits(spec, seq_len: int, num_samples, seed: int, cache_dir, sp
 
 def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_id, verbose, order) -> list:
     spec = load_blend_spec(spec)
+    check_dataset_names(spec)
     split = split or spec.split or DEFAULT_SPLIT
     sizes = [int(n) if n else 0 for n in num_samples]
     if len(sizes) != 3 or any(n < 0 for n in sizes):
@@ -481,6 +522,7 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     """Rows of (dataset, documents, tokens, train tokens, weight, tokens drawn, epochs) for a train
     budget of ``tokens`` (default: all train tokens once), and warnings."""
     spec = load_blend_spec(spec)
+    check_dataset_names(spec)
     split = split or spec.split or DEFAULT_SPLIT
     indexed = [open_indexed(d.prefix) for d in spec.datasets]
     check_distinct_datasets(spec, indexed)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,7 +158,7 @@ def parse_megatron_blend(text: str) -> BlendSpec:
             weight = _positive(weights[i], f"blend {text!r}: weight of {prefix!r}")
         datasets.append(DatasetSpec(name, prefix, weight=weight))
     _keep_weights_summable(datasets)
-    _check_names(datasets, text)
+    _check_names(datasets, text, megatron_form=True)
     return BlendSpec(datasets, source=text, megatron_form=True)
 
 
@@ -186,18 +187,46 @@ def _positive(value, what: str) -> float:
     return number
 
 
-def _check_names(datasets: list[DatasetSpec], source: str) -> None:
-    names = set()
+MAX_DATASET_NAME = 64  # bytes of UTF-8, as a pipeline's stage names (curate.pipeline.MAX_STAGE_NAME): a folder name
+
+
+def file_name_key(name: str) -> str:
+    """What a name is as a file name on a case-insensitive file system that normalises Unicode (macOS, Windows):
+    ``b`` and ``B``, or an NFC and an NFD spelling, are one file there."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _check_names(datasets: list[DatasetSpec], source: str, megatron_form: bool = False) -> None:
+    """The names a blend's datasets give their index cache folders (``CACHE/NAME/``, ``CACHE/valid/NAME/``): each
+    a plain folder name of at most :data:`MAX_DATASET_NAME` bytes (a 5,000-character name passed the spec, then
+    every build failed with "File name too long"; a --data-path string's names are its prefixes' file names, not
+    bounded here), and no two of them one folder on a case-insensitive file system (``a`` and ``A``; ``Valid``
+    and the ``valid`` split folder)."""
+    seen: dict[str, str] = {}
     for d in datasets:
-        if not _NAME_RE.match(d.name):
-            raise BlendSpecError(f"{source}: dataset name {d.name!r} must be a plain folder name "
+        shown = f"{d.name[:40]!r}{'...' if len(d.name) > 40 else ''}"
+        if not _NAME_RE.fullmatch(d.name):
+            raise BlendSpecError(f"{source}: dataset name {shown} must be a plain folder name "
                                  "(letters, digits, '_', '-', '.')")
+        size = len(d.name.encode("utf-8"))
+        if not megatron_form and size > MAX_DATASET_NAME:
+            raise BlendSpecError(f"{source}: dataset name {shown} ({size} characters) must be at most "
+                                 f"{MAX_DATASET_NAME} (it names the dataset's folder in the index cache)")
         if d.name in RESERVED_NAMES:
             raise BlendSpecError(f"{source}: dataset name {d.name!r} is reserved (the cache keeps the "
                                  "valid and test splits in folders of those names)")
-        if d.name in names:
+        if file_name_key(d.name) in RESERVED_NAMES:
+            raise BlendSpecError(f"{source}: dataset name {shown} and the {file_name_key(d.name)} split's folder "
+                                 "of the index cache differ only in case: on a case-insensitive file system (macOS, "
+                                 "Windows) they are one folder; rename it")
+        other = seen.get(file_name_key(d.name))
+        if other == d.name:
             raise BlendSpecError(f"{source}: dataset name {d.name!r} appears twice")
-        names.add(d.name)
+        if other is not None:
+            raise BlendSpecError(f"{source}: dataset names {other!r} and {shown} differ only in case (or Unicode "
+                                 "form): on a case-insensitive file system (macOS, Windows) they are one folder of "
+                                 "the index cache; rename one")
+        seen[file_name_key(d.name)] = d.name
 
 
 def _check_split(split: str, source: str) -> None:
