@@ -92,9 +92,20 @@ def generate_text(model, tokenizer, prompt: str, max_tokens: int = 50, temperatu
     return tokenizer.decode(new)
 
 
-def pick_device(name: str = "auto") -> torch.device:
+def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
+    """``--device``: auto (CUDA when available), cpu or cuda; ``cuda`` where CUDA cannot be used is a ValueError
+    saying why (``mesh.cuda_problem``, the check ``pretrain train`` makes of train.device), not a traceback from
+    inside torch. Under torchrun, ``local_rank`` picks the process's GPU."""
+    from pretrain.parallel.mesh import cuda_problem
+
+    asked = name
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        problem = cuda_problem(f"--device {asked}", local_rank)
+        if problem:
+            raise ValueError(f"{problem}: pass --device cpu (or auto)")
+        return torch.device("cuda", local_rank)
     return torch.device(name)
 
 

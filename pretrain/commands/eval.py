@@ -10,8 +10,8 @@ lm-evaluation-harness 0.4. Kinds:
   bpb     JSONL {"text": ...} (or a .txt file: one document): bits_per_byte (the headline: it compares models
           with different tokenizers), byte_perplexity, word_perplexity, token_perplexity. Documents longer than
           the model's context are scored in lm-eval's disjoint rolling windows; a task's stride = N (in --tasks
-          FILE) uses overlapping windows predicting N new tokens each, as Megatron does: more context per token,
-          lower perplexity, not comparable with lm-eval's figure.
+          FILE; 1 .. the model's window - 1) uses overlapping windows predicting N new tokens each, as Megatron
+          does: more context per token, lower perplexity, not comparable with lm-eval's figure.
   cloze   JSONL {"text": ...}, LAMBADA-style: the target is the last word (after the last space): acc (every
           target token is the greedy choice), perplexity.
   choice  JSONL {"context": ..., "choices": [...], "label": i}: acc, acc_norm (log-likelihood / choice length
@@ -140,6 +140,37 @@ def _results_problem(path, force: bool) -> str | None:
             f"or pass --force to overwrite it")
 
 
+def writable_problem(path, what: str, folder: bool = False) -> str | None:
+    """A message when ``path`` (a file to write; ``folder``: a folder to write files in) cannot be written, found
+    at start by making and removing a file where it goes: in its folder, or where that folder is missing, in the
+    nearest folder above it that exists (the missing ones are made when the results are written, as `curate run`,
+    `pretrain train` and `pretrain ablate` make their output folders). Without it a read-only folder, or /proc,
+    failed only after the whole evaluation, its figures lost. ``what``: the option, for the message."""
+    import os
+    import tempfile
+
+    if not path:
+        return None
+    p = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not os.path.isdir(p):
+        return None  # a file where a folder goes: output_file_problem / output_problem say it
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".pretrain-eval-", suffix=".probe", dir=p)
+    except OSError as e:
+        return f"{what} {path}: cannot write in {p} ({e.strerror or e}): choose another {what}"
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return None
+
+
 def lm_eval_command(include_path, names) -> str:
     """The lm_eval line that scores the tasks written into ``include_path`` on an export (``EXPORT``: the folder of
     `pretrain export-hf`), every argument quoted for a POSIX shell (a folder with spaces or ``$`` in its name)."""
@@ -165,13 +196,14 @@ def run(args) -> int:
         problem = output_file_problem(args.output)
         if problem:
             raise ConfigError(f"--output {problem}")
-        problem = _results_problem(args.output, args.force)
+        problem = _results_problem(args.output, args.force) or writable_problem(args.output, "--output")
         if problem:
             raise ConfigError(problem)
         if args.write_lm_eval_tasks:
             from pretrain.eval.lm_eval_tasks import output_problem, write_lm_eval_tasks
 
-            problem = output_problem(specs, args.write_lm_eval_tasks, args.force)  # before the checkpoint is read
+            problem = (output_problem(specs, args.write_lm_eval_tasks, args.force)  # before the checkpoint is read
+                       or writable_problem(args.write_lm_eval_tasks, "--write-lm-eval-tasks", folder=True))
             if problem:
                 raise ConfigError(problem)
             keep = _scorable(args, specs) if args.checkpoint else None
@@ -183,6 +215,12 @@ def run(args) -> int:
             raise ConfigError("--checkpoint DIR is required (or --write-lm-eval-tasks DIR)")
         if args.batch_size < 1 or args.tp < 1 or args.pp < 1:
             raise ConfigError("--batch-size, --tp and --pp must be >= 1")
+        from pretrain.generate import pick_device
+        from pretrain.parallel.mesh import check_launch_env
+
+        # torchrun's variables (a stale WORLD_SIZE, RANK=abc) named at start, as `pretrain train` names them
+        _, local_rank, _ = check_launch_env(need_store=True)
+        pick_device(args.device, local_rank)  # --device cuda without CUDA: said before the checkpoint is read
         from pretrain.eval.run import evaluate_checkpoint, table
 
         res = evaluate_checkpoint(args.checkpoint, specs, step=args.step, tokenizer=args.tokenizer,

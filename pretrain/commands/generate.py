@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pretrain.generate import generate_text, load_for_generation
+    from pretrain.generate import generate_text, load_for_generation, pick_device
 
     try:
         args.prompt.encode("utf-8")
@@ -37,6 +37,7 @@ def run(args) -> int:
         print("error: --prompt holds bytes that are not UTF-8 text; give the prompt in UTF-8", file=sys.stderr)
         return 2
     try:
+        pick_device(args.device)  # --device cuda where CUDA cannot be used: said before anything is loaded
         model, tokenizer = load_for_generation(args.checkpoint, args.tokenizer, args.device)
         text = generate_text(model, tokenizer, args.prompt, args.max_tokens, args.temperature, args.top_k,
                              args.seed)

@@ -22,12 +22,19 @@ import random
 
 from pretrain.eval.request_lists import DocumentRequests, PairRequests, RequestList
 
+MAX_REQUESTS = 10_000_000  # requests one task scores (choices, or a document's windows): more is an error, so set
+                           # a limit (lm-eval's largest tasks have about a million)
+MAX_ITEM_ENCODE_CHARS = 64 << 20  # characters one choice or cloze item has the tokenizer encode (its context, with
+                                  # few-shot examples, once per choice): a longer item is set aside
 FEWSHOT_SEED = 1234
 FEWSHOT_DELIMITER = "\n\n"  # lm-eval's fewshot_delimiter
 TARGET_DELIMITER = " "  # lm-eval's target_delimiter: between a multiple-choice context and each choice
 
 
-def encode_pair(encode, context: str, continuation: str, prefix_id: int) -> tuple[list[int], list[int]]:
+def encode_pair(encode, context: str, continuation: str, prefix_id: int,
+                cache: dict | None = None) -> tuple[list[int], list[int]]:
+    """lm-eval's ``_encode_pair``. ``cache``: a dict kept across the pairs of one item, so that their shared
+    context is encoded once (the same tokens: encoding is a function of the text)."""
     if context == "":
         cont = encode(continuation)
         if cont and cont[0] == prefix_id:
@@ -38,8 +45,48 @@ def encode_pair(encode, context: str, continuation: str, prefix_id: int) -> tupl
         continuation = context[-n_spaces:] + continuation
         context = context[:-n_spaces]
     whole = encode(context + continuation)
-    ctx = encode(context)
+    if cache is not None and cache.get("text") == context:
+        ctx = cache["ids"]
+    else:
+        ctx = encode(context)
+        if cache is not None:
+            cache["text"], cache["ids"] = context, ctx
     return ctx, whole[len(ctx):]
+
+
+def encode_pairs(encode, pairs: list[tuple[str, str]], prefix_id: int):
+    """An item's (context, continuation) pairs encoded (``encode_pair``), its context once."""
+    cache: dict = {}
+    return [encode_pair(encode, c, t, prefix_id, cache) for c, t in pairs]
+
+
+def encode_cost_problem(pairs: list[tuple[str, str]]) -> str | None:
+    """Why an item's pairs are too costly to encode (each pair is encoded whole: its context once per choice), or
+    None: at most ``MAX_ITEM_ENCODE_CHARS`` characters in all."""
+    n = sum(len(c) + len(t) for c, t in pairs)
+    if n <= MAX_ITEM_ENCODE_CHARS:
+        return None
+    return (f"{len(pairs):,} continuation(s) after a context of {len(pairs[0][0]):,} characters: {n:,} characters "
+            f"to encode, more than the {MAX_ITEM_ENCODE_CHARS:,} one item may take (MAX_ITEM_ENCODE_CHARS; the "
+            f"context is encoded with each choice, as lm-eval does)")
+
+
+def stride_problem(stride: int, window: int) -> str | None:
+    """A bpb task's ``stride`` against the model's window: 0 (lm-eval's disjoint windows) or 1 .. window - 1 (each
+    window predicts ``stride`` new tokens after ``window - stride`` of context); a stride of the window or more
+    would be the disjoint windows of stride 0 under another name."""
+    if 0 <= stride < window:
+        return None
+    return (f"stride = {stride} is not below the model's window of {window} tokens: give 1 .. {window - 1} (each "
+            f"window predicts stride new tokens after window - stride tokens of context, as Megatron does), or 0 "
+            f"for lm-eval's disjoint rolling windows (what a stride of {window} or more would amount to)")
+
+
+def too_many_requests(spec, n: int, items: int) -> str:
+    how = ("set limit = N in its [[tasks]] table (or --limit N)" +
+           (", or a larger stride (0: the fewest windows)" if spec.kind == "bpb" else ""))
+    return (f"task {spec.name!r}: its first {items:,} item(s) of {spec.path} make {n:,} requests, more than the "
+            f"{MAX_REQUESTS:,} one task scores (MAX_REQUESTS): {how}")
 
 
 def rolling_windows(tokens: list[int], prefix_id: int, window: int, stride: int = 0):
@@ -128,8 +175,11 @@ def build_requests(kind: str, items, encode, prefix_id: int, window: int, shots:
     out = PairRequests(window)
     for i, it in enumerate(items):
         prefix = fewshot_prefix(items, i, shots) if kind == "choice" else ""
-        encoded = [encode_pair(encode, c, t, prefix_id) for c, t in item_pairs(kind, it, prefix)]
-        why = pair_problem(kind, encoded, window)
+        pairs = item_pairs(kind, it, prefix)
+        why = encode_cost_problem(pairs)
+        if why is None:
+            encoded = encode_pairs(encode, pairs, prefix_id)
+            why = pair_problem(kind, encoded, window)
         if why:
             problems.append(f"{where(i)}: {why}")
         else:
@@ -144,26 +194,39 @@ def prepare_task(spec, encode, prefix_id: int, window: int, max_problems: int = 
     the task's ``limit`` counts items scored (the first N) and reading stops there. With ``shots`` (choice), the
     requests are built once every item is read (each item's examples are other items): an item scorable alone
     but not after its examples (not seen with real tokenizers) is in ``problems``."""
-    from pretrain.eval.tasks import read_items
+    from curate.config import ConfigError
+    from pretrain.eval.tasks import EvalDataError, read_items
 
     kind = spec.kind
+    if kind == "bpb":
+        why = stride_problem(spec.stride, window)
+        if why:  # before the file is read
+            raise ConfigError(f"task {spec.name!r}: {why}")
     store = DocumentRequests(prefix_id, window, spec.stride) if kind == "bpb" else PairRequests(window)
-    kept = 0
+    kept = n_requests = 0
 
     def check(item: dict) -> str | None:
-        nonlocal kept
+        nonlocal kept, n_requests
         if kind == "bpb":
             tokens = encode(item["text"])
             why = document_problem(tokens)
             if why is None:
                 store.add(kept, tokens)
+                n_requests = len(store)
         else:
-            encoded = [encode_pair(encode, c, t, prefix_id) for c, t in item_pairs(kind, item)]
-            why = pair_problem(kind, encoded, window)
-            if why is None and not spec.shots:
-                store.add(kept, encoded)
+            pairs = item_pairs(kind, item)
+            why = encode_cost_problem(pairs)
+            if why is None:
+                encoded = encode_pairs(encode, pairs, prefix_id)
+                why = pair_problem(kind, encoded, window)
+            if why is None:
+                n_requests += len(encoded)
+                if not spec.shots:
+                    store.add(kept, encoded)
         if why is None:
             kept += 1
+            if n_requests > MAX_REQUESTS:
+                raise EvalDataError(too_many_requests(spec, n_requests, kept))
         return why
 
     items = read_items(spec, max_problems, check=check)

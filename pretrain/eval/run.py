@@ -149,10 +149,9 @@ def evaluate_checkpoint(checkpoint: str, specs: list[TaskSpec], *, step: int | N
     from pretrain.generate import pick_device, resolve_tokenizer_path
     from pretrain.parallel.mesh import env_world, start_process_group
 
-    _, local_rank, world = env_world()
-    dev = pick_device(device)
+    _, local_rank, world = env_world()  # torchrun's variables checked (a stale WORLD_SIZE: one line naming it)
+    dev = pick_device(device, local_rank)  # --device cuda without CUDA: a ValueError saying so
     if dev.type == "cuda":
-        dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
     d = ckpt.find_intact(ckpt.step_dir(checkpoint, step) if step is not None else checkpoint)
     meta = ckpt.read_meta(d)

@@ -13,15 +13,16 @@ that is not JSON, a missing key, a label out of range, ...) or that a caller's `
 cannot score) is set aside and counted (``TaskItems.skipped``, with the first reasons as ``path:line: why``); a
 file with no valid item at all is an ``EvalDataError`` naming the file and its first problem. ``limit`` counts
 the items kept, and reading stops there. Memory is bounded: at most ``MAX_ITEM_BYTES`` per line (or ``.txt``
-document), ``MAX_ITEMS`` items per task, ``MAX_FILE_BYTES`` read (decompressed). Nothing is downloaded.
+document), ``MAX_ITEMS`` items per task, ``MAX_CHOICES`` choices per item, ``MAX_FILE_BYTES`` read (decompressed;
+a ``.gz`` file's bytes after its gzip data, other than NUL padding, an error). Nothing is downloaded.
 """
 from __future__ import annotations
 
 import codecs
-import gzip
 import os
 import re
 import stat
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ MAX_FILE_BYTES = 1 << 30  # an eval file is small: refuse to read more than 1 Gi
 MAX_ITEM_BYTES = 16 << 20  # one JSONL line or one .txt document: a longer one is set aside unread (a bpb document
                            # is tokenized whole, as lm-eval does: about 40 bytes of memory per token while it is)
 MAX_ITEMS = 1_000_000  # items one task holds in memory: more is an error (set a limit, or split the file)
+MAX_CHOICES = 1_000  # choices of one item (lm-eval's tasks have at most a few dozen): more is set aside; each choice
+                     # is a request (its context encoded and scored once per choice)
 _CHUNK = 1 << 20
 # A task name becomes file names (NAME.jsonl, NAME.yaml), an lm-eval task name and a word of a printed command:
 # only these characters, so that none of them can break (or inject into) any of those.
@@ -114,7 +117,7 @@ def parse_task_arg(text: str) -> TaskSpec:
         raise ConfigError(f"--task {text!r}: expected KIND:PATH[:NAME] with KIND one of {', '.join(KINDS)}, "
                           f"e.g. --task bpb:evals/prose.jsonl:prose")
     path, name = rest, None
-    if ":" in rest and not Path(rest).exists():
+    if ":" in rest and not os.path.exists(rest):  # (os.path: False, not OSError, for a name too long for the OS)
         path, _, name = rest.rpartition(":")
     return _check_spec(TaskSpec(name=name or _default_name(path), kind=kind, path=path), f"--task {text!r}")
 
@@ -142,11 +145,21 @@ def task_specs_from_tables(tables, where: str) -> list[TaskSpec]:
 
 
 def check_distinct_names(specs: list[TaskSpec], where: str) -> None:
+    """Task names must differ, and not only in case: a name becomes files (``NAME.yaml``, ``NAME.jsonl`` of
+    ``--write-lm-eval-tasks``), and ``Ok.yaml`` and ``ok.yaml`` are one file on a case-insensitive file system
+    (macOS, Windows)."""
     names = [s.name for s in specs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"{where}: task names must differ; repeated: {', '.join(dup)} (set name = ..., or "
                           f"--task KIND:PATH:NAME)")
+    seen: dict[str, str] = {}
+    for n in names:
+        other = seen.setdefault(n.casefold(), n)
+        if other != n:
+            raise ConfigError(f"{where}: task names {other!r} and {n!r} differ only in case: their files "
+                              f"({other}.yaml, {n}.yaml) would be one file on a case-insensitive file system "
+                              f"(macOS, Windows); rename one (set name = ..., or --task KIND:PATH:NAME)")
 
 
 def _open_stream(path: Path):
@@ -164,12 +177,80 @@ def _open_stream(path: Path):
         f.close()
         raise EvalDataError(f"{path}: {st.st_size} bytes; an eval file may hold at most {MAX_FILE_BYTES} bytes")
     if path.suffix == ".gz":
-        return gzip.GzipFile(fileobj=f, mode="rb"), f
+        return _Gunzip(f, path, st.st_size), f
     if path.suffix == ".zst":
         import zstandard
 
         return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True), f
     return f, f
+
+
+class _Gunzip:
+    """A ``.gz`` file's decompressed bytes (``read(n)``), member after member as ``gzip`` reads them, each member's
+    CRC checked. What follows the last member may only be NUL padding (what ``gzip`` skips too): other bytes (a
+    file appended to, or damaged) are an ``EvalDataError`` saying how many bytes follow the gzip data and where,
+    since lm-eval's reader (``gzip``) refuses such a file, and reading its members alone would score items it
+    does not. A file that ends inside a member (truncated) is an error too."""
+
+    def __init__(self, raw, path: Path, size: int):
+        self.raw, self.path, self.size = raw, path, size
+        self._gen = self._members()
+        self._buf = b""
+
+    def read(self, n: int) -> bytes:
+        while not self._buf:
+            chunk = next(self._gen, None)
+            if chunk is None:
+                return b""
+            self._buf = chunk
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def _tail_error(self, at: int) -> EvalDataError:
+        n = self.size - at
+        return EvalDataError(
+            f"{self.path}: {n:,} byte{'' if n == 1 else 's'} after the gzip data at offset {at:,} (neither another "
+            f"gzip member nor NUL padding): the file was appended to or damaged, and lm-eval's reader refuses it too; "
+            f"keep its data with `gzip -dc {self.path} > FIXED.jsonl` (gzip warns 'trailing garbage ignored') and "
+            f"check it")
+
+    def _members(self):
+        d, member_at, pos, data = zlib.decompressobj(31), 0, 0, b""  # pos: the file offset of data[0]
+        while True:
+            if not data:
+                data = self.raw.read(_CHUNK)
+                if not data:
+                    break
+            if d is None:  # after a member: another member, NUL padding, or the end of the file
+                stripped = data.lstrip(b"\0")
+                pos, data = pos + len(data) - len(stripped), stripped
+                if not data:
+                    continue
+                if len(data) < 2:  # one byte: is it the start of a member's magic?
+                    more = self.raw.read(_CHUNK)
+                    if not more:
+                        raise self._tail_error(pos)
+                    data += more
+                if data[:2] != b"\x1f\x8b":
+                    raise self._tail_error(pos)
+                d, member_at = zlib.decompressobj(31), pos
+            try:
+                out = d.decompress(data, _CHUNK)
+            except zlib.error as e:
+                raise EvalDataError(f"{self.path}: cannot be decompressed: the gzip member at offset {member_at:,} "
+                                    f"is damaged ({e})") from None
+            rest = d.unused_data if d.eof else d.unconsumed_tail
+            pos, data = pos + len(data) - len(rest), rest
+            if d.eof:
+                d = None
+            if out:
+                yield out
+        if d is not None and pos > member_at:
+            raise EvalDataError(f"{self.path}: cannot be decompressed: it ends inside the gzip member at offset "
+                                f"{member_at:,} (the file is truncated)")
 
 
 class _Chunks:
@@ -186,7 +267,9 @@ class _Chunks:
         while True:
             try:
                 chunk = self.stream.read(_CHUNK)
-            except Exception as e:  # noqa: BLE001  gzip.BadGzipFile, EOFError, zstandard.ZstdError, OSError
+            except EvalDataError:  # _Gunzip's own, saying what is wrong
+                raise
+            except Exception as e:  # noqa: BLE001  zstandard.ZstdError, OSError
                 raise EvalDataError(f"{self.path}: cannot be decompressed ({type(e).__name__}: {e})") from None
             if not chunk:
                 return
@@ -266,7 +349,12 @@ def check_item(kind: str, obj) -> tuple[dict | None, str | None]:
     context, choices, label = obj.get("context"), obj.get("choices"), obj.get("label")
     if not isinstance(context, str):
         return None, "no string 'context'" + (" (is this a bpb/cloze file?)" if "text" in obj else "")
-    if not isinstance(choices, list) or len(choices) < 2 or not all(_nonempty_str(c) for c in choices):
+    if not isinstance(choices, list) or len(choices) < 2:
+        return None, "'choices' must be a list of at least 2 non-empty strings"
+    if len(choices) > MAX_CHOICES:
+        return None, (f"{len(choices):,} choices: an item may hold at most {MAX_CHOICES:,} (MAX_CHOICES; each choice "
+                      f"is scored on its own)")
+    if not all(_nonempty_str(c) for c in choices):
         return None, "'choices' must be a list of at least 2 non-empty strings"
     if label is None:
         return None, "no 'label'"

@@ -10,6 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from curate.config import ConfigError
+
 
 class PeersLostError(RuntimeError):
     """The other ranks of the run could not be reached in time (a process or node died, or never started)."""
@@ -57,10 +59,82 @@ class Layout:
         return out
 
 
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class LaunchEnvError(ConfigError):
+    """torchrun's environment variables (``TORCHRUN_VARS``) that no launcher could have set: a value that is not a
+    number, a rank outside its world, a WORLD_SIZE without a RANK (left in the shell by an earlier torchrun or
+    Slurm session). A ``ConfigError``: the command stops at start with one line, before any process group."""
+
+
+def _not_torchrun(var: str, said: str) -> LaunchEnvError:
+    world = os.environ.get("WORLD_SIZE", "").strip()
+    nproc = f" --nproc-per-node {world}" if world.isdigit() and int(world) > 1 else ""
+    return LaunchEnvError(
+        f"environment variable {said}: torchrun sets {', '.join(TORCHRUN_VARS)} for each process it starts, and "
+        f"this is not what it sets (a value left in the shell by an earlier torchrun or Slurm session?). To run "
+        f"in one process, unset it (unset {var}); to run several, launch with torchrun{nproc} -m pretrain ...")
+
+
+def check_launch_env(need_store: bool = False) -> tuple[int, int, int]:
+    """torchrun's environment checked, every variable named when it is wrong -> (rank, local_rank, world_size);
+    (0, 0, 1) for a plain process (none of them set). ``need_store``: about to join the process group, which
+    also needs MASTER_ADDR and MASTER_PORT when the world has more than one process. Raises ``LaunchEnvError``."""
+    env = {k: os.environ.get(k) for k in TORCHRUN_VARS}
+    nums = {}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT"):
+        v = env[var]
+        if v is None:
+            continue
+        if not v.strip().isdigit() or not v.strip().isascii():  # int() also takes "+1", "1_0", "\u0661"
+            raise _not_torchrun(var, f"{var}={v!r} is not a whole number >= 0")
+        nums[var] = int(v)
+    world, rank = nums.get("WORLD_SIZE", 1), nums.get("RANK")
+    local, local_world = nums.get("LOCAL_RANK", 0), nums.get("LOCAL_WORLD_SIZE")
+    if world < 1:
+        raise _not_torchrun("WORLD_SIZE", f"WORLD_SIZE={env['WORLD_SIZE']!r} is not a number of processes (>= 1)")
+    if world > 1 and rank is None:
+        raise _not_torchrun("WORLD_SIZE", f"WORLD_SIZE={env['WORLD_SIZE']!r} is set but RANK is not")
+    rank = rank or 0
+    if rank >= world:
+        raise _not_torchrun("RANK", f"RANK={env['RANK']!r} is not below WORLD_SIZE={world}"
+                            + ("" if env["WORLD_SIZE"] is not None else " (WORLD_SIZE is not set: 1)"))
+    if local_world is not None and not 1 <= local_world <= world:
+        raise _not_torchrun("LOCAL_WORLD_SIZE", f"LOCAL_WORLD_SIZE={env['LOCAL_WORLD_SIZE']!r} is not 1 .. "
+                                                f"WORLD_SIZE={world}")
+    if local >= (local_world if local_world is not None else world):
+        raise _not_torchrun("LOCAL_RANK", f"LOCAL_RANK={env['LOCAL_RANK']!r} is not below "
+                                          + (f"LOCAL_WORLD_SIZE={local_world}" if local_world is not None
+                                             else f"WORLD_SIZE={world}"))
+    if "MASTER_PORT" in nums and not 0 < nums["MASTER_PORT"] < 65536:
+        raise _not_torchrun("MASTER_PORT", f"MASTER_PORT={env['MASTER_PORT']!r} is not a port (1 .. 65535)")
+    if need_store and world > 1:
+        for var in ("MASTER_ADDR", "MASTER_PORT"):
+            if not (env[var] or "").strip():
+                raise _not_torchrun("WORLD_SIZE", f"WORLD_SIZE={world} and RANK={rank} are set but {var} is not "
+                                                  f"(where the processes meet)")
+    return rank, local, world
+
+
 def env_world() -> tuple[int, int, int]:
-    """(rank, local_rank, world_size) from torchrun's environment; (0, 0, 1) for a plain process."""
-    return (int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
-            int(os.environ.get("WORLD_SIZE", 1)))
+    """(rank, local_rank, world_size) from torchrun's environment; (0, 0, 1) for a plain process. The variables are
+    checked (``check_launch_env``): a wrong one is a ``LaunchEnvError`` naming it."""
+    return check_launch_env()
+
+
+def cuda_problem(setting: str, local_rank: int = 0) -> str | None:
+    """Why the device ``cuda`` cannot be used by this process (``setting``: how the user asked for it, e.g.
+    ``"--device cuda"`` or ``"train.device = 'cuda'"``), or None."""
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        if local_rank < n:
+            return None
+        return (f"{setting}: this is local rank {local_rank} but {n} CUDA device(s) are visible: start at most {n} "
+                f"processes per node, or check CUDA_VISIBLE_DEVICES")
+    why = ("this torch build has no CUDA support (a CPU-only wheel)" if not torch.backends.cuda.is_built()
+           else "no CUDA device is visible (no GPU, its driver not loaded, or CUDA_VISIBLE_DEVICES empty)")
+    return f"{setting} but CUDA is not available: {why}"
 
 
 @dataclass
@@ -93,7 +167,7 @@ def start_process_group(device: torch.device, timeout_s: float | None = None) ->
     ``timeout_s`` (parallel.timeout_s) bounds the wait for the other ranks here and in every later collective:
     a rank whose peers died stops with an error instead of waiting for ever."""
     global _TIMEOUT
-    if env_world()[2] > 1 and not dist.is_initialized():
+    if check_launch_env(need_store=True)[2] > 1 and not dist.is_initialized():
         timeout = datetime.timedelta(seconds=timeout_s) if timeout_s else None
         _TIMEOUT = timeout
         try:
