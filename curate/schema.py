@@ -58,12 +58,16 @@ READ_REASONS = {
     "bad_content_length": "a WARC or ARC record whose stated length does not match where the next record starts",
     "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
     "invalid_utf8": "bytes that are not valid in any detected encoding",
+    "http_status": "a WARC/ARC response whose HTTP status is not 2xx (an error page, a redirect's body): the row's "
+                   "text is the status line, a blank line, then the body",
     "binary_content": "more than 5% control characters: not text",
     "empty_document": "no text at all after decoding",
     "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only); for JSONL the document's "
                  "text in UTF-8 counts, not its line (escapes and other fields do not), and a line longer than 6 x "
                  "max_doc_bytes + 1 MiB is too_large unparsed",
-    "missing_text": "a JSONL/Parquet/Arrow row without a usable text field",
+    "missing_text": "a JSONL/Parquet/Arrow row without a usable text field; where the record or file has no field "
+                    "(column) of that name, the row's text names the ones it has and the source's text_field "
+                    "setting",
     "duplicate_column": "a Parquet/Arrow file where two or more columns bear the name of the text, id or url "
                         "column: which one to read is unknown, so the file is not read; one row names the columns "
                         "and the rows not read",

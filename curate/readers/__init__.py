@@ -3,9 +3,10 @@
 A reader yields ``("doc", row)`` for a document, ``("drop", row, reason)`` for input that cannot become one,
 ``("skip", kind)`` for a record that is not a document at all (WARC request/revisit/metadata records,
 non-HTML responses) and ``("count", key, n)`` for counters the runner adds to the read stage's stats
-(``surrogates_replaced``, ``warc_single_gzip_members``). A reader never raises on bad input: it resyncs
-after damage (next line, next WARC record: ``WARC/1.x``, ``0.17``, ``0.18``, next gzip member) and sets the damaged bytes aside as one
-row with their offset and a reason from :data:`READ_REASONS`. Every string it yields is valid UTF-8.
+(``surrogates_replaced``, ``warc_single_gzip_members``, ``jsonl_utf16_files``, ``files_without_text_column``).
+A reader never raises on bad input: it resyncs after damage (next line, next WARC record: ``WARC/1.x``,
+``0.17``, ``0.18``, next gzip member) and sets the damaged bytes aside as one row with their offset and a reason
+from :data:`READ_REASONS`. Every string it yields is valid UTF-8.
 
 Large files are read in splits: :func:`plan_splits` cuts a file into JSON-serialisable splits (byte ranges
 at line or record boundaries, gzip members, Parquet row groups, Arrow batches) and :func:`read_split` reads
@@ -216,10 +217,13 @@ def match_sources(sources: list[dict]) -> Matches:
     """Expand each source's glob (sorted, so task order is stable; per-source options kept) with one ``stat``
     per match. A file is read once however many paths name it: a link to it, a hard link, a ``**`` glob
     through a link to a folder above (``in/sub -> ..`` matched the same file 40 times, once per level of
-    links), two sources that overlap."""
+    links), two sources that overlap. Two sources that match one file with different settings (``text_field``,
+    ``id_field``, ``format``) stop the run at start (``ConfigError``): it would be read once, with one source's
+    settings, and the other's silently ignored."""
     m = Matches([], [], [], [])
     seen: dict[tuple[int, int], str] = {}
-    for src in sources:
+    settings: dict[tuple[int, int], tuple[int, dict]] = {}  # file -> (its first source's number, settings)
+    for k, src in enumerate(sources):
         count = 0
         for p in source_paths(src["path"]):
             try:
@@ -233,14 +237,38 @@ def match_sources(sources: list[dict]) -> Matches:
                     m.unusable.append(f"{p!r} ({describe_kind(st.st_mode)})")
                 continue
             count += 1
+            fmt = src.get("format") or infer_format(p)
+            mine = {"text_field": src.get("text_field", "text"), "id_field": src.get("id_field", "id"), "format": fmt}
             first = seen.get(file_id(st))
             if first is not None:
+                at, theirs = settings[file_id(st)]
+                _check_same_settings(p, first, k, at, sources, mine, theirs)
                 m.repeated.append(f"{p!r} (the same file as {first!r})")
                 continue
             seen[file_id(st)] = p
-            m.files.append({**src, "path": p, "format": src.get("format") or infer_format(p)})
+            settings[file_id(st)] = (k, mine)
+            m.files.append({**src, "path": p, "format": fmt})
         m.matched.append(count)
     return m
+
+
+def _check_same_settings(path: str, first: str, k: int, at: int, sources: list[dict], mine: dict,
+                         theirs: dict) -> None:
+    """Refuse (``ConfigError``) a file that source ``k`` matches with other settings than source ``at``, which
+    matched it first (as ``first``) and whose settings it is read with."""
+    differ = [key for key in mine if mine[key] != theirs[key]]
+    if not differ:
+        return
+    from curate.config import ConfigError
+
+    said = ", ".join(f"{key} = {json.dumps(mine[key])} in #{k + 1}, {json.dumps(theirs[key])} in #{at + 1}"
+                     for key in differ)
+    same = "" if path == first else f" (as {first!r})"
+    raise ConfigError(
+        f"[[sources]] #{k + 1} (path = {sources[k]['path']!r}) matches {path!r}, a file [[sources]] #{at + 1} "
+        f"(path = {sources[at]['path']!r}) matches too{same}, with other settings: {said}. A file is read once, with "
+        f"one source's settings: make the globs not overlap, or give both sources the same "
+        f"{' and '.join(differ)}")
 
 
 def expand_sources(sources: list[dict]) -> list[dict]:

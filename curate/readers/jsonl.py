@@ -36,9 +36,17 @@ Splits (each owns the lines that *start* in it):
 
 A split with an index that has gone missing (removed with the run's plans) is read the second way, with the
 same records and ids.
+
+Text encoding: UTF-8 (a byte order mark on a line is dropped). A file whose decompressed bytes begin with a UTF-16
+or UTF-32 byte order mark, or that is UTF-16 by its NULs (:func:`curate.readers.text.sniff`: every other byte of
+its ASCII), as PowerShell's ``>`` and Windows editors write JSONL, is read as that encoding (RFC 7159 allowed JSON
+text in UTF-16 and UTF-32): planned as one split, its bytes decoded to UTF-8 as they stream (an invalid sequence
+becomes U+FFFD), so its lines, ids and counts are those of the same file in UTF-8; the read step counts it in
+``jsonl_utf16_files`` (``jsonl_utf32_files``).
 """
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -47,7 +55,7 @@ import re
 from curate import json_files
 from curate.readers import gzindex, streams
 from curate.readers.lines import PREFIX, count_ends, split_lines
-from curate.readers.text import check_text, row, utf8_size
+from curate.readers.text import check_text, row, sniff, utf8_size
 
 MAX_STREAM_SPLITS = {"gzip": 8, "zstd": 32, "bz2": 8, "xz": 8}
 LINE_FACTOR = 6  # the most bytes a JSON string spends on one byte of its UTF-8 text ("\u0041" for "A")
@@ -63,6 +71,8 @@ def plan(path: str, target_bytes: int, index_path: str | None = None) -> list[di
     small = size <= target_bytes
     if small and not (kind == "gzip" and index_path is not None and size * 4 > target_bytes):
         return [{**base, "start": 0, "stop": None}]  # (a .gz may still hold several splits' worth of text)
+    if unicode_form(path, kind):  # UTF-16/UTF-32: line ends are not single bytes there; read it whole
+        return [{**base, "start": 0, "stop": None}]
     if kind == "plain":
         return _plan_plain(path, size, target_bytes, base)
     cuts = []
@@ -132,6 +142,50 @@ def _line_start(f, at: int) -> int | None:
         pos += streams.CHUNK
 
 
+_UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+_SNIFF_BYTES = 1024
+
+
+def unicode_form(path: str, kind: str) -> str | None:
+    """``"utf-32"`` / ``"utf-16"`` (a byte order mark) or ``"utf-16-le"`` / ``"utf-16-be"`` (no mark, its NULs)
+    when the file's decompressed bytes begin so, else None (UTF-8, or anything else: read as UTF-8)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES if kind == "plain" else 64 << 10)
+        if kind != "plain":
+            while kind == "zstd" and streams._is_skippable(head) and len(head) >= 8:
+                head = head[8 + int.from_bytes(head[4:8], "little"):]
+            head, _ = streams._decode_prefix(head, kind, _SNIFF_BYTES)
+    except Exception:  # (damage is the reader's to report)
+        return None
+    if head.startswith(_UTF32_BOMS):
+        return "utf-32"
+    form = sniff(head[:_SNIFF_BYTES])
+    return form if form in ("utf-16", "utf-16-le", "utf-16-be") else None
+
+
+def _as_utf8(evts, form: str):
+    """The events of a UTF-16/UTF-32 stream with its data decoded to UTF-8 (a code unit cut between two chunks is
+    carried over; after damage decoding starts afresh; invalid sequences become U+FFFD)."""
+    new = codecs.getincrementaldecoder(form)
+    dec, member = new(errors="replace"), 0
+    for ev in evts:
+        if ev[0] == "data":
+            member = ev[1]
+            out = dec.decode(ev[2])
+            if out:
+                yield ("data", member, out.encode("utf-8"))
+            continue
+        tail = dec.decode(b"", final=True)
+        if tail:
+            yield ("data", member, tail.encode("utf-8"))
+        dec = new(errors="replace")
+        yield ev
+    tail = dec.decode(b"", final=True)
+    if tail:
+        yield ("data", member, tail.encode("utf-8"))
+
+
 def _estimate_decompressed(path: str, kind: str, size: int) -> int:
     with open(path, "rb") as f:
         head = f.read(1 << 20)
@@ -151,7 +205,11 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
     start, stop = split.get("start", 0), split.get("stop")
     dstart, dstop = split.get("dstart", 0), split.get("dstop")
     max_line = max_line_bytes(max_doc_bytes)  # longer lines are too large whatever they hold; not parsed
-    if kind == "plain":
+    form = unicode_form(path, kind) if size and not (start or dstart or split.get("index")) else None
+    if form:  # UTF-16/UTF-32, one split (``plan``): its bytes decoded to UTF-8 as they stream
+        yield ("count", "jsonl_utf32_files" if form == "utf-32" else "jsonl_utf16_files", 1)
+        lines = split_lines(_as_utf8(streams.events(path, kind, 0), form), max_line=max_line)
+    elif kind == "plain":
         begin = max(start - 1, 0)
         lines = split_lines(streams.events(path, "plain", begin), max_line=max_line, j0=split.get("newlines", 0), base=begin)
     elif kind == "gzip" and split.get("index") and (g := gzindex.open_at(path, split["index"], dstart)) is not None:
@@ -253,10 +311,26 @@ def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_fiel
     url = "" if url is None else _as_str(url)
     text = obj.get(text_field)
     if not isinstance(text, str):
-        return ("drop", row(id_, "" if text is None else _as_str(text)[:PREFIX], source, url), "missing_text")
+        why = ("" if text is None else _as_str(text)[:PREFIX]) if text_field in obj else \
+            no_text_field(text_field, list(obj), "field", "record")
+        return ("drop", row(id_, why, source, url), "missing_text")
     if raw_len is None:  # (more characters than max_doc_bytes: more bytes too, nothing to encode)
         raw_len = len(text) if len(text) > max_doc_bytes else utf8_size(text)
     return check_text(row(id_, text, source, url), raw_len, max_doc_bytes)
+
+
+NAMES_SHOWN = 20  # the fields (columns) a missing_text row's note lists
+
+
+def no_text_field(text_field: str, names: list, field: str = "field", where: str = "record") -> str:
+    """The text of a ``missing_text`` row whose record (file) has no field (column) ``text_field``: the names it
+    has, and the setting that chooses one (``text_field`` of the source). Nothing is guessed: a ``Text`` or
+    ``content`` column is named, not read."""
+    shown = [json.dumps(str(n)[:100], ensure_ascii=False) for n in names[:NAMES_SHOWN]]
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    has = f"its {field}s: {', '.join(shown)}{more}" if shown else f"it has no {field}s"
+    return (f"no {field} {json.dumps(text_field, ensure_ascii=False)} in this {where}; {has}. The source's "
+            f"text_field names the {field} that holds the text (text_field = \"...\" under [[sources]])")
 
 
 def _as_str(v) -> str:

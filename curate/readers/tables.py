@@ -27,7 +27,8 @@ url column's offsets or views point outside its data (checked before any value i
 (``corrupt_row_group`` / ``corrupt_batch``) with its position; an unreadable footer makes one row for the file
 (``corrupt_file``); an Arrow stream that ends early keeps its complete batches (``truncated_arrow``).
 Only the text, id and url columns are read; a file without the text column sets every row aside as
-``missing_text``; one where two columns bear the name of a column read (pyarrow allows it) is not read, one
+``missing_text``, each row's text naming the file's columns and the ``text_field`` setting (no column is guessed;
+the read step counts the file in ``files_without_text_column``); one where two columns bear the name of a column read (pyarrow allows it) is not read, one
 ``duplicate_column`` row names the columns and the rows not read.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ import pyarrow as pa
 
 from curate.readers.arrow_text import PREFIX, check, is_text, lengths, run_ends_as_dictionary
 from curate.readers.arrow_text import texts as arrow_texts
-from curate.readers.jsonl import table_row
+from curate.readers.jsonl import no_text_field, table_row
 from curate.readers.parquet_pages import HeaderRefused, chunk_pages
 from curate.readers.text import row
 
@@ -135,7 +136,7 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
         if first == 0:
             yield ("drop", row(f"{name}:error", f"{type(e).__name__}: {e}"[:500], path), "corrupt_file")
         return
-    row0 = 0
+    row0, note = 0, None  # note: why a file without the text column sets each row aside (its columns named)
     for index, n_rows, load, unit in units:
         if index < first:
             row0 += n_rows
@@ -148,7 +149,11 @@ def read(split: dict, name: str, text_field: str, id_field: str, max_doc_bytes: 
                 if isinstance(batch, Skipped):  # a stream's bomb: one row, its rows counted
                     yield ("drop", row(f"{name}:{unit}{index}:{row0 + 1}", batch.why[:500], path), "decode_too_large")
                 else:
-                    yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes)
+                    if note is None and text_field not in batch.schema.names:
+                        note = no_text_field(text_field, _columns(path, fmt) or batch.schema.names, "column", "file")
+                        if first == 0:  # (once per file: its first split)
+                            yield ("count", "files_without_text_column", 1)
+                    yield from _batch_rows(batch, row0, name, path, text_field, id_field, max_doc_bytes, note)
                 row0 += batch.num_rows
         except DecodeTooLarge as e:  # not decoded: its rows are this one row, as a damaged unit's are
             yield ("drop", row(f"{name}:{unit}{index}", str(e)[:500], path), "decode_too_large")
@@ -625,7 +630,31 @@ def _decoded_bytes(body: pa.Buffer, buffers: list[tuple[int, int]]) -> int:
     return total
 
 
-def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str, max_doc_bytes: int):
+def _columns(path: str, fmt: str) -> list | None:
+    """The names of a file's columns (all of them, not only those read), or None when they cannot be read."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(path).schema_arrow.names
+        with pa.memory_map(path) as src:
+            try:
+                return pa.ipc.open_file(src).schema.names
+            except pa.ArrowInvalid:
+                src.seek(0)
+                head = src.read(8)
+                if head.startswith(_FEATHER_V1_MAGIC):
+                    return None
+                src.seek(8 if head.startswith(_ARROW_MAGIC) else 0)
+                return pa.ipc.open_stream(src).schema.names
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+
+
+def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_field: str, id_field: str,
+                max_doc_bytes: int, note: str | None = None):
+    """The batch's rows as reader items; ``note``: the text of each row's ``missing_text`` row when the file has no
+    text column."""
     names = batch.schema.names
     text_col = run_ends_as_dictionary(batch.column(names.index(text_field))) if text_field in names else None
     if text_col is not None:
@@ -655,7 +684,10 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
                        "invalid_utf8")
                 continue
             obj[text_field] = t
-            yield table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
+            item = table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
+            if text_col is None and note:
+                item[1]["text"] = note
+            yield item
 
 
 def _slices(col, n: int):

@@ -17,6 +17,11 @@
   ``?charset=`` is not the page's encoding), and a ``<meta>`` naming UTF-16 means UTF-8 (the bytes holding
   it are ASCII). Labels are read with the Encoding Standard's table (``latin1`` is windows-1252). A
   candidate that does not decode the bytes is passed over for the next: UTF-8, then detection.
+- Detection (:func:`_detected`): charset_normalizer's own guess where it is a web encoding, or one that decodes
+  the bytes to the same text as a web encoding (its ``could_be_from_charset``: ``euc_jis_2004`` for EUC-JP text
+  is read as ``euc_jp``); then, where that is refused or does not decode, its candidates among the web encodings
+  only, each tried in turn (short KOI8-R text, guessed ``shift_jis_2004``, is read as KOI8-R). A page is
+  ``invalid_utf8`` only when none of them decodes it.
 """
 from __future__ import annotations
 
@@ -323,16 +328,42 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
             legacy = _lenient(body, enc)
             if legacy is not None and _plausible(legacy, declared=True):
                 return legacy[0], True
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(body[:200_000]).best()
-    enc = safe_codec(best.encoding) if best is not None else None
-    if enc:
+    for enc in _detected(body):
         try:
             return body.decode(enc), True
         except (UnicodeDecodeError, LookupError):
             pass
     return body.decode("utf-8", errors="replace"), False
+
+
+DETECT_BYTES = 200_000  # the bytes the detector looks at
+# What detection may choose among, when its free guess is not a web encoding or does not decode: the web
+# encodings but UTF-8 (already tried), UTF-16 (a byte order mark or its NULs decide it, ``sniff``; any even
+# number of bytes "decodes") and ASCII (a subset).
+_DETECTABLE = tuple(sorted(c for c in _ALLOWED if c not in _UTF16 and c not in ("utf-8", "ascii")))
+
+
+def _detected(body: bytes):
+    """The codecs detection proposes for ``body``, best first (a name may repeat). charset_normalizer's free
+    guess comes first, as it always has; its name may be a codec outside the web encodings that decodes these
+    bytes to the same text as one inside (``euc_jis_2004`` for EUC-JP text, ``could_be_from_charset``), which is
+    then used. Where the guess is outside them altogether (``shift_jis_2004`` for short KOI8-R text) or does not
+    decode the whole body, detection is asked again among the web encodings only (``_DETECTABLE``) and each of its
+    candidates is tried in its order, instead of setting the document aside at the first refusal."""
+    from charset_normalizer import from_bytes
+
+    sample = body[:DETECT_BYTES]
+    best = from_bytes(sample).best()
+    if best is not None:
+        enc = safe_codec(best.encoding)
+        if enc is None:  # the same text under a web encoding's name (never UTF-16: not sniffed, see above)
+            enc = next((c for c in map(safe_codec, best.could_be_from_charset) if c and c not in _UTF16), None)
+        if enc:
+            yield enc
+    for match in from_bytes(sample, cp_isolation=list(_DETECTABLE)):
+        enc = safe_codec(match.encoding)
+        if enc:
+            yield enc
 
 
 MOSTLY = 20  # valid multi-byte characters per invalid run for undeclared bytes to be taken for UTF-8 with flaws

@@ -2,9 +2,12 @@
 pieces (:mod:`curate.readers.arc`).
 
 Each ``response`` record with an HTML or plain-text payload becomes a document; other records are counted
-skips. Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` where ``offset`` is the record's
-byte offset in the file (for .gz: the offset of the member it starts in, ``+n`` when it is not the first
-record of that member).
+skips. A response whose HTTP status is not 2xx (an error page, a redirect's body, a 304 with none) is set aside
+as ``http_status``, its row's text the status line (``HTTP status 404 Not Found``), a blank line, then the decoded
+body; a payload without a status line that parses is read as a page, as before. (ARC records hold the same HTTP
+response and are read alike.) Ids: the ``WARC-Record-ID`` (its uuid), else ``<file name>@<offset>`` where
+``offset`` is the record's byte offset in the file (for .gz: the offset of the member it starts in, ``+n`` when it
+is not the first record of that member).
 
 Version lines read: ``WARC/1.0`` and ``WARC/1.1`` (any ``WARC/1.x``), and ``WARC/0.17`` / ``WARC/0.18`` (the drafts
 Heritrix wrote before ISO 28500: the same named headers, WARC-Type, Content-Length ...), all read alike.
@@ -441,10 +444,28 @@ def _record(fields: dict, block: bytes, fallback: str, source: str, max_doc_byte
     html = mime != "text/plain"
     text, ok = decode(body, ctype.encode("latin-1", "replace"), html=html)
     r["text"], r["content_type"] = text, (HTML if html else PLAIN)
+    status = http_status(block)
+    if status is not None and not 200 <= status[0] < 300:  # an error page, a redirect's body: not the page
+        r["text"] = f"HTTP status {status[0]}{' ' + status[1] if status[1] else ''}\n\n{text}"
+        yield ("drop", r, "http_status")
+        return
     if not ok:
         yield ("drop", r, "invalid_utf8")
         return
     yield check_text(r, len(body), max_doc_bytes)
+
+
+_STATUS_LINE = re.compile(rb"HTTP/[0-9.]{1,4}[ \t]+([0-9]{3})(?![0-9])[ \t]*([^\r\n]{0,200})")
+
+
+def http_status(block: bytes) -> tuple[int, str] | None:
+    """``(code, reason phrase)`` of a response block's HTTP status line (``HTTP/1.1 404 Not Found``, ``HTTP/2
+    200``), or None where the block holds none that parses (no HTTP head, ``garbage line``): such a payload is
+    read as before, as a page."""
+    m = _STATUS_LINE.match(block)
+    if m is None:
+        return None
+    return int(m.group(1)), m.group(2).decode("latin-1").strip()
 
 
 def _split_http(block: bytes) -> tuple[dict, bytes]:
