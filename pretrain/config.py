@@ -321,10 +321,18 @@ def _check_eval(cfg: Config, err) -> None:
         return
     from pretrain.eval.tasks import task_specs_from_tables
 
+    from pretrain.eval.requests import stride_problem
+
     try:
-        task_specs_from_tables(e.tasks, "[[eval.tasks]]")
+        specs = task_specs_from_tables(e.tasks, "[[eval.tasks]]")
     except ConfigError as ex:
         err(str(ex))
+        specs = []
+    window = cfg.model.max_seq_len or cfg.data.seq_len  # the model's window, as the tasks are prepared with
+    for spec in specs:  # a bpb stride past the window: said now, not when the tasks are read before step 1
+        why = stride_problem(spec.stride, window) if spec.kind == "bpb" else None
+        if why:
+            err(f"[[eval.tasks]] {spec.name!r}: {why}")
     if not cfg.data.tokenizer:
         err("[[eval.tasks]] needs data.tokenizer (the tasks' text is tokenized with it)")
     if cfg.parallel.pp > 1 and cfg.model.max_seq_len not in (None, cfg.data.seq_len):

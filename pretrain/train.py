@@ -311,8 +311,11 @@ def describe_run(cfg: Config, env, device, dtype, log: MetricsLog) -> None:
 def pick_device(cfg: Config, local_rank: int) -> torch.device:
     want = cfg.train.device
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ConfigError("train.device = 'cuda' but CUDA is not available: set train.device = 'cpu' or 'auto'")
+        from pretrain.parallel.mesh import cuda_problem
+
+        problem = cuda_problem(f"train.device = {want!r}", local_rank)  # no CUDA, or fewer GPUs than local ranks
+        if problem:
+            raise ConfigError(f"{problem}: set train.device = 'cpu' or 'auto'")
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")

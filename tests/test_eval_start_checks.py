@@ -234,3 +234,33 @@ def test_a_stride_at_or_above_the_window_is_refused_saying_the_range(tmp_path, s
     for ok in (0, 1, 32, 63):
         items, reqs, _ = prepare_task(TaskSpec("p", "bpb", str(f), stride=ok), _chars, 1, window=64)
         assert len(items.items) == 1 and len(reqs) >= 1
+
+
+def test_train_device_cuda_without_cuda_says_why_in_one_line(monkeypatch):
+    """`pretrain train`'s train.device goes through the same check as --device: the cause is named."""
+    from curate.config import ConfigError
+    from pretrain.config import load_config
+    from pretrain.train import pick_device as train_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = load_config(None, ["train.device=cuda"])
+    with pytest.raises(ConfigError, match=r"train.device = 'cuda' but CUDA is not available: .*set train.device"):
+        train_device(cfg, 0)
+
+
+def test_a_training_configs_bpb_stride_past_the_window_fails_the_config_check(tmp_path):
+    """[[eval.tasks]] of a training config: the stride is checked with the rest of the config, before any process
+    group or data, against the model's window (model.max_seq_len, else data.seq_len)."""
+    from pretrain.config import check, load_config
+
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"text": "a document"}) + "\n")
+    tok = tmp_path / "tok.model"
+    tok.write_bytes(b"x")
+    cfg = load_config(None, ["data.kind=synthetic", "data.seq_len=64", f"data.tokenizer={tok}", "train.global_batch=1",
+                             "train.micro_batch=1"])
+    cfg.eval.tasks = [{"name": "p", "kind": "bpb", "path": str(f), "stride": 64}]
+    with pytest.raises(ConfigError, match=r"\[\[eval.tasks\]\] 'p': stride = 64 is not below the model's window of 64"):
+        check(cfg, 1)
+    cfg.eval.tasks[0]["stride"] = 63
+    check(cfg, 1)
