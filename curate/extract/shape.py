@@ -9,7 +9,9 @@ attributes per element.
 
 ``bound_shape`` reads the tags of the (stripped) page once, with a compiled scan that follows the stack of
 open elements the way a tree builder would (void elements; ``p``, ``li``, ``td``, ... closing an open one of
-their kind above formatting elements and others of that group; an end tag popping to its element), and rewrites only a page that goes past the bounds: a start
+their kind above formatting elements and others of that group; an end tag popping to its element when that is
+in scope: ``</td>`` inside a table nested in a cell closes nothing, and a page of ``<table><tr><td>x</td><td>``
+repeated nested 8,000 deep while the scan saw it flat), and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
 all, and so does an ``<html>`` or ``<body>`` tag that would take the attributes of all such tags past it (a
@@ -258,6 +260,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 if stack[k] == h:
                     found = k
                     break
+                if _has(_SCOPE_ENDS, stack[k]):
+                    break  # not in scope: the tree builder ignores the end tag ("</td>" in a nested table)
             if dropped[slot] > 0 and found < 0:
                 dropped[slot] -= 1
                 drop = True

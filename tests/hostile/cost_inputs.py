@@ -64,6 +64,20 @@ HTML = {
                                            + "</p></body></html>"),
     # a block per tag: the feature matrix grows with the blocks (400,000: 2.3 GB)
     "one_letter_paragraphs": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<p>a" * (10 * N) + "</body></html>",
+    # the rules on the classifier's output (stop 43): a table's rows, labels, noscript text, teasers
+    "table_of_short_cells": lambda: ("<html><body><table>" + "<tr><td>a</td><td>b</td><td>c</td><td>d</td></tr>" * N
+                                     + "</table></body></html>"),
+    "tables_nested_in_cells": lambda: ("<html><body><p>" + "words " * 50 + "</p>"
+                                       + "<table><tr><td>x</td><td>" * (N // 20) + "y"
+                                       + "</td></tr></table>" * (N // 20) + "</body></html>"),
+    "label_paragraphs": lambda: ("<html><body><article><p>" + "words " * 50 + "</p>"
+                                 + "<p>Reply</p><p>Advertisement</p><p>回复引用举报</p>" * (N // 2)
+                                 + "</article></body></html>"),
+    "noscript_paragraphs": lambda: ("<html><body><nav>menu</nav>" + "<noscript><p>word word word</p></noscript>" * N
+                                    + "</body></html>"),
+    "articles_and_teasers": lambda: ("<html><body>" + ("<article><p>" + "words " * 25 + "</p></article><div><h2>"
+                                                       "<a href=/x>title</a></h2><p>teaser text</p></div>") * (N // 4)
+                                     + "</body></html>"),
 }
 
 
