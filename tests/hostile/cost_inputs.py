@@ -64,6 +64,12 @@ HTML = {
                                            + "</p></body></html>"),
     # a block per tag: the feature matrix grows with the blocks (400,000: 2.3 GB)
     "one_letter_paragraphs": lambda: "<html><body><p>" + "words " * 50 + "</p>" + "<p>a" * (10 * N) + "</body></html>",
+    # end tags that close nothing in the tree builder, past a special element or out of scope, while a scan
+    # that popped to them saw the page flat: lexbor nested these 2-8 per repeat (17 s for the list shape)
+    "formatting_end_tags_across_lists": lambda: "<html><body>" + "<i><ul><li>x</i>" * N + "</body></html>",
+    "formatting_end_tags_across_sections": lambda: "<html><body>" + "<em><section>x</em>" * N + "</body></html>",
+    "span_end_tags_across_divs": lambda: "<html><body>" + "<span><div>x</span>" * N + "</body></html>",
+    "list_item_end_tags_across_lists": lambda: "<html><body>" + "<li><ul>x</li>" * N + "</body></html>",
     # the rules on the classifier's output (stop 43): a table's rows, labels, noscript text, teasers
     "table_of_short_cells": lambda: ("<html><body><table>" + "<tr><td>a</td><td>b</td><td>c</td><td>d</td></tr>" * N
                                      + "</table></body></html>"),
