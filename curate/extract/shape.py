@@ -13,7 +13,10 @@ their kind above formatting elements and others of that group; an end tag poppin
 in scope, and the end tag of an element that is not "special" (``SPECIAL``: a span, a custom or formatting
 element) only when no special element was opened after it: ``</td>`` inside a table nested in a cell, or
 ``</em>`` after ``<em><section>``, closes nothing, and pages of ``<table><tr><td>x</td><td>`` or
-``<i><ul><li>x</i>`` repeated nested thousands deep in lexbor while the scan saw them flat: 17 s for 0.6 MB),
+``<i><ul><li>x</i>`` repeated nested thousands deep in lexbor while the scan saw them flat: 17 s for 0.6 MB;
+``</form>`` takes the form alone out of the stack; a ``li``, ``dt`` or ``dd`` start tag closes one of its
+kind only past formatting elements and ``p``; a table's part opens nothing outside a table; inside ``svg`` and
+``math`` no name is void and none closes another, up to an HTML start tag that ends them),
 and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
@@ -87,7 +90,16 @@ def _set(names) -> np.ndarray:
 
 _VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
 _RUBY_PARTS, _SCOPE_ENDS, _SPECIAL = _set(RUBY_PARTS), _set(SCOPE_ENDS), _set(SPECIAL)
-_LI, _P, _BUTTON = (np.uint64(name_hash(n)) for n in ("li", "p", "button"))
+_LI, _P, _BUTTON, _FORM, _TABLE = (np.uint64(name_hash(n)) for n in ("li", "p", "button", "form", "table"))
+_DD_DT = _set(("dd", "dt"))
+_FOREIGN = _set(("svg", "math"))  # their content is foreign: no void elements, no implied ends
+# start tags that end foreign content (the tree builder pops to the HTML element holding the svg or math)
+_BREAKOUT = _set(("b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em", "embed",
+                  "h1", "h2", "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li", "listing", "menu", "meta",
+                  "nobr", "ol", "p", "pre", "ruby", "s", "small", "span", "strong", "strike", "sub", "sup",
+                  "table", "tt", "u", "ul", "var"))
+# a table's parts: outside a table the tree builder ignores their start tags
+_TABLE_PARTS = _set(("caption", "col", "colgroup", "tbody", "td", "tfoot", "th", "thead", "tr"))
 _LISTS = _set(("ol", "ul"))  # with SCOPE_ENDS: list item scope (what "</li>" looks in)
 _RUBY, _OPTION, _OPTGROUP = (np.uint64(name_hash(n)) for n in ("ruby", "option", "optgroup"))
 _SELECT = np.uint64(name_hash("select"))
@@ -226,6 +238,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     html_attrs = 0  # attributes the <html> start tags kept so far (merged into one element)
     body_attrs = 0  # and the <body> start tags
     in_select = False  # inside a select (the tree builder's "in select" mode)
+    foreign = -1  # the stack place of the svg or math whose foreign content the scan is in (-1: none)
     select_tags = 0    # tags read since it opened
     last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
     prev_end = -1   # where the last tag read ended
@@ -270,6 +283,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             select_tags = 0
         if drop:
             pass  # a select's tag past its bound: left out below, nothing else about it counts
+        elif closing and h == _FORM:
+            pass  # "</form>" takes the form out of the stack, not what was opened inside it: depth as it was
         elif closing:
             found = -1
             special = _has(_SPECIAL, h)
@@ -289,41 +304,63 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             else:
                 if found >= 0:
                     depth = found
+                    if depth <= foreign:
+                        foreign = -1  # "</svg>": back to HTML
                 if n_fmt > 0 and _has(fmt, h):
                     n_fmt -= 1  # the end of an active formatting element
-        elif not _has(void, h):
-            acts_kin = _has(kin, h)
-            if h == _OPTION or h == _OPTGROUP:
-                acts_kin = in_select
-                if not in_select and depth > 0 and stack[depth - 1] == _OPTION:
-                    depth -= 1  # outside a select: an option that is the current node is closed, nothing more
-            elif _has(_RUBY_PARTS, h):
-                for k in range(depth - 1, -1, -1):  # a ruby in scope
-                    if stack[k] == _RUBY:
-                        acts_kin = True
-                        break
-                    if _has(_SCOPE_ENDS, stack[k]):
-                        break
-            if acts_kin:  # closes an open element of its name above any other kind of element
+        else:
+            if foreign >= 0 and _has(_BREAKOUT, h):
+                depth = foreign  # an HTML start tag ends the svg or math: read below as HTML
+                foreign = -1
+            opens = True
+            if foreign >= 0:
+                opens = not (end > 0 and buf[end - 1] == 47)  # "<path/>": opened and closed; no void element
+            elif _has(void, h):
+                opens = False
+            elif _has(_TABLE_PARTS, h):  # outside any open table the tree builder ignores a table's part
+                opens = False
                 for k in range(depth - 1, -1, -1):
-                    if stack[k] == h:
-                        depth = k
+                    if stack[k] == _TABLE:
+                        opens = True
                         break
-                    if not (is_fmt[k] or is_kin[k]):
-                        break
-            f = _has(fmt, h)
-            if depth >= max_open or (f and n_fmt >= max_fmt):
-                drop = True
-                dropped[slot] += 1
-            else:
-                stack[depth] = h
-                is_fmt[depth] = f
-                is_kin[depth] = acts_kin
-                depth += 1
-                if f:
-                    n_fmt += 1
-                if depth > deepest:
-                    deepest = depth
+            if opens:
+                acts_kin = _has(kin, h) and foreign < 0
+                if foreign >= 0:
+                    pass
+                elif h == _OPTION or h == _OPTGROUP:
+                    acts_kin = in_select
+                    if not in_select and depth > 0 and stack[depth - 1] == _OPTION:
+                        depth -= 1  # outside a select: an option that is the current node is closed, nothing more
+                elif _has(_RUBY_PARTS, h):
+                    for k in range(depth - 1, -1, -1):  # a ruby in scope
+                        if stack[k] == _RUBY:
+                            acts_kin = True
+                            break
+                        if _has(_SCOPE_ENDS, stack[k]):
+                            break
+                if acts_kin:  # closes an open element of its name above formatting elements and its kin
+                    lists = h == _LI or _has(_DD_DT, h)  # these pass only formatting elements and p
+                    for k in range(depth - 1, -1, -1):
+                        if stack[k] == h:
+                            depth = k
+                            break
+                        if not (is_fmt[k] or (is_kin[k] and (not lists or stack[k] == _P))):
+                            break
+                f = _has(fmt, h)
+                if depth >= max_open or (f and n_fmt >= max_fmt):
+                    drop = True
+                    dropped[slot] += 1
+                else:
+                    stack[depth] = h
+                    is_fmt[depth] = f
+                    is_kin[depth] = acts_kin
+                    depth += 1
+                    if f:
+                        n_fmt += 1
+                    if depth > deepest:
+                        deepest = depth
+                    if foreign < 0 and _has(_FOREIGN, h):
+                        foreign = depth - 1  # the svg's or math's place: what it holds is foreign content
         cut_attrs = not closing and attrs > max_attrs
         if not (drop or closing or cut_attrs) and attrs > 0:
             if h == _HTML:

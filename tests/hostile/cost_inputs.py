@@ -70,6 +70,12 @@ HTML = {
     "formatting_end_tags_across_sections": lambda: "<html><body>" + "<em><section>x</em>" * N + "</body></html>",
     "span_end_tags_across_divs": lambda: "<html><body>" + "<span><div>x</span>" * N + "</body></html>",
     "list_item_end_tags_across_lists": lambda: "<html><body>" + "<li><ul>x</li>" * N + "</body></html>",
+    # start tags the scan closed or opened where the tree builder does not: a list item inside a dt, a form's
+    # end tag (it closes the form alone), table parts outside a table, a void name in an svg (an element there)
+    "list_items_in_definition_terms": lambda: "<html><body>" + "<li><dt>x" * N + "</body></html>",
+    "form_end_tags_inside_lists": lambda: "<html><body>" + "<form><ul>x</form>" * N + "</body></html>",
+    "table_rows_outside_tables": lambda: "<html><body>" + "</tr><tr>x<dl>x" * N + "</body></html>",
+    "void_names_in_svg": lambda: "<html><body><svg>" + "<col>x" * N + "</svg></body></html>",
     # the rules on the classifier's output (stop 43): a table's rows, labels, noscript text, teasers
     "table_of_short_cells": lambda: ("<html><body><table>" + "<tr><td>a</td><td>b</td><td>c</td><td>d</td></tr>" * N
                                      + "</table></body></html>"),
