@@ -14,6 +14,7 @@ from curate.chain import STAGE_TIMEOUT, StageChain, apply_isolated
 from curate.stage_watch import Sandbox, available
 from curate.stages.base import BatchContext
 from tests.hostile import cost_inputs
+from curate.extract.depth import parsed_depth
 from tests.cost_stages import Spin, SpinUnmarked
 
 needs_fork = pytest.mark.skipif(not available(), reason="needs os.fork")
@@ -121,21 +122,6 @@ def test_extract_timeout_is_not_swallowed_by_an_engine(monkeypatch):
     assert calls == []
 
 
-def _parsed_depth(html: bytes) -> int:
-    """How deep the tree lexbor builds from ``html`` goes (the document node is 1)."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    best, stack = 0, [(LexborHTMLParser(html).root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        best = max(best, depth)
-        child = node.child
-        while child is not None:
-            stack.append((child, depth + 1))
-            child = child.next
-    return best
-
-
 @pytest.mark.parametrize("name", sorted(cost_inputs.HTML))
 def test_hostile_pages_parse_in_bounded_time(name):
     """Each hostile page shape goes through the extract stage well inside its time limit (the raw shapes take
@@ -148,7 +134,7 @@ def test_hostile_pages_parse_in_bounded_time(name):
     assert deepest_open(out) <= 256
     # the tree lexbor builds (html, body, a text node), not the scan's model; a table's implied tbody and tr are
     # not in the scan's model: at most one more element per table or row
-    assert _parsed_depth(out) <= (256 if b"<table" not in out else 2 * 256) + 3
+    assert parsed_depth(out) <= (256 if b"<table" not in out else 2 * 256) + 3
     stage = Extract("extract", Extract.Params(timeout_s=20))
     start = time.process_time()
     result = stage.apply(_extract_table([page]))

@@ -197,3 +197,19 @@ def _tag_at(buf, i, m, n_exact, closing, after):
         after[m] = a_span
         m += 1
     return m, n_exact
+
+
+def parsed_depth(html: bytes) -> int:
+    """How deep the tree lexbor builds from ``html`` goes (the document node is 1): what the scans above and
+    ``shape.bound_shape`` stand in for, measured (tests and ``benchmarks/shape_fuzz.py``; it parses the page)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    best, stack = 0, [(LexborHTMLParser(html).root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        child = node.child
+        while child is not None:
+            stack.append((child, depth + 1))
+            child = child.next
+    return best
