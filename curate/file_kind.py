@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 
 _FILE_TYPES = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
@@ -39,3 +40,10 @@ def file_id(st: os.stat_result) -> tuple[int, int]:
     """Which file a ``stat`` result is of: ``(st_dev, st_ino)``, the same under every name of the file (a symbolic
     link, a hard link, another spelling of its path), so two paths whose ids are equal are one file, read once."""
     return st.st_dev, st.st_ino
+
+
+def file_name_key(name: str) -> str:
+    """What a name is as a file name on a case-insensitive file system that normalises Unicode (macOS, Windows):
+    ``b`` and ``B``, or an NFC and an NFD spelling, are one file there (names that become files are compared so:
+    blend datasets, ablation variants and tasks, eval tasks)."""
+    return unicodedata.normalize("NFC", name).casefold()

@@ -109,7 +109,8 @@ def test_an_ablation_blend_variant_with_such_names_is_refused_at_spec_check(toke
 def test_an_ablation_names_its_curated_folders_as_a_blend_may_name_them():
     from pretrain.ablate.prepare import dataset_names
     from pretrain.ablate.spec import Variant
-    from pretrain.data.blend_spec import _NAME_RE as DATASET_NAME_RE, MAX_DATASET_NAME as most, file_name_key
+    from curate.file_kind import file_name_key
+    from pretrain.data.blend_spec import _NAME_RE as DATASET_NAME_RE, MAX_DATASET_NAME as most
 
     assert most == MAX_DATASET_NAME
     folders = ["/d/Web", "/e/web", "/f/valid", "/g/" + "x" * 250, "/h/my web (2024)", "/i/.hidden", "/j/Ünïcode"]

@@ -30,7 +30,7 @@ def load_tasks(spec: Spec, log=print) -> tuple[list, dict[str, list[dict]]]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{spec.source}: two [[tasks]] are named {dupes[0]!r}: give each a distinct name")
-    from pretrain.data.blend_spec import file_name_key
+    from curate.file_kind import file_name_key
 
     files: dict[str, str] = {}
     for n in names:  # DIR/curves/TASK_METRIC.png: one file on a case-insensitive file system (macOS, Windows)

@@ -41,7 +41,8 @@ def dataset_names(variant: Variant) -> list[str]:
     (``blend_spec._check_names``: letters, digits, '_', '.', '-', at most ``MAX_DATASET_NAME`` bytes; other
     characters become '_', a leading '.', '_' or '-' is dropped), numbered when two would be one cache folder (on a
     case-insensitive file system too, and beside the ``valid`` and ``test`` split folders)."""
-    from pretrain.data.blend_spec import MAX_DATASET_NAME, file_name_key
+    from curate.file_kind import file_name_key
+    from pretrain.data.blend_spec import MAX_DATASET_NAME
 
     names: list[str] = []
     taken = {"valid", "test"}  # the index cache's split folders

@@ -158,7 +158,7 @@ def _check_values(spec: Spec, where: str) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}: variant name {dupes[0]!r} is used twice")
-    from pretrain.data.blend_spec import file_name_key
+    from curate.file_kind import file_name_key
 
     folders: dict[str, str] = {}
     for n in names:  # DIR/runs/VARIANT and DIR/data/VARIANT: one folder on macOS and Windows

@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import unicodedata
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from curate.file_kind import file_name_key
 
 TOP_KEYS = {"split", "datasets", "description"}
 DATASET_KEYS = {"name", "prefix", "weight", "epochs"}
@@ -188,12 +189,6 @@ def _positive(value, what: str) -> float:
 
 
 MAX_DATASET_NAME = 64  # bytes of UTF-8, as a pipeline's stage names (curate.pipeline.MAX_STAGE_NAME): a folder name
-
-
-def file_name_key(name: str) -> str:
-    """What a name is as a file name on a case-insensitive file system that normalises Unicode (macOS, Windows):
-    ``b`` and ``B``, or an NFC and an NFD spelling, are one file there."""
-    return unicodedata.normalize("NFC", name).casefold()
 
 
 def _check_names(datasets: list[DatasetSpec], source: str, megatron_form: bool = False) -> None:

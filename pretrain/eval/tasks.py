@@ -28,7 +28,7 @@ from pathlib import Path
 
 from curate import json_files
 from curate.config import ConfigError
-from curate.file_kind import file_problem
+from curate.file_kind import file_name_key, file_problem
 
 KINDS = ("bpb", "cloze", "choice")
 SPEC_KEYS = ("name", "kind", "path", "shots", "stride", "limit")
@@ -155,7 +155,7 @@ def check_distinct_names(specs: list[TaskSpec], where: str) -> None:
                           f"--task KIND:PATH:NAME)")
     seen: dict[str, str] = {}
     for n in names:
-        other = seen.setdefault(n.casefold(), n)
+        other = seen.setdefault(file_name_key(n), n)
         if other != n:
             raise ConfigError(f"{where}: task names {other!r} and {n!r} differ only in case: their files "
                               f"({other}.yaml, {n}.yaml) would be one file on a case-insensitive file system "
