@@ -2,6 +2,7 @@
 kept when the learned classifier (``model``) gives it at least the model's threshold, one per line, in
 page order (a data table's row on one line: ``tables``), after readability-style rules on the classifier's
 output (``page_chrome``: blocks inside nav, footer, aside and a header outside article and main;
+``page_forms``: a form after the page's text;
 ``main_container``: unsure blocks near the page's article; ``link_lists``: link lists on a prose page;
 ``region.main_region``: prose outside the page's main region; ``region.after_article``: teasers after a short
 article) and two on the blocks' words (``interface``: advertisement labels and action lines, a ``noscript``'s
@@ -170,6 +171,35 @@ def page_chrome(chrome, prob) -> np.ndarray:
     return prob
 
 
+FORM_SHARE = 0.5  # forms holding at least this share of the kept text are the page's own wrapper
+
+
+def page_forms(texts, in_form, prob, threshold: float, size=None) -> np.ndarray:
+    """``prob`` with the kept blocks inside ``form`` elements after the page's last kept block outside them set
+    to 0, where they hold under ``FORM_SHARE`` of its kept characters: a comment form's labels and notes
+    ("Name *", "E-Mail", "Your email address will not be published"), a newsletter sign-up, a question box under
+    an article. Forms that hold most of the kept text (an ASP.NET page wrapped whole in ``<form
+    id="aspnetForm">``) or that kept text follows (a forum whose posts sit in a moderation form) are left as
+    they are: dropping every form under the share cost a forum page its posts. On the cross-validated
+    predictions of both gold sets (two training seeds) it changes 4-5 WCXB pages, each for the better
+    (docs/benchmarks.md)."""
+    prob = np.asarray(prob, dtype=np.float32)
+    in_form = np.asarray(in_form, dtype=bool)
+    kept = prob >= threshold
+    inside = kept & in_form
+    if not inside.any():
+        return prob
+    outside = np.flatnonzero(kept & ~in_form)
+    if len(outside):
+        inside[:outside[-1] + 1] = False
+    size = text_sizes(texts) if size is None else size
+    if not inside.any() or size[inside].sum() >= FORM_SHARE * size[kept].sum():
+        return prob
+    prob = prob.copy()
+    prob[inside] = 0.0
+    return prob
+
+
 def _in_largest(owner: np.ndarray, chars: np.ndarray) -> np.ndarray:
     """Per block, whether its ``owner`` (an element index) is the one holding the most ``chars`` (the first
     such element in document order where several do)."""
@@ -179,9 +209,10 @@ def _in_largest(owner: np.ndarray, chars: np.ndarray) -> np.ndarray:
 def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float, html, url: str = "",
               links=None, tree=None, comments: bool = True, chrome=None, places=None) -> str:
     """The engine's text of one page from its blocks and their probabilities (``page_chrome`` when
-    ``chrome`` is given, ``main_container``, then ``link_lists`` when ``links`` is given, then
-    ``region.main_region`` when ``tree`` is too, ``region.after_article`` when ``places`` is too, then
-    ``interface.interface_labels``, then ``assemble``: a data table's row on one line when ``tree`` is given),
+    ``chrome`` is given, ``page_forms`` when ``places`` is, ``main_container``, then ``link_lists`` when
+    ``links`` is given, then ``region.main_region`` when ``tree`` is too, ``region.after_article`` when
+    ``places`` is too, then ``interface.interface_labels``, then ``assemble``: a data table's row on one line
+    when ``tree`` is given),
     or, when that keeps fewer than ``MIN_WORDS`` words, the text inside the page's ``noscript`` elements
     (``noscript_text``) where that holds ``MIN_WORDS``, else the rules engine's text of the page where it holds
     more (``html``: ``str``, UTF-8 bytes, or a function giving them, called only then). ``tree``: (each block's
@@ -196,6 +227,8 @@ def page_text(texts: list[str], tags: list[str], groups, prob, threshold: float,
         size = text_sizes(texts)
         if chrome is not None:
             prob = page_chrome(chrome, prob)
+        if places is not None and places.shape[1] > 2:
+            prob = page_forms(texts, places[:, 2], prob, threshold, size)
         prob = main_container(texts, groups, prob, threshold, size)
         if links is not None:
             prob = link_lists(texts, links, prob, threshold, size)

@@ -679,10 +679,10 @@ def chrome_blocks(feats: np.ndarray) -> np.ndarray:
 
 
 def place_columns(feats: np.ndarray) -> np.ndarray:
-    """Per block, whether it lies inside a ``noscript`` element and inside an ``article`` element (the
-    ``in_noscript`` and ``in_article`` feature columns), ``[n, 2]`` bool: read by ``blocks.noscript_text`` and
-    ``blocks.after_article``."""
-    return feats[:, _columns("in_noscript", "in_article")] > 0
+    """Per block, whether it lies inside a ``noscript`` element, inside an ``article`` element and inside a
+    ``form`` (the ``in_noscript``, ``in_article`` and ``in_form`` feature columns), ``[n, 3]`` bool: read by
+    ``blocks.noscript_text``, ``region.after_article`` and ``blocks.page_forms``."""
+    return feats[:, _columns("in_noscript", "in_article", "in_form")] > 0
 
 
 @functools.lru_cache(maxsize=None)
