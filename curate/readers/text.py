@@ -28,6 +28,7 @@ from __future__ import annotations
 import codecs
 import re
 
+from curate.readers.alphabets import best_latin
 from curate.schema import PLAIN
 
 BINARY_CONTROL_RATIO = 0.05
@@ -328,11 +329,12 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
             legacy = _lenient(body, enc)
             if legacy is not None and _plausible(legacy, declared=True):
                 return legacy[0], True
-    for enc in _detected(body):
-        try:
-            return body.decode(enc), True
-        except (UnicodeDecodeError, LookupError):
-            pass
+    for guess in _detected(body):
+        for enc in dict.fromkeys((best_latin(body, guess), guess)):  # a Latin text's language decides (alphabets)
+            try:
+                return body.decode(enc), True
+            except (UnicodeDecodeError, LookupError):
+                pass
     return body.decode("utf-8", errors="replace"), False
 
 

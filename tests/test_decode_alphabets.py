@@ -1,0 +1,49 @@
+"""Undeclared text in a single-byte Latin encoding is read in the one whose letters make one language's words
+(``curate.readers.alphabets``), not in another that detection finds as clean: ISO-8859-2 Czech and Polish came
+out as windows-1250 or ISO-8859-4 mojibake (``ą`` for ``š``, ``ľ`` for ``ž``)."""
+import pytest
+
+from curate.readers.alphabets import best_latin, fit
+from curate.readers.text import decode
+
+# sentences written for these tests
+CZECH = ("Šťastný člověk si v září koupil žluťoučkého koně, který úpěl ďábelské ódy. "
+         "Příští týden pojedeme do Plzně a pak na Šumavu.")
+POLISH = ("Zażółć gęślą jaźń. W środę pojechaliśmy nad jezioro, gdzie łabędzie pływały między trzcinami, "
+          "a świerszcze grały aż do późnej nocy.")
+SPANISH = "¿Qué hora es? ¡Ya es tarde! El niño comió una piña en el 3º piso."
+GERMAN = "© 2024 Müller & Söhne: Grüße aus Köln, wo die Straßen früh leer sind."
+HUNGARIAN = "Árvíztűrő tükörfúrógép: a hűtőszekrényben öt tojás és egy üveg tej van."
+
+
+def _page(text: str) -> str:
+    return f"<html><head><title>t</title></head><body><p>{text}</p></body></html>"
+
+
+@pytest.mark.parametrize("text,codec", [
+    (CZECH, "iso8859_2"), (CZECH, "cp1250"), (POLISH, "iso8859_2"), (POLISH, "cp1250"),
+    (HUNGARIAN, "iso8859_2"), (SPANISH, "cp1252"), (SPANISH, "iso8859_1"), (GERMAN, "cp1252"),
+    (GERMAN, "iso8859_15"),
+])
+def test_undeclared_latin_text_is_read_in_its_encoding(text, codec):
+    page = _page(text)
+    got, ok = decode(page.encode(codec), b"", html=True)
+    assert ok and got == page
+
+
+def test_the_language_decides_between_clean_decodings():
+    body = _page(CZECH).encode("iso8859_2")
+    assert body.decode("cp1250") != _page(CZECH)  # decodes, but as other letters
+    assert fit(body.decode("iso8859_2")) == 1.0 > fit(body.decode("cp1250"))
+    assert best_latin(body, "cp1250") == "iso8859-2"
+
+
+def test_punctuation_before_a_word_is_not_taken_for_a_letter():
+    # ``¡`` and ``¿`` are letters in ISO-8859-2 (Ą, ż): Spanish must stay Spanish
+    body = _page(SPANISH).encode("cp1252")
+    assert best_latin(body, "cp1252") == "cp1252"
+
+
+def test_non_latin_guesses_are_left_alone():
+    body = "Съешь же ещё этих мягких французских булок".encode("koi8_r")
+    assert best_latin(body, "koi8-r") == "koi8-r"
