@@ -5,6 +5,10 @@ fits, put in an HTML page without a charset declaration (or under a stale ``<met
 another text), or set aside (``invalid_utf8``). Short: one paragraph or fortune; long: 8-10 of them.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/decode_legacy.py [--stale] [--corpora ../shared/corpora]
+
+``--spacy-examples``: instead, the example sentences spaCy ships for each of its languages (texts neither the
+corpora nor the rules were taken from), one at a time and all of a language's together, in every legacy
+encoding of ``SPACY_CODECS`` that can hold them.
 """
 from __future__ import annotations
 
@@ -79,20 +83,52 @@ def samples(corpora: Path) -> list[dict]:
     return out
 
 
+SPACY_CODECS = ("cp1250", "cp1252", "cp1254", "cp1257", "iso8859_1", "iso8859_2", "iso8859_4", "iso8859_13",
+                "iso8859_15", "iso8859_16", "mac_roman", "cp1251", "koi8_r", "cp1253", "iso8859_7", "cp1255", "cp1256",
+                "cp874", "euc_jp", "shift_jis", "gbk", "big5", "euc_kr")
+
+
+def spacy_samples() -> list[dict]:
+    import importlib
+    import pkgutil
+
+    import spacy.lang
+
+    out = []
+    for mod in pkgutil.iter_modules(spacy.lang.__path__):
+        try:
+            sentences = importlib.import_module(f"spacy.lang.{mod.name}.examples").sentences
+        except ImportError:
+            continue
+        for codec in SPACY_CODECS:
+            for i, t in enumerate(sentences + ["\n".join(sentences)]):
+                try:
+                    if t.encode(codec).isascii():
+                        continue
+                except UnicodeEncodeError:
+                    continue
+                out.append({"codec": codec, "kind": "long" if i == len(sentences) else "short", "text": t})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stale", action="store_true", help='pages under a stale <meta charset="utf-8">')
     ap.add_argument("--corpora", default=str(ROOT.parent / "shared" / "corpora"), help="the corpora folder")
+    ap.add_argument("--spacy-examples", action="store_true", help="spaCy's example sentences instead of the corpora")
     args = ap.parse_args(argv)
     counts = collections.defaultdict(collections.Counter)
-    for s in samples(Path(args.corpora)):
+    for s in spacy_samples() if args.spacy_examples else samples(Path(args.corpora)):
         meta = '<meta charset="utf-8">' if args.stale else ""
         page = f"<html><head>{meta}<title>t</title></head><body><p>{s['text']}</p></body></html>"
         text, ok = decode(page.encode(s["codec"]), b"", html=True)
         counts[s["codec"], s["kind"]]["right" if ok and text == page else "mojibake" if ok else "set aside"] += 1
     print(f"{'codec':10} {'texts':6} {'n':>4} {'right':>6} {'mojibake':>9} {'set aside':>10}")
+    total = collections.Counter()
     for (codec, kind), c in sorted(counts.items()):
         print(f"{codec:10} {kind:6} {sum(c.values()):4d} {c['right']:6d} {c['mojibake']:9d} {c['set aside']:10d}")
+        total += c
+    print(f"{'all':10} {'':6} {sum(total.values()):4d} {total['right']:6d} {total['mojibake']:9d} {total['set aside']:10d}")
     return 0
 
 

@@ -3,7 +3,7 @@
 out as windows-1250 or ISO-8859-4 mojibake (``ą`` for ``š``, ``ľ`` for ``ž``)."""
 import pytest
 
-from curate.readers.alphabets import best_latin, fit
+from curate.readers.alphabets import best_cjk, best_latin, fit
 from curate.readers.text import decode
 
 # sentences written for these tests
@@ -47,3 +47,23 @@ def test_punctuation_before_a_word_is_not_taken_for_a_letter():
 def test_non_latin_guesses_are_left_alone():
     body = "Съешь же ещё этих мягких французских булок".encode("koi8_r")
     assert best_latin(body, "koi8-r") == "koi8-r"
+
+
+@pytest.mark.parametrize("text,codec", [
+    ("おりがみをつくろう", "euc_jp"),            # kana only: Hangul jamo in EUC-KR
+    ("きょうのイソップ童話", "euc_jp"),
+    ("今天天氣很好，我們去公園散步吧。", "big5"),
+    ("今天天气很好，我们去公园散步吧。", "gbk"),
+    ("오늘은 날씨가 좋아서 공원에 갔다.", "euc_kr"),
+])
+def test_undeclared_east_asian_text_is_read_in_its_encoding(text, codec):
+    page = _page(text)
+    got, ok = decode(page.encode(codec), b"", html=True)
+    assert ok and got == page
+
+
+def test_text_in_other_scripts_is_not_taken_for_east_asian():
+    # Cyrillic and accented Latin letters that an East Asian set holds stay what they are
+    for text, codec in (("Епъл иска да купи английски стартъп", "euc_jp"), ("Dnes je krásné počasí.", "euc_jp")):
+        body = _page(text).encode(codec)
+        assert best_cjk(body, codec) == codec

@@ -28,7 +28,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from curate.readers.alphabets import best_latin
+from curate.readers.alphabets import best_cjk, best_latin
 from curate.schema import PLAIN
 
 BINARY_CONTROL_RATIO = 0.05
@@ -330,7 +330,8 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
             if legacy is not None and _plausible(legacy, declared=True):
                 return legacy[0], True
     for guess in _detected(body):
-        for enc in dict.fromkeys((best_latin(body, guess), guess)):  # a Latin text's language decides (alphabets)
+        # between encodings that decode the bytes alike cleanly, the script and language of the text decide
+        for enc in dict.fromkeys((best_cjk(body, best_latin(body, guess)), guess)):
             try:
                 return body.decode(enc), True
             except (UnicodeDecodeError, LookupError):
