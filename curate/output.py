@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 from curate import fingerprint as fp
+from curate.code_fingerprint import code_sha256
 from curate.contracts import Manifest, Marker, StageCounts
 from curate.config import ConfigError
 from curate.pipeline import Pipeline
@@ -78,10 +79,19 @@ def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_
         recorded = fp.as_recorded(was, prints)
         if not changes:
             return [], recorded
+        code = previous.get("code")  # the code that started the folder stays recorded
     else:
-        changes, recorded = [], prints
-    write_json({"layout": LAYOUT, "pipeline": ident, "fingerprints": recorded}, run_file)
+        changes, recorded, code = [], prints, code_sha256()
+    write_json({"layout": LAYOUT, "pipeline": ident, "fingerprints": recorded, "code": code}, run_file)
     return changes, recorded
+
+
+def other_code(out: Path) -> str | None:
+    """The fingerprint of the curate code that started the run in ``out`` (``code_fingerprint``) when it is not
+    this code's; None when it is, or when ``run.json`` predates the record."""
+    previous = read_record(out / RUN_FILE) or {}
+    code = previous.get("code")
+    return code if isinstance(code, str) and code != code_sha256() else None
 
 
 def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[Marker]) -> tuple[dict, dict]:

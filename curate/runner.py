@@ -46,6 +46,11 @@ def _run_pipeline(pipeline: Pipeline, executor, progress: bool, allow_changed_in
         changes, recorded = output.claim(out, pipeline, files, prints, allow_changed_inputs)
         for line in changes:
             run.say(f"curate: input changed, its tasks are redone: {line}")
+        if output.other_code(out):
+            print(f"curate: warning: {out} was started by other curate code (an upgrade or an edit): the tasks it "
+                  "finished are kept as that code made them, and reading and stage rules change between versions, "
+                  "so this folder may hold output of both; run into a new --output for output of this code alone",
+                  file=sys.stderr, flush=True)  # always said
         output.remove_temp_files(out)
         run.say(f"curate: {pipeline.name}: {len(files)} input file(s), {len(pipeline.stages)} stage(s) -> {out}")
         skipped = matches.unusable
