@@ -88,10 +88,13 @@ def claim(out: Path, pipeline: Pipeline, files: list[dict], prints: dict, allow_
 
 def other_code(out: Path) -> str | None:
     """The fingerprint of the curate code that started the run in ``out`` (``code_fingerprint``) when it is not
-    this code's; None when it is, or when ``run.json`` predates the record."""
+    this code's ("unrecorded" for a ``run.json`` written before the record existed: an earlier curate); None
+    when it is this code's."""
     previous = read_record(out / RUN_FILE) or {}
     code = previous.get("code")
-    return code if isinstance(code, str) and code != code_sha256() else None
+    if not isinstance(code, str):
+        return "unrecorded"
+    return code if code != code_sha256() else None
 
 
 def assemble(pipeline: Pipeline, records: list[tuple], final_markers: list[Marker]) -> tuple[dict, dict]:

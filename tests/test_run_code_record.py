@@ -23,6 +23,11 @@ def test_the_code_is_recorded_and_a_rerun_with_other_code_is_told(tmp_path, samp
     assert "started by other curate code" in other.stderr and "new --output" in other.stderr
     assert json.loads((out / "run.json").read_text())["code"] == "0" * 64  # still names the code that started it
 
+    del record["code"]  # a folder of a curate from before the record
+    (out / "run.json").write_text(json.dumps(record))
+    older = cli("run", p, "--quiet")
+    assert older.returncode == 0 and "started by other curate code" in older.stderr
+
 
 def test_the_fingerprint_follows_the_package_files(tmp_path, monkeypatch):
     import curate.code_fingerprint as cf
