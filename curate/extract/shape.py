@@ -16,7 +16,11 @@ element) only when no special element was opened after it: ``</td>`` inside a ta
 ``<i><ul><li>x</i>`` repeated nested thousands deep in lexbor while the scan saw them flat: 17 s for 0.6 MB;
 ``</form>`` takes the form alone out of the stack; a ``li``, ``dt`` or ``dd`` start tag closes one of its
 kind only past formatting elements and ``p``; a table's part opens nothing outside a table; inside ``svg`` and
-``math`` no name is void and none closes another, up to an HTML start tag that ends them),
+``math`` no name is void and none closes another, up to an HTML start tag that ends them, except inside an
+integration point (svg ``title``, ``desc``, ``foreignObject``; math ``mi`` ... ``mtext``, an HTML
+``annotation-xml``), whose start tags are read as HTML; a formatting tag left out leaves the svg it would have
+ended open; the text of a textarea, title, script, style, ... is skipped up to its end tag; block start tags
+close a p in button scope),
 and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
@@ -55,8 +59,8 @@ SELF_CLOSING_KIN = ("p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "
 # that is the current node
 RUBY_PARTS = ("rb", "rt", "rp", "rtc")
 # elements that end a scope (the HTML standard's "has an element in scope"): a ruby above one is not in scope
-SCOPE_ENDS = ("applet", "caption", "html", "table", "td", "th", "marquee", "object", "template", "mi", "mo", "mn",
-              "ms", "mtext", "annotation-xml", "foreignobject", "desc", "title")
+# (HTML elements; in svg and math the integration points below end a scope and are special, whatever their name)
+SCOPE_ENDS = ("applet", "caption", "html", "table", "td", "th", "marquee", "object", "template")
 # the HTML standard's "special" elements: an end tag of another element (a span, a custom element, a formatting
 # element) closes nothing past one of them (``</em>`` after ``<em><section>`` leaves the section open, and the
 # tree builder's adoption agency nests a new em inside it: 40,000 of them nested 80,000 deep, 5 s in lexbor)
@@ -67,7 +71,13 @@ SPECIAL = ("address", "applet", "area", "article", "aside", "base", "basefont", 
            "listing", "main", "marquee", "menu", "meta", "nav", "noembed", "noframes", "noscript", "object", "ol",
            "p", "param", "plaintext", "pre", "script", "search", "section", "select", "source", "style", "summary",
            "table", "tbody", "td", "template", "textarea", "tfoot", "th", "thead", "title", "tr", "track", "ul",
-           "wbr", "xmp", "mi", "mo", "mn", "ms", "mtext", "annotation-xml", "foreignobject", "desc")
+           "wbr", "xmp")
+# special elements whose end tag the tree builder reads as "any other end tag" in body (no rule of their own): it
+# closes them only when no other special element is open inside (``<noscript><div></noscript>`` leaves both open)
+ANY_OTHER_END = ("noscript", "iframe", "noembed", "noframes", "xmp", "textarea", "title", "script", "style")
+# elements whose text the tokenizer reads raw (RCDATA / RAWTEXT) up to their own end tag, when the tree builder
+# inserts them as HTML (in svg or math they are ordinary elements)
+RAW_TEXT = ("textarea", "title", "script", "style", "xmp", "iframe", "noembed", "noframes")
 # ("a" and "nobr" are formatting elements too, but a new one ends the one still active: they never pile up)
 FORMATTING = ("b", "big", "code", "em", "font", "i", "s", "small", "strike", "strong", "tt", "u")
 
@@ -90,10 +100,38 @@ def _set(names) -> np.ndarray:
 
 _VOID, _KIN, _FMT = _set(VOID), _set(SELF_CLOSING_KIN), _set(FORMATTING)
 _RUBY_PARTS, _SCOPE_ENDS, _SPECIAL = _set(RUBY_PARTS), _set(SCOPE_ENDS), _set(SPECIAL)
+_ANY_OTHER_END, _RAW_TEXT = _set(ANY_OTHER_END), _set(RAW_TEXT)
+_PLAINTEXT, _SCRIPT = np.uint64(name_hash("plaintext")), np.uint64(name_hash("script"))
 _LI, _P, _BUTTON, _FORM, _TABLE = (np.uint64(name_hash(n)) for n in ("li", "p", "button", "form", "table"))
+_HR = np.uint64(name_hash("hr"))
 _DD_DT = _set(("dd", "dt"))
-_FOREIGN = _set(("svg", "math"))  # their content is foreign: no void elements, no implied ends
-# start tags that end foreign content (the tree builder pops to the HTML element holding the svg or math)
+# namespaces of the open elements (their content is foreign in svg and math: no void elements, no implied ends)
+_NS_HTML, _NS_SVG, _NS_MATH = 0, 1, 2
+_SVG, _MATH = np.uint64(name_hash("svg")), np.uint64(name_hash("math"))
+# integration points (spec: "tree construction dispatcher"): what an open foreign element does to the start tags
+# read while it is the current node
+_IP_NONE = 0      # foreign content rules
+_IP_HTML = 1      # HTML integration point (svg foreignObject, desc, title; math annotation-xml with an HTML
+#                   encoding): every start tag read as HTML
+_IP_MATH_TEXT = 2  # MathML text integration point (mi, mo, mn, ms, mtext): all but mglyph and malignmark as HTML
+_IP_ANNOTATION = 3  # annotation-xml of another encoding: only an svg start tag read as HTML
+_SVG_IP = _set(("foreignobject", "desc", "title"))
+_MATH_TEXT_IP = _set(("mi", "mo", "mn", "ms", "mtext"))
+_ANNOTATION_XML = np.uint64(name_hash("annotation-xml"))
+_MGLYPH_MALIGNMARK = _set(("mglyph", "malignmark"))
+_ENCODINGS = _set(("encoding",))
+_HTML_ENCODINGS = _set(("text/html", "application/xhtml+xml"))
+_FONT = np.uint64(name_hash("font"))
+_FONT_BREAKOUT_ATTRS = _set(("color", "face", "size"))  # a <font> with one of these ends foreign content too
+_BR = np.uint64(name_hash("br"))
+# start tags that first "close a p element" when one is in button scope (spec: "in body" insertion mode; not
+# table, which does so only outside quirks mode, and p itself, a SELF_CLOSING_KIN)
+_CLOSES_P = _set(("address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div", "dl",
+                  "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu", "nav", "ol",
+                  "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "listing", "li",
+                  "dd", "dt", "plaintext", "hr", "xmp"))
+# start tags that end foreign content (spec: "rules for parsing tokens in foreign content": the tree builder pops
+# to the nearest HTML element or integration point and reads the tag as HTML)
 _BREAKOUT = _set(("b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em", "embed",
                   "h1", "h2", "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li", "listing", "menu", "meta",
                   "nobr", "ol", "p", "pre", "ruby", "s", "small", "span", "strong", "strike", "sub", "sup",
@@ -215,6 +253,185 @@ def _div_span_at(buf, i, facts):
         facts[_DEEPEST] = facts[_DEPTH]
 
 
+@nb.njit(**NO_REFCOUNTS)
+def _attr_value(buf, j, end, names):
+    """From just after a tag's name to its ``>`` at ``end``: (start, end) of the value of the first attribute
+    whose lower-cased name hashes into ``names`` ((j, j) for one without a value), or (-1, -1)."""
+    while j < end:
+        if _space(buf[j]) or buf[j] == 47:
+            j += 1
+            continue
+        h = np.uint64(_FNV_OFFSET)
+        while j < end and not _space(buf[j]) and buf[j] != 61 and buf[j] != 47:
+            c = buf[j]
+            if 65 <= c <= 90:
+                c += 32
+            h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
+            j += 1
+        while j < end and _space(buf[j]):
+            j += 1
+        vs = ve = j
+        if j < end and buf[j] == 61:  # = value, as _tag_end reads it
+            j += 1
+            while j < end and _space(buf[j]):
+                j += 1
+            if j < end and (buf[j] == 34 or buf[j] == 39):
+                q = buf[j]
+                vs = j + 1
+                j += 1
+                while j < end and buf[j] != q:
+                    j += 1
+                ve = j
+                j += 1
+            else:
+                vs = j
+                while j < end and not _space(buf[j]):
+                    j += 1
+                ve = j
+        if _has(names, h):
+            return vs, ve
+    return -1, -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _value_in(buf, vs, ve, words):
+    """Whether the bytes ``buf[vs:ve]``, lower-cased, hash into ``words``."""
+    h = np.uint64(_FNV_OFFSET)
+    for k in range(vs, ve):
+        c = buf[k]
+        if 65 <= c <= 90:
+            c += 32
+        h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
+    return _has(words, h)
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _reads_as_html(stack, ns, ip, depth, h):
+    """The tree construction dispatcher: whether a start tag named ``h`` follows the HTML rules (the current
+    node is an HTML element or an integration point that lets it through) or the rules for foreign content."""
+    if depth == 0 or ns[depth - 1] == _NS_HTML:
+        return True
+    kind = ip[depth - 1]
+    return kind == _IP_HTML or (kind == _IP_MATH_TEXT and not _has(_MGLYPH_MALIGNMARK, h)) or (
+        kind == _IP_ANNOTATION and h == _SVG)
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _breaks_out(buf, h, j, end):
+    """Foreign content: a start tag of an HTML-only element (and a <font> with color, face or size)."""
+    if _has(_BREAKOUT, h):
+        return True
+    return h == _FONT and _attr_value(buf, j, end, _FONT_BREAKOUT_ATTRS)[0] >= 0
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _pop_foreign(ns, ip, depth):
+    """Foreign content, a breakout start tag or "</p>" / "</br>": pop until the current node is an HTML element,
+    an HTML integration point or a MathML text integration point."""
+    while depth > 0 and ns[depth - 1] != _NS_HTML and ip[depth - 1] != _IP_HTML and ip[depth - 1] != _IP_MATH_TEXT:
+        depth -= 1
+    return depth
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _foreign_ip(buf, h, ns, j, end):
+    """What a foreign element named ``h`` in namespace ``ns`` is as an integration point (``_IP_*``)."""
+    if ns == _NS_SVG:
+        return _IP_HTML if _has(_SVG_IP, h) else _IP_NONE
+    if _has(_MATH_TEXT_IP, h):
+        return _IP_MATH_TEXT
+    if h == _ANNOTATION_XML:
+        vs, ve = _attr_value(buf, j, end, _ENCODINGS)
+        return _IP_HTML if vs >= 0 and _value_in(buf, vs, ve, _HTML_ENCODINGS) else _IP_ANNOTATION
+    return _IP_NONE
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _foreign_end(stack, ns, depth, h):
+    """Foreign content, "any other end tag": the place of the foreign element of that name the tree builder
+    pops to, walking down from the current node over foreign elements, or -1 (the tag is then read as HTML)."""
+    for k in range(depth - 1, 0, -1):  # the topmost element is never popped
+        if ns[k] == _NS_HTML:
+            return -1
+        if stack[k] == h:
+            return k
+    return -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _special_at(stack, ns, ip, k):
+    """The HTML standard's "special" category for the open element at k (foreign: the integration points)."""
+    return _has(_SPECIAL, stack[k]) if ns[k] == _NS_HTML else ip[k] != _IP_NONE
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _scope_end_at(stack, ns, ip, k):
+    """Whether the open element at k ends "has an element in scope" (foreign: the integration points)."""
+    return _has(_SCOPE_ENDS, stack[k]) if ns[k] == _NS_HTML else ip[k] != _IP_NONE
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _html_end(stack, ns, ip, depth, h):
+    """An end tag read as HTML: the place of the HTML element it pops to, or -1 when it closes nothing. An
+    element with an end tag rule of its own is found in scope ("</td>" in a table nested in a cell, "</li>" past
+    a list, "</p>" past a button: nothing); "any other end tag" (a span, a custom element, a formatting element, a
+    noscript) closes nothing past a special element."""
+    own_rule = _has(_SPECIAL, h) and not _has(_ANY_OTHER_END, h)
+    for k in range(depth - 1, -1, -1):
+        if stack[k] == h and ns[k] == _NS_HTML:
+            return k
+        if not own_rule:
+            if _special_at(stack, ns, ip, k):
+                return -1
+        elif _scope_end_at(stack, ns, ip, k) or (ns[k] == _NS_HTML and (
+                (h == _LI and _has(_LISTS, stack[k])) or (h == _P and stack[k] == _BUTTON))):
+            return -1
+    return -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _raw_text_end(buf, i, name_start, name_end, facts):
+    """From byte i inside a raw text element (the name at ``buf[name_start:name_end]``): the "<" of its end tag
+    (``</name`` then white space, "/" or ">", any case), or the page's end; every "<" passed is counted for the
+    depth scan (``_div_span_at``)."""
+    n = buf.size
+    m = name_end - name_start
+    while i < n:
+        if buf[i] == 60:
+            if i + 2 + m < n and buf[i + 1] == 47:
+                same = True
+                for k in range(m):
+                    if buf[i + 2 + k] | 32 != buf[name_start + k] | 32:
+                        same = False
+                        break
+                c = buf[i + 2 + m]
+                if same and (_space(c) or c == 47 or c == 62):
+                    return i
+            _div_span_at(buf, i, facts)
+        i += 1
+    return n
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _p_scope(stack, ns, ip, p_scope, k):
+    """For the element just opened at k: the nearest p "in button scope" from it (spec: the scope ends at the
+    scope's elements and at a button), or -1."""
+    if ns[k] == _NS_HTML and stack[k] == _P:
+        return k
+    if _scope_end_at(stack, ns, ip, k) or (ns[k] == _NS_HTML and stack[k] == _BUTTON):
+        return -1
+    return p_scope[k - 1] if k > 0 else -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _to_end(buf, i, facts):
+    """Past "<plaintext>" the page is text: its "<" are counted for the depth scan, nothing more."""
+    for k in range(i, buf.size):
+        if buf[k] == 60:
+            _div_span_at(buf, k, facts)
+    return buf.size
+
+
 @nb.njit(cache=True)
 def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select, facts):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
@@ -225,6 +442,10 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     stack = np.zeros(max_open + 1, dtype=np.uint64)
     is_fmt = np.zeros(max_open + 1, dtype=np.bool_)  # per open element: a formatting element
     is_kin = np.zeros(max_open + 1, dtype=np.bool_)
+    ns = np.zeros(max_open + 1, dtype=np.uint8)  # per open element: its namespace (_NS_*)
+    ip = np.zeros(max_open + 1, dtype=np.uint8)  # per open foreign element: what integration point (_IP_*)
+    # per open element: the place of the nearest p in button scope from it (-1: none), kept as elements open
+    p_scope = np.full(max_open + 1, -1, dtype=np.int64)
     dropped = np.zeros(_DROPPED_SLOTS, dtype=np.int64)
     # allocated up front: an array assigned inside the loop made numba count references on every tag (3.5x
     # slower on real pages); nothing changed -> an empty mask
@@ -238,7 +459,6 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     html_attrs = 0  # attributes the <html> start tags kept so far (merged into one element)
     body_attrs = 0  # and the <body> start tags
     in_select = False  # inside a select (the tree builder's "in select" mode)
-    foreign = -1  # the stack place of the svg or math whose foreign content the scan is in (-1: none)
     select_tags = 0    # tags read since it opened
     last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
     prev_end = -1   # where the last tag read ended
@@ -283,84 +503,100 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             select_tags = 0
         if drop:
             pass  # a select's tag past its bound: left out below, nothing else about it counts
-        elif closing and h == _FORM:
-            pass  # "</form>" takes the form out of the stack, not what was opened inside it: depth as it was
         elif closing:
             found = -1
-            special = _has(_SPECIAL, h)
-            for k in range(depth - 1, -1, -1):
-                if stack[k] == h:
-                    found = k
-                    break
-                if not special:
-                    if _has(_SPECIAL, stack[k]):
-                        break  # "any other end tag" closes nothing past a special element
-                elif _has(_SCOPE_ENDS, stack[k]) or (h == _LI and _has(_LISTS, stack[k])) or (
-                        h == _P and stack[k] == _BUTTON):
-                    break  # not in scope: the tree builder ignores the end tag ("</td>" in a nested table)
+            as_html = True
+            if depth > 0 and ns[depth - 1] != _NS_HTML:  # the rules for foreign content
+                if h == _P or h == _BR:
+                    depth = _pop_foreign(ns, ip, depth)  # "</p>", "</br>": out of the foreign content, as HTML
+                else:
+                    found = _foreign_end(stack, ns, depth, h)
+                    as_html = found < 0
+            if as_html and h != _FORM:
+                # ("</form>" takes the form out of the stack, not what was opened inside it: depth as it was)
+                found = _html_end(stack, ns, ip, depth, h)
             if dropped[slot] > 0 and found < 0:
                 dropped[slot] -= 1
                 drop = True
             else:
                 if found >= 0:
                     depth = found
-                    if depth <= foreign:
-                        foreign = -1  # "</svg>": back to HTML
-                if n_fmt > 0 and _has(fmt, h):
+                if n_fmt > 0 and as_html and _has(fmt, h):
                     n_fmt -= 1  # the end of an active formatting element
         else:
-            if foreign >= 0 and _has(_BREAKOUT, h):
-                depth = foreign  # an HTML start tag ends the svg or math: read below as HTML
-                foreign = -1
+            before = depth  # a start tag left out changes nothing: the stack as it was
+            as_html = _reads_as_html(stack, ns, ip, depth, h)
+            if not as_html and _breaks_out(buf, h, name_end, end):
+                depth = _pop_foreign(ns, ip, depth)  # an HTML start tag ends the svg or math: read as HTML
+                as_html = True
             opens = True
-            if foreign >= 0:
+            acts_kin = False
+            new_ns = _NS_HTML
+            if not as_html:
+                new_ns = ns[depth - 1]  # foreign content: an element in the current node's namespace
                 opens = not (end > 0 and buf[end - 1] == 47)  # "<path/>": opened and closed; no void element
             elif _has(void, h):
                 opens = False
+                if h == _HR and depth > 0 and p_scope[depth - 1] >= 0:
+                    depth = p_scope[depth - 1]  # "<hr>" closes a p in button scope
             elif _has(_TABLE_PARTS, h):  # outside any open table the tree builder ignores a table's part
                 opens = False
                 for k in range(depth - 1, -1, -1):
                     if stack[k] == _TABLE:
                         opens = True
                         break
-            if opens:
-                acts_kin = _has(kin, h) and foreign < 0
-                if foreign >= 0:
-                    pass
-                elif h == _OPTION or h == _OPTGROUP:
+            elif h == _SVG:
+                new_ns = _NS_SVG
+            elif h == _MATH:
+                new_ns = _NS_MATH
+            if opens and as_html:
+                opens = not (new_ns != _NS_HTML and end > 0 and buf[end - 1] == 47)  # "<svg/>"
+                acts_kin = _has(kin, h)
+                if h == _OPTION or h == _OPTGROUP:
                     acts_kin = in_select
-                    if not in_select and depth > 0 and stack[depth - 1] == _OPTION:
+                    if not in_select and depth > 0 and stack[depth - 1] == _OPTION and ns[depth - 1] == _NS_HTML:
                         depth -= 1  # outside a select: an option that is the current node is closed, nothing more
                 elif _has(_RUBY_PARTS, h):
                     for k in range(depth - 1, -1, -1):  # a ruby in scope
                         if stack[k] == _RUBY:
                             acts_kin = True
                             break
-                        if _has(_SCOPE_ENDS, stack[k]):
+                        if _scope_end_at(stack, ns, ip, k):
                             break
                 if acts_kin:  # closes an open element of its name above formatting elements and its kin
                     lists = h == _LI or _has(_DD_DT, h)  # these pass only formatting elements and p
                     for k in range(depth - 1, -1, -1):
-                        if stack[k] == h:
+                        if stack[k] == h and ns[k] == _NS_HTML:
                             depth = k
                             break
                         if not (is_fmt[k] or (is_kin[k] and (not lists or stack[k] == _P))):
                             break
-                f = _has(fmt, h)
+                if _has(_CLOSES_P, h) and depth > 0 and p_scope[depth - 1] >= 0:
+                    depth = p_scope[depth - 1]  # "close a p element" in button scope first
+            if opens:
+                f = as_html and _has(fmt, h)
                 if depth >= max_open or (f and n_fmt >= max_fmt):
+                    # left out: so is what it would have done (a formatting tag that would have ended an svg
+                    # leaves the svg open: with the tag gone, the svg's content goes on)
                     drop = True
                     dropped[slot] += 1
+                    depth = before
                 else:
                     stack[depth] = h
                     is_fmt[depth] = f
                     is_kin[depth] = acts_kin
+                    ns[depth] = new_ns
+                    ip[depth] = _IP_NONE if new_ns == _NS_HTML else _foreign_ip(buf, h, new_ns, name_end, end)
+                    p_scope[depth] = _p_scope(stack, ns, ip, p_scope, depth)
                     depth += 1
                     if f:
                         n_fmt += 1
                     if depth > deepest:
                         deepest = depth
-                    if foreign < 0 and _has(_FOREIGN, h):
-                        foreign = depth - 1  # the svg's or math's place: what it holds is foreign content
+                    if new_ns == _NS_HTML and h == _PLAINTEXT:
+                        i = _to_end(buf, i, facts)  # "<plaintext>": the rest of the page is its text
+                    elif new_ns == _NS_HTML and _has(_RAW_TEXT, h) and (not in_select or h == _SCRIPT):
+                        i = _raw_text_end(buf, i, name_start, name_end, facts)  # its text up to its end tag
         cut_attrs = not closing and attrs > max_attrs
         if not (drop or closing or cut_attrs) and attrs > 0:
             if h == _HTML:

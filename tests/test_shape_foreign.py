@@ -1,0 +1,68 @@
+"""``shape.bound_shape`` follows the tree builder into svg and math (integration points, breakout tags),
+through raw text elements, "any other end tag" of a noscript and "close a p element": pages of such a pattern
+repeated nest thousands deep in lexbor, and once bounded they must parse within twice the scan's bound."""
+from __future__ import annotations
+
+import pytest
+
+from curate.extract.depth import parsed_depth
+from curate.extract.shape import MAX_OPEN, bound_shape
+
+BOUND = 2 * MAX_OPEN + 10
+REPEAT = 2000
+
+NESTING = [
+    "<svg><i>",  # a formatting breakout tag left out must not end the svg: svg then nests in svg
+    "<math><big>",
+    "<svg><title><div>",  # HTML integration points: their start tags are read as HTML, inside them
+    "<svg><desc><p>",
+    "<svg><foreignObject><div>",
+    "<dd><svg>x<title>",
+    "<b><svg><title><i>",
+    "<math><mi><div>",  # MathML text integration point
+    '<math><annotation-xml encoding="text/html"><div>',
+    "<noscript><div></noscript>",  # "any other end tag": closes nothing past the div
+    "<div><textarea></div></textarea>",  # raw text: "</div>" inside a textarea is text
+    "<div><title></div></title>",
+    "<li><dt><i><p>x",  # "close a p element" in button scope before a dt
+    "<dt>x<colgroup>x<li>x<p>x",
+]
+
+
+def _page(run: str, repeat: int = REPEAT) -> bytes:
+    return ("<html><body>" + run * repeat + "</body></html>").encode()
+
+
+@pytest.mark.parametrize("run", NESTING)
+def test_nesting_pattern_is_bounded(run):
+    page = _page(run)
+    assert parsed_depth(page) > BOUND  # the pattern does nest deep in lexbor
+    out, left_out, _ = bound_shape(page)
+    assert left_out > 0
+    assert parsed_depth(out) <= BOUND
+
+
+NORMAL = """<!doctype html><html><head><title>A <b>page</b></title>
+<script>if (a < b && c > d) { x = "<div><div><div>"; }</script><style>p > a { color: red }</style></head>
+<body><div class="main"><p>Text with <svg width="10" height="10"><title>Icon <b>x</b></title>
+<desc>A <em>circle</em></desc><circle r="4"/><path d="M0 0"/><foreignObject><div><p>HTML <i>in</i> svg</p>
+</div></foreignObject><g><rect/></g></svg> and a formula
+<math><mi>x</mi><mo>=</mo><mfrac><mn>1</mn><mi>y</mi></mfrac><annotation-xml encoding="text/html">
+<span>x = 1/y</span></annotation-xml></math>.</p>
+<template id="row"><tr><td><b>cell</b></td></tr></template>
+<noscript><div><img src="a.png"></div></noscript><textarea>a <b> c </div></textarea>
+<ul><li><p>one<li><p>two<dl><dt>t<dd>d</dl></ul></div></body></html>"""
+
+
+def test_normal_svg_math_template_page_untouched():
+    page = (NORMAL * 40).encode()  # long enough to be scanned (many "<")
+    out, left_out, cut = bound_shape(page)
+    assert (out, left_out, cut) == (page, 0, 0)
+
+
+def test_normal_nested_svg_in_blocks_untouched():
+    # a real page's depth: 60 blocks each holding an inline svg with a title and a formatting element after it
+    page = ("<html><body>" + "<div><b>x</b><svg><title>t</title><path/></svg><i>y</i>" * 60
+            + "</div>" * 60 + "</body></html>").encode()
+    out, left_out, cut = bound_shape(page)
+    assert (out, left_out, cut) == (page, 0, 0)
