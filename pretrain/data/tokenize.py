@@ -140,7 +140,8 @@ def _worker_init(model_path: str, specials: dict, driver_pid: int) -> None:
 
 
 def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
-    """Token ids (EOD appended) of the encodable, non-empty texts, and counts of the rest."""
+    """Token ids (EOD appended) of the encodable texts that give at least one token, and counts of the rest
+    (``empty``: an empty text, or one the tokenizer's normalization leaves nothing of)."""
     good, errors, empty = [], 0, 0
     for t in texts:
         if not isinstance(t, str):
@@ -160,6 +161,9 @@ def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
                     out.append(tokenizer.encode(t))
                 except Exception:
                     errors += 1
+    encoded = len(out)
+    out = [ids for ids in out if ids]  # a text the tokenizer normalizes to nothing (zero-width spaces) is empty
+    empty += encoded - len(out)
     eod = tokenizer.eod_id
     for ids in out:
         ids.append(eod)

@@ -283,36 +283,48 @@ def sample_training_text(input_dir: str | os.PathLike | list, max_bytes: int, se
     if len(take) == 0 and len(order):  # even the first document passes the cap: take part of it
         take = order[:1]
     lines: list[str] = []
-    used = 0
+    used = sampled = 0  # sampled: the documents that gave text to train on (not a null, empty or blank one)
     for s in np.unique(shard_of[take]):
         rows = np.sort(row_of[take][shard_of[take] == s])
         col = _text_column(read_shard(shards[s], columns=[text_column]), text_column, shards[s])
         for text in col.take(rows).to_pylist():
             if not isinstance(text, str):
                 continue
+            gave = False
             for piece in (p for line in text.split("\n") for p in _chunks(line)):
                 size = len(piece.encode())
                 if max_bytes > 0 and used + size > max_bytes:
                     break
                 lines.append(piece)
                 used += size
-    info = {"shards": len(shards), "documents": int(len(doc_bytes)), "sampled_documents": int(len(take)),
+                gave = True
+            sampled += gave
+    info = {"shards": len(shards), "documents": int(len(doc_bytes)), "sampled_documents": sampled,
             "sampled_bytes": used, "total_bytes": int(doc_bytes.sum())}
     return lines, info
 
 
 def _chunks(line: str):
-    """A line cut at spaces into pieces SentencePiece will not skip as too long."""
+    """A line cut at spaces into pieces SentencePiece will not skip as too long: while what is left of it is
+    over ``MAX_LINE_BYTES`` in UTF-8, a piece of at most a quarter as many characters (to its last space). The
+    bytes left are counted down piece by piece, so a line of any length costs time linear in it (measuring
+    the rest anew at every cut made a 10 MB line without newlines take seconds)."""
     if not line.strip():
         return
-    while len(line.encode()) > MAX_LINE_BYTES:
-        cut = line.rfind(" ", 0, MAX_LINE_BYTES // 4)
-        if cut <= 0:
-            cut = MAX_LINE_BYTES // 4
-        yield line[:cut]
-        line = line[cut:]
-    if line.strip():
-        yield line
+    step = MAX_LINE_BYTES // 4
+    left = len(line.encode())
+    start = 0
+    while left > MAX_LINE_BYTES:
+        cut = line.rfind(" ", start, start + step)
+        if cut <= start:
+            cut = start + step
+        piece = line[start:cut]
+        yield piece
+        left -= len(piece.encode())
+        start = cut
+    rest = line[start:]
+    if rest.strip():
+        yield rest
 
 
 def train_tokenizer(input_dir: str | os.PathLike | list, vocab_size: int, output: str | os.PathLike, *,

@@ -75,11 +75,13 @@ def sample_spread_text(entries: list, sample_bytes: int, seed: int = 0, text_col
         found = executor.map(_sample_shard, items, desc="sample")
     lines, used, docs = [], 0, 0
     for texts in found:
-        docs += len(texts)
         for text in texts:
+            gave = False  # a document counts when it gives text to train on
             for piece in (p for line in text.split("\n") for p in _chunks(line)):
                 lines.append(piece)
                 used += len(piece.encode())
+                gave = True
+            docs += gave
     info = {"shards": len(entries), "documents": sum(e.rows for e in entries), "sampled_documents": docs,
             "sampled_bytes": used, "total_bytes": int(total), "sample_bytes": sample_bytes}
     return lines, info
