@@ -29,8 +29,11 @@ class LockError(ValueError):
 
 
 class OutputLock:
-    def __init__(self, out: Path):
-        self.path = Path(out) / LOCK_FILE
+    """The lock of an output folder (``OUT/run.lock``), or, with ``name``, of one output file in it
+    (``pretrain eval --output FILE`` takes ``FILE.lock``)."""
+
+    def __init__(self, out: Path, name: str = LOCK_FILE):
+        self.path = Path(out) / name
         self.fd: int | None = None
         self.stale: dict | None = None  # what a dead run's lock said, when one was taken over
 
@@ -42,7 +45,7 @@ class OutputLock:
             except BlockingIOError:
                 holder = _read(fd)
                 os.close(fd)
-                raise LockError(in_use(self.path.parent, holder), holder) from None
+                raise LockError(in_use(self._target(), holder), holder) from None
             except OSError as e:
                 if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                     raise
@@ -50,7 +53,7 @@ class OutputLock:
                 holder = _read(fd)
                 if holder and _alive(holder):
                     os.close(fd)
-                    raise LockError(in_use(self.path.parent, holder), holder) from None
+                    raise LockError(in_use(self._target(), holder), holder) from None
             try:  # the file we locked may have been removed by a run finishing meanwhile: lock the current one
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -67,6 +70,10 @@ class OutputLock:
             self.fd = fd
             return self
         raise LockError(f"could not lock {self.path}: it keeps being replaced by another process")
+
+    def _target(self) -> Path:
+        """What the lock guards: the folder, or the file named by a ``FILE.lock``."""
+        return self.path.parent if self.path.name == LOCK_FILE else self.path.with_suffix("")
 
     def release(self) -> None:
         if self.fd is not None:
@@ -106,8 +113,9 @@ def _alive(holder: dict) -> bool:
 
 
 def in_use(folder: Path, holder: dict) -> str:
+    kind = "output folder" if folder.is_dir() or not folder.suffix else "output"
     return (f"{folder} is in use by another run: {describe(holder)}; wait for it to finish, or choose another "
-            f"output folder")
+            f"{kind}")
 
 
 def describe(holder: dict) -> str:

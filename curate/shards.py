@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -105,13 +106,30 @@ def checked(data, path: str | Path):
 
 
 def write_json(obj, path: str | Path) -> Path:
+    """``obj`` as JSON in ``path``, atomically. Strict JSON: a float that is not finite (an overflowing
+    perplexity, the epochs of a dataset without tokens) is written as ``null``, since ``Infinity`` and ``NaN``
+    are not JSON and jq, JavaScript and most other readers refuse the file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False)
     with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=False)
-            f.write("\n")
+            f.write(text + "\n")
     return path
+
+
+def _finite(obj):
+    """``obj`` with every float that is not finite replaced by None (dicts, lists and tuples walked)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def read_json(path: str | Path):

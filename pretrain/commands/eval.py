@@ -223,12 +223,44 @@ def run(args) -> int:
         pick_device(args.device, local_rank)  # --device cuda without CUDA: said before the checkpoint is read
         from pretrain.eval.run import evaluate_checkpoint, table
 
-        res = evaluate_checkpoint(args.checkpoint, specs, step=args.step, tokenizer=args.tokenizer,
-                                  device=args.device, tp=args.tp, pp=args.pp, batch_size=args.batch_size,
-                                  show_progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))
+        lock = _lock_output(args.output)  # a second eval onto the same --output: refused, naming the first
+        try:
+            res = evaluate_checkpoint(args.checkpoint, specs, step=args.step, tokenizer=args.tokenizer,
+                                      device=args.device, tp=args.tp, pp=args.pp, batch_size=args.batch_size,
+                                      show_progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))
+            _write_results(res, args)
+        finally:
+            if lock is not None:
+                lock.release()
     except (ConfigError, EvalDataError, CheckpointError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+def _lock_output(output):
+    """The lock of ``--output`` (``FILE.lock`` beside it, ``curate.lock.OutputLock``), taken by the process that
+    writes it (rank 0); None without ``--output`` or on the other ranks. Two evals onto one file had both
+    printed their tables and left one's results."""
+    import os
+
+    if not output or os.environ.get("RANK", "0") != "0":
+        return None
+    from pathlib import Path
+
+    from curate.lock import OutputLock
+
+    path = Path(output).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return OutputLock(path.parent, path.name + ".lock").acquire()
+
+
+def _write_results(res: dict, args) -> None:
+    """Rank 0 prints the table and writes ``--output`` (strict JSON: an overflowing perplexity is null)."""
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_rank() == 0:
@@ -240,6 +272,3 @@ def run(args) -> int:
             from curate.shards import write_json
 
             write_json(res, args.output)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    return 0
