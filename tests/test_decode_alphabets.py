@@ -67,3 +67,18 @@ def test_text_in_other_scripts_is_not_taken_for_east_asian():
     for text, codec in (("Епъл иска да купи английски стартъп", "euc_jp"), ("Dnes je krásné počasí.", "euc_jp")):
         body = _page(text).encode(codec)
         assert best_cjk(body, codec) == codec
+
+
+@pytest.mark.parametrize("codec,text", [("euc_jp", "日本語の文章はここにあります。これはテストです。"),
+                                        ("shift_jis", "日本語の文章はここにあります。これはテストです。"),
+                                        ("gbk", "中文的文章在这里。这是一个测试。"),
+                                        ("euc_kr", "한국어 문장은 여기에 있습니다. 이것은 시험입니다. ")])
+@pytest.mark.parametrize("pad", [0, 1])
+def test_a_long_undeclared_page_is_read_wherever_the_detection_sample_ends(codec, text, pad):
+    # the detector reads the first 200,000 bytes: cut inside a two-byte character it refused the right encoding,
+    # so such a page was set aside or read as mojibake depending on one byte; the page ends mid-character too
+    # (a record truncated at a length limit)
+    line = (text * 20 + "\n").encode(codec)
+    body = (b" " * pad + b"<html><body><p>" + line * (300_000 // len(line) + 1))[:300_001]
+    got, ok = decode(body, b"", html=True)
+    assert ok and got == body.decode(codec, errors="ignore")

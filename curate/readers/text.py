@@ -332,10 +332,9 @@ def decode(body: bytes, content_type: bytes = b"", html: bool = True) -> tuple[s
     for guess in _detected(body):
         # between encodings that decode the bytes alike cleanly, the script and language of the text decide
         for enc in dict.fromkeys((best_cjk(body, best_latin(body, guess)), guess)):
-            try:
-                return body.decode(enc), True
-            except (UnicodeDecodeError, LookupError):
-                pass
+            got = _strict_or_cut(body, enc)  # a record truncated inside its last character loses that character
+            if got is not None:
+                return got, True
     return body.decode("utf-8", errors="replace"), False
 
 
@@ -355,7 +354,7 @@ def _detected(body: bytes):
     candidates is tried in its order, instead of setting the document aside at the first refusal."""
     from charset_normalizer import from_bytes
 
-    sample = body[:DETECT_BYTES]
+    sample = _boundary_cut(body[:DETECT_BYTES], len(body))
     best = from_bytes(sample).best()
     if best is not None:
         enc = safe_codec(best.encoding)
@@ -367,6 +366,23 @@ def _detected(body: bytes):
         enc = safe_codec(match.encoding)
         if enc:
             yield enc
+
+
+BOUNDARY_SEARCH = 4096  # bytes back from the sample's end searched for a character boundary
+
+
+def _boundary_cut(sample: bytes, size: int) -> bytes:
+    """``sample`` (the first bytes of a body of ``size`` bytes) ending on a character boundary in every legacy
+    encoding detection chooses among: after its last byte below 0x40 (white space, digits, ``<``, ``>``: never
+    the second byte of a Shift_JIS, GBK, Big5, EUC or UTF-8 character) within ``BOUNDARY_SEARCH`` bytes of its
+    end. A sample cut inside a two-byte character made detection refuse the right encoding, so an undeclared
+    page over ``DETECT_BYTES`` was set aside or read as mojibake depending on where its 200,000th byte fell."""
+    if len(sample) >= size:
+        return sample
+    for k in range(len(sample) - 1, max(len(sample) - BOUNDARY_SEARCH, 0) - 1, -1):
+        if sample[k] < 0x40:
+            return sample[:k + 1]
+    return sample
 
 
 MOSTLY = 20  # valid multi-byte characters per invalid run for undeclared bytes to be taken for UTF-8 with flaws
