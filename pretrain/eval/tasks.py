@@ -181,8 +181,60 @@ def _open_stream(path: Path):
     if path.suffix == ".zst":
         import zstandard
 
+        try:
+            check_zstd_frames(f, path, st.st_size)
+        except BaseException:
+            f.close()
+            raise
         return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True), f
     return f, f
+
+
+_ZSTD_MAGIC, _SKIPPABLE = 0xFD2FB528, 0x184D2A50  # a frame's magic number; a skippable frame's (low 4 bits free)
+
+
+def check_zstd_frames(f, path: Path, size: int) -> None:
+    """Walk a ``.zst`` file's frames and blocks by their headers (no decompression; the file position is put back
+    to 0): an ``EvalDataError`` where the file ends inside a frame (truncated: the decompressing reader would stop
+    there without a word, and score the items before the cut) or holds bytes after its frames that are not one."""
+    def need(n: int, at: int) -> bytes:
+        f.seek(at)
+        b = f.read(n)
+        if len(b) < n:
+            raise EvalDataError(f"{path}: cannot be decompressed: it ends inside the zstd frame at offset {frame:,} "
+                                "(the file is truncated)")
+        return b
+
+    pos = 0
+    while pos < size:
+        frame = pos
+        if size - pos < 4:
+            raise EvalDataError(f"{path}: {size - pos} byte(s) after the zstd data at offset {pos:,}: damaged")
+        magic = int.from_bytes(need(4, pos), "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+            pos += 8 + int.from_bytes(need(4, pos + 4), "little")
+            if pos > size:
+                need(1, size)  # truncated
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise EvalDataError(f"{path}: bytes at offset {pos:,} are not a zstd frame: the file was appended to or "
+                                "damaged")
+        fhd = need(1, pos + 4)[0]
+        single = fhd >> 5 & 1
+        header = 1 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + ((1 if single else 0), 2, 4, 8)[fhd >> 6]
+        pos += 4 + header
+        while True:
+            b = int.from_bytes(need(3, pos), "little")
+            last, kind, length = b & 1, b >> 1 & 3, b >> 3
+            if kind == 3:
+                raise EvalDataError(f"{path}: cannot be decompressed: a reserved block type at offset {pos:,}")
+            pos += 3 + (1 if kind == 1 else length)
+            if last:
+                break
+        pos += 4 if fhd >> 2 & 1 else 0  # the content checksum
+        if pos > size:
+            need(1, size)
+    f.seek(0)
 
 
 class _Gunzip:
