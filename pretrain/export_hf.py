@@ -49,8 +49,9 @@ EXPORT_FILES = frozenset({"config.json", "generation_config.json", "model.safete
 
 
 def check_out_dir(out_dir, force: bool = False) -> None:
-    """ExportError when ``out_dir`` exists and holds anything but an earlier export (unless ``force``)."""
-    out = Path(out_dir)
+    """ExportError when ``out_dir`` exists and holds anything but an earlier export (unless ``force``); the path
+    as the export writes it (resolved: "gone/../hf" is ./hf)."""
+    out = Path(out_dir).resolve()
     if not out.exists():
         return
     if not out.is_dir():
@@ -270,7 +271,7 @@ def export_model(model: torch.nn.Module, cfg: ModelConfig, out_dir: str | Path, 
     missing = [k for k in missing if not (k == "lm_head.weight" and cfg.tie_embeddings)]
     if missing or unexpected:
         raise ExportError(f"parameter mapping mismatch: missing {missing}, unexpected {unexpected}")
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # as the checks read it: "gone/../hf" is ./hf there, and must be here too
     staging = _staging(out)  # the folder is written there, then moved into place
     try:
         try:

@@ -331,3 +331,20 @@ def test_an_export_whose_folder_s_parent_cannot_be_written_is_staged_inside_it(t
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "quarry_export.json"} <= names and ".export-tmp" not in names
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_a_path_through_a_missing_folder_is_written_where_it_was_checked(tmp_path, monkeypatch):
+    """``gone/../hf`` (``gone`` missing): the checks and the staging folder read it as ``./hf``; the final move
+    used it as given and failed after the whole export was written. And an ``hf`` holding a user's files is
+    refused through such a path too, not written over."""
+    from pretrain.export_hf import ExportError, export_model
+
+    model, cfg = tiny_model(**ARCHS["gpt2"])
+    monkeypatch.chdir(tmp_path)
+    out = export_model(model, cfg, "gone/../hf")
+    assert out == tmp_path / "hf" and (tmp_path / "hf" / "model.safetensors").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(ExportError, match="not empty"):
+        export_model(model, cfg, "gone/../mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
