@@ -58,8 +58,8 @@ READ_REASONS = {
     "bad_content_length": "a WARC or ARC record whose stated length does not match where the next record starts",
     "malformed_record": "a WARC/ARC/JSONL record that could not be parsed, or bytes between records",
     "invalid_utf8": "bytes that are not valid in any detected encoding",
-    "http_status": "a WARC/ARC response whose HTTP status is not 2xx (an error page, a redirect's body): the row's "
-                   "text is the status line, a blank line, then the body",
+    "http_status": "a WARC/ARC response whose HTTP status is not 2xx (an error page, a redirect's body) or whose "
+                   "status line does not parse: the row's text is the status line, a blank line, then the body",
     "binary_content": "more than 5% control characters: not text",
     "empty_document": "no text at all after decoding",
     "too_large": "larger than the reader's max_doc_bytes (the row keeps a prefix only); for JSONL the document's "

@@ -74,3 +74,13 @@ def test_arc_responses_with_an_error_status_are_set_aside(tmp_path):
     items = [it for it in read_file(str(path), "warc") if it[0] in ("doc", "drop")]
     assert [it[0] for it in items] == ["doc", "drop"]
     assert items[1][2] == "http_status" and items[1][1]["text"].startswith("HTTP status 404 Not Found\n\n")
+
+
+@pytest.mark.parametrize("status", ["2000 OK", "abc", "+200 OK", "-200", "20 OK", "2_00", ""])
+def test_an_http_status_line_that_does_not_parse_is_set_aside_not_kept(tmp_path, status):
+    # the block begins with "HTTP/" but holds no three-digit status: not a 2xx response (was kept as a page)
+    path = tmp_path / "p.warc"
+    path.write_bytes(_response("http://a/odd", status, PAGE) + _response("http://a/ok", "200 OK", PAGE))
+    items = [it for it in read_file(str(path), "warc") if it[0] in ("doc", "drop")]
+    assert [it[0] for it in items] == ["drop", "doc"]
+    assert items[0][2] == "http_status" and items[0][1]["text"].startswith("HTTP status line unreadable: HTTP/1.1")

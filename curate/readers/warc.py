@@ -446,7 +446,9 @@ def _record(fields: dict, block: bytes, fallback: str, source: str, max_doc_byte
     r["text"], r["content_type"] = text, (HTML if html else PLAIN)
     status = http_status(block)
     if status is not None and not 200 <= status[0] < 300:  # an error page, a redirect's body: not the page
-        r["text"] = f"HTTP status {status[0]}{' ' + status[1] if status[1] else ''}\n\n{text}"
+        head = (f"HTTP status {status[0]}{' ' + status[1] if status[1] else ''}" if status[0] else
+                f"HTTP status line unreadable: {status[1]}")
+        r["text"] = f"{head}\n\n{text}"
         yield ("drop", r, "http_status")
         return
     if not ok:
@@ -460,11 +462,14 @@ _STATUS_LINE = re.compile(rb"HTTP/[0-9.]{1,4}[ \t]+([0-9]{3})(?![0-9])[ \t]*([^\
 
 def http_status(block: bytes) -> tuple[int, str] | None:
     """``(code, reason phrase)`` of a response block's HTTP status line (``HTTP/1.1 404 Not Found``, ``HTTP/2
-    200``), or None where the block holds none that parses (no HTTP head, ``garbage line``): such a payload is
-    read as before, as a page."""
+    200``); ``(0, the line)`` where the block begins with ``HTTP/`` but its status is not three digits
+    (``HTTP/1.1 2000``, ``HTTP/1.1 abc``, ``HTTP/1.1 +200``: not a 2xx response, set aside with the others); None
+    where the block holds no HTTP head (a payload stored without one, ``garbage line``): read as a page."""
     m = _STATUS_LINE.match(block)
     if m is None:
-        return None
+        if not block.startswith(b"HTTP/"):
+            return None
+        return 0, block[:200].split(b"\n", 1)[0].decode("latin-1").strip()
     return int(m.group(1)), m.group(2).decode("latin-1").strip()
 
 
