@@ -449,6 +449,11 @@ def is_binary(text: str) -> bool:
 
 
 def row(id_: str, text: str, source: str, url: str = "", content_type: str = PLAIN) -> dict:
+    """A reader's row; an id or url over ``MAX_ID_CHARS`` / ``MAX_URL_CHARS`` is shortened (``bounded_field``)."""
+    if len(id_) > MAX_ID_CHARS:
+        id_ = bounded_field(id_, MAX_ID_CHARS)
+    if len(url) > MAX_URL_CHARS:
+        url = bounded_field(url, MAX_URL_CHARS)
     return {"id": id_, "text": text, "source": source, "url": url, "content_type": content_type}
 
 
@@ -459,6 +464,22 @@ def utf8_size(text: str) -> int:
         return len(text)
     step = 1 << 20
     return sum(len(text[i:i + step].encode("utf-8", "surrogatepass")) for i in range(0, len(text), step))
+
+
+MAX_ID_CHARS = 1024  # an id (from an input's id column) longer than this is shortened (``bounded_field``)
+MAX_URL_CHARS = 65536  # ... and a url (real ones: a few thousand characters at most)
+
+
+def bounded_field(value: str, limit: int) -> str:
+    """``value``, or, when longer than ``limit`` characters, its start and a hash of the whole (still one
+    value per distinct input, and bounded: an id or url is copied into every shard row, dedup's
+    ``duplicate_of`` and the plans, where ``max_doc_bytes`` bounds only the text; a 30 MB id was kept whole)."""
+    if len(value) <= limit:
+        return value
+    import hashlib
+
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{value[:limit - 42]}...sha256:{digest}"  # (42: the marker and the digest)
 
 
 def check_text(r: dict, raw_len: int, max_doc_bytes: int) -> tuple:
