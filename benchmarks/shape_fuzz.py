@@ -19,6 +19,8 @@ TAGS = ("div", "span", "p", "b", "i", "em", "a", "li", "ul", "ol", "table", "tr"
         "h2", "font", "x-a", "button", "select", "option", "dd", "dl", "dt", "form", "label", "pre", "code", "nobr",
         "ruby", "rt", "svg", "math", "template", "caption", "colgroup", "col", "frameset", "noscript", "textarea",
         "title", "small", "center", "article", "main", "s", "u", "big", "applet", "object", "marquee")
+# with --foreign: the integration points of svg and math, and frame (their runs differ from the default's for a seed)
+FOREIGN_TAGS = ("desc", "foreignObject", "mi", "mo", "mtext", "annotation-xml", "mglyph", "frame", "iframe")
 
 
 def main(argv=None) -> int:
@@ -27,13 +29,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--repeat", type=int, default=3000, help="times each run is repeated in its page (default 3000)")
     ap.add_argument("--show", type=int, default=20, help="deepest runs past the bound to print (default 20)")
+    ap.add_argument("--foreign", action="store_true", help="also try svg/math integration points (FOREIGN_TAGS)")
     args = ap.parse_args(argv)
+    tags = TAGS + FOREIGN_TAGS if args.foreign else TAGS
     rng = random.Random(args.seed)
     bound = 2 * MAX_OPEN + 10
     past, trials, start = [], 0, time.time()
     while time.time() - start < args.seconds:
         trials += 1
-        run = "".join(("</" if rng.random() < 0.35 else "<") + rng.choice(TAGS) + ">" + ("x" if rng.random() < 0.5
+        run = "".join(("</" if rng.random() < 0.35 else "<") + rng.choice(tags) + ">" + ("x" if rng.random() < 0.5
                                                                                         else "")
                       for _ in range(rng.randint(2, 5)))
         out, _, _ = bound_shape(("<html><body>" + run * args.repeat + "</body></html>").encode())

@@ -26,6 +26,18 @@ NESTING = [
     "<div><title></div></title>",
     "<li><dt><i><p>x",  # "close a p element" in button scope before a dt
     "<dt>x<colgroup>x<li>x<p>x",
+    # the end tag of a formatting element that is not active ends nothing: the b stays active and is opened
+    # again inside every block that follows
+    "<div>x<b>x</div>x</i>x",
+    "<ol>x<big>x<caption></ol>x</small>x",
+    "</ruby></i>x<ruby>x<small></button>",
+    # lexbor: an end tag inside a select closes nothing past it (but </select> and a table's parts)
+    "</applet><applet>x<select><div>x</s>x",
+    "<applet><select><div></applet>",
+    "<em>x<select></em>x",  # ... and the em it leaves open stays active
+    # a <frameset> in body opened after other elements is ignored, and so is its end tag
+    "<tr></frameset><frameset><ul><rt>",
+    "</colgroup></frameset>x<frameset>x<rt>",
 ]
 
 
@@ -66,3 +78,20 @@ def test_normal_nested_svg_in_blocks_untouched():
             + "</div>" * 60 + "</body></html>").encode()
     out, left_out, cut = bound_shape(page)
     assert (out, left_out, cut) == (page, 0, 0)
+
+
+def test_stray_formatting_end_tags_untouched():
+    # closed formatting elements and a stray end tag of one never opened, as real pages have them
+    page = ("<html><body>" + "<p><b>bold</b> and <i>it</i> text</i></em> more</p><div><u>u</u></s></div>" * 200
+            + "</body></html>").encode()
+    assert bound_shape(page) == (page, 0, 0)
+
+
+def test_select_and_frameset_pages_untouched():
+    # a select closed by another select or an input (lexbor), a frameset page with its frames and noframes
+    page = ("<html><body>" + "<div><select><div>a</div><select><p>b</p><input></div>" * 100
+            + "</body></html>").encode()
+    assert bound_shape(page) == (page, 0, 0)
+    frames = ("<html><head><title>t</title></head><frameset cols='50%,50%'>" + "<frameset><frame src=a><frame src=b>"
+              "</frameset>" * 200 + "</frameset><noframes><body><p>No frames</p></body></noframes></html>").encode()
+    assert bound_shape(frames) == (frames, 0, 0)

@@ -20,7 +20,9 @@ kind only past formatting elements and ``p``; a table's part opens nothing outsi
 integration point (svg ``title``, ``desc``, ``foreignObject``; math ``mi`` ... ``mtext``, an HTML
 ``annotation-xml``), whose start tags are read as HTML; a formatting tag left out leaves the svg it would have
 ended open; the text of a textarea, title, script, style, ... is skipped up to its end tag; block start tags
-close a p in button scope),
+close a p in button scope; an end tag inside a select closes nothing past it, as in lexbor, and a ``<select>``
+or ``<input>`` there closes it; a ``<frameset>`` opens only in a frameset or before any other element; the end
+tag of a formatting element ends an active one only when one of its name is active and not out of scope),
 and rewrites only a page that goes past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
@@ -138,6 +140,12 @@ _BREAKOUT = _set(("b", "big", "blockquote", "body", "br", "center", "code", "dd"
                   "table", "tt", "u", "ul", "var"))
 # a table's parts: outside a table the tree builder ignores their start tags
 _TABLE_PARTS = _set(("caption", "col", "colgroup", "tbody", "td", "tfoot", "th", "thead", "tr"))
+# end tags that reach past an open select (lexbor's "in select in table": they close the select and the cell);
+# any other end tag closes nothing past one (``<applet><select><div></applet>`` leaves all three open)
+_PAST_SELECT = _set(("select", "table", "caption", "tbody", "td", "tfoot", "th", "thead", "tr"))
+_FRAMESET = np.uint64(name_hash("frameset"))
+_INPUT = np.uint64(name_hash("input"))
+_HEAD = np.uint64(name_hash("head"))
 _LISTS = _set(("ol", "ul"))  # with SCOPE_ENDS: list item scope (what "</li>" looks in)
 _RUBY, _OPTION, _OPTGROUP = (np.uint64(name_hash(n)) for n in ("ruby", "option", "optgroup"))
 _SELECT = np.uint64(name_hash("select"))
@@ -384,9 +392,36 @@ def _html_end(stack, ns, ip, depth, h):
             if _special_at(stack, ns, ip, k):
                 return -1
         elif _scope_end_at(stack, ns, ip, k) or (ns[k] == _NS_HTML and (
-                (h == _LI and _has(_LISTS, stack[k])) or (h == _P and stack[k] == _BUTTON))):
+                (h == _LI and _has(_LISTS, stack[k])) or (h == _P and stack[k] == _BUTTON)
+                or (stack[k] == _SELECT and not _has(_PAST_SELECT, h)))):
             return -1
     return -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _select_in_scope(stack, ns, ip, depth):
+    """The place of an open select "in scope" (-1: none): lexbor closes it for a ``<select>`` start tag (which
+    then opens nothing) or an ``<input>`` read inside it, past any element but a scope's end."""
+    for k in range(depth - 1, -1, -1):
+        if stack[k] == _SELECT and ns[k] == _NS_HTML:
+            return k
+        if _scope_end_at(stack, ns, ip, k):
+            return -1
+    return -1
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _opens_frameset(stack, ns, depth):
+    """A ``<frameset>`` start tag read as HTML: whether the tree builder opens one. In "in frameset" (the
+    current node a frameset) it nests; in body it replaces the body only while nothing else was opened
+    ("frameset-ok"; the scan opens it while only html, head and body are open) and is ignored otherwise
+    (``<rt></frameset><frameset>`` repeated: the frameset ignored, its end tag too, the rt nested 3,000 deep)."""
+    if depth > 0 and stack[depth - 1] == _FRAMESET and ns[depth - 1] == _NS_HTML:
+        return True
+    for k in range(depth):
+        if not (ns[k] == _NS_HTML and (stack[k] == _HTML or stack[k] == _HEAD or stack[k] == _BODY)):
+            return False
+    return True
 
 
 @nb.njit(**NO_REFCOUNTS)
@@ -432,6 +467,37 @@ def _to_end(buf, i, facts):
     return buf.size
 
 
+@nb.njit(**NO_REFCOUNTS)
+def _ends_formatting(stack, ns, ip, depth, h):
+    """Whether the end tag of formatting element ``h`` takes one off the list of active formatting elements
+    (spec: adoption agency): yes when none is open or the nearest open one is in scope (past a block too: the
+    agency moves it into the block, then pops it); no when it is open past a scope's end (a cell, an applet,
+    an integration point; for lexbor a select too): "not in scope", the end tag is ignored and the element
+    stays active (``<em>x<select></em>x`` repeated nested 1,500 deep)."""
+    for k in range(depth - 1, -1, -1):
+        if stack[k] == h and ns[k] == _NS_HTML:
+            return True
+        if _scope_end_at(stack, ns, ip, k) or (stack[k] == _SELECT and ns[k] == _NS_HTML):
+            for m in range(k):
+                if stack[m] == h and ns[m] == _NS_HTML:
+                    return False
+            return True
+    return True
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _end_formatting(fmt, fmt_active, h):
+    """The end tag of formatting element ``h`` (in ``fmt``): 1 when one of that name is active (the adoption
+    agency takes it off the list of active formatting elements), else 0: ``</i>`` with no i active ends nothing,
+    and the b still active is opened again in every block that follows (``<div>x<b>x</div>x</i>x`` repeated
+    nested 3,000 deep in lexbor while the scan, counting the ``</i>`` as an end, let every ``<b>`` through)."""
+    k = np.searchsorted(fmt, h)
+    if fmt_active[k] == 0:
+        return 0
+    fmt_active[k] -= 1
+    return 1
+
+
 @nb.njit(cache=True)
 def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select, max_select, facts):
     """One pass: (keep mask per byte or an empty one when nothing changes, tags left out, tags whose attributes
@@ -453,6 +519,9 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     depth = 0
     n_fmt = 0  # active formatting elements: opened and not ended (a block closing them does not end them:
     # the tree builder opens them again in every block that follows)
+    # per formatting name (``fmt``'s order): how many are active; the end tag of one not active ends nothing
+    # (spec: adoption agency, "no such element in the list of active formatting elements": any other end tag)
+    fmt_active = np.zeros(fmt.size, dtype=np.int64)
     left_out = 0
     cut = 0
     deepest = 0
@@ -512,7 +581,11 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 else:
                     found = _foreign_end(stack, ns, depth, h)
                     as_html = found < 0
-            if as_html and h != _FORM:
+            if as_html and h == _FRAMESET:
+                # "in frameset": "</frameset>" pops the current node, a frameset; in body it closes nothing
+                if depth > 0 and stack[depth - 1] == _FRAMESET and ns[depth - 1] == _NS_HTML:
+                    found = depth - 1
+            elif as_html and h != _FORM:
                 # ("</form>" takes the form out of the stack, not what was opened inside it: depth as it was)
                 found = _html_end(stack, ns, ip, depth, h)
             if dropped[slot] > 0 and found < 0:
@@ -521,8 +594,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             else:
                 if found >= 0:
                     depth = found
-                if n_fmt > 0 and as_html and _has(fmt, h):
-                    n_fmt -= 1  # the end of an active formatting element
+                if as_html and _has(fmt, h) and _ends_formatting(stack, ns, ip, depth, h):
+                    n_fmt -= _end_formatting(fmt, fmt_active, h)
         else:
             before = depth  # a start tag left out changes nothing: the stack as it was
             as_html = _reads_as_html(stack, ns, ip, depth, h)
@@ -532,6 +605,11 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             opens = True
             acts_kin = False
             new_ns = _NS_HTML
+            if as_html and (h == _SELECT or h == _INPUT):
+                k = _select_in_scope(stack, ns, ip, depth)
+                if k >= 0:
+                    depth = k  # the open select ends here ("<select><div><select>": one select, not two)
+                    opens = h != _SELECT
             if not as_html:
                 new_ns = ns[depth - 1]  # foreign content: an element in the current node's namespace
                 opens = not (end > 0 and buf[end - 1] == 47)  # "<path/>": opened and closed; no void element
@@ -545,6 +623,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                     if stack[k] == _TABLE:
                         opens = True
                         break
+            elif h == _FRAMESET:
+                opens = _opens_frameset(stack, ns, depth)
             elif h == _SVG:
                 new_ns = _NS_SVG
             elif h == _MATH:
@@ -561,8 +641,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                         if stack[k] == _RUBY:
                             acts_kin = True
                             break
-                        if _scope_end_at(stack, ns, ip, k):
-                            break
+                        if _scope_end_at(stack, ns, ip, k) or (stack[k] == _SELECT and ns[k] == _NS_HTML):
+                            break  # (lexbor: nor past a select, ``<ruby><select><rt>x<rt>`` nests the rt)
                 if acts_kin:  # closes an open element of its name above formatting elements and its kin
                     lists = h == _LI or _has(_DD_DT, h)  # these pass only formatting elements and p
                     for k in range(depth - 1, -1, -1):
@@ -591,6 +671,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                     depth += 1
                     if f:
                         n_fmt += 1
+                        fmt_active[np.searchsorted(fmt, h)] += 1
                     if depth > deepest:
                         deepest = depth
                     if new_ns == _NS_HTML and h == _PLAINTEXT:
