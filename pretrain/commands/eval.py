@@ -228,7 +228,7 @@ def run(args) -> int:
             res = evaluate_checkpoint(args.checkpoint, specs, step=args.step, tokenizer=args.tokenizer,
                                       device=args.device, tp=args.tp, pp=args.pp, batch_size=args.batch_size,
                                       show_progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))
-            _write_results(res, args)
+            _write_results(res, args, lock)
         finally:
             if lock is not None:
                 lock.release()
@@ -244,8 +244,9 @@ def run(args) -> int:
 
 def _lock_output(output):
     """The lock of ``--output`` (``FILE.lock`` beside it, ``curate.lock.OutputLock``), taken by the process that
-    writes it (rank 0); None without ``--output`` or on the other ranks. Two evals onto one file had both
-    printed their tables and left one's results."""
+    writes it (rank 0); None without ``--output``, on the other ranks, or while its folder does not exist yet (no
+    folder is made at start: the lock is then taken when the results are written). Two evals onto one file had
+    both printed their tables and left one's results."""
     import os
 
     if not output or os.environ.get("RANK", "0") != "0":
@@ -255,11 +256,12 @@ def _lock_output(output):
     from curate.lock import OutputLock
 
     path = Path(output).absolute()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        return None
     return OutputLock(path.parent, path.name + ".lock").acquire()
 
 
-def _write_results(res: dict, args) -> None:
+def _write_results(res: dict, args, lock) -> None:
     """Rank 0 prints the table and writes ``--output`` (strict JSON: an overflowing perplexity is null)."""
     import torch.distributed as dist
 
@@ -269,6 +271,15 @@ def _write_results(res: dict, args) -> None:
 
         print(table(res["tasks"]))
         if args.output:
+            from pathlib import Path
+
+            from curate.lock import OutputLock
             from curate.shards import write_json
 
-            write_json(res, args.output)
+            path = Path(args.output).absolute()
+            if lock is not None:
+                write_json(res, path)  # under the lock taken at start
+            else:  # its folder did not exist at start: it is made now, and the lock taken for the write
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with OutputLock(path.parent, path.name + ".lock"):
+                    write_json(res, path)
