@@ -262,6 +262,20 @@ def _div_span_at(buf, i, facts):
 
 
 @nb.njit(**NO_REFCOUNTS)
+def _name_hash_at(buf, j, end, stop):
+    """(FNV-1a hash of the lower-cased name from ``j``, where it ends): up to white space, "/", ``stop`` or
+    ``end``; the hash ``name_hash`` gives the same name."""
+    h = np.uint64(_FNV_OFFSET)
+    while j < end and not _space(buf[j]) and buf[j] != 47 and buf[j] != stop:
+        c = buf[j]
+        if 65 <= c <= 90:
+            c += 32
+        h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
+        j += 1
+    return h, j
+
+
+@nb.njit(**NO_REFCOUNTS)
 def _attr_value(buf, j, end, names):
     """From just after a tag's name to its ``>`` at ``end``: (start, end) of the value of the first attribute
     whose lower-cased name hashes into ``names`` ((j, j) for one without a value), or (-1, -1)."""
@@ -269,13 +283,7 @@ def _attr_value(buf, j, end, names):
         if _space(buf[j]) or buf[j] == 47:
             j += 1
             continue
-        h = np.uint64(_FNV_OFFSET)
-        while j < end and not _space(buf[j]) and buf[j] != 61 and buf[j] != 47:
-            c = buf[j]
-            if 65 <= c <= 90:
-                c += 32
-            h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
-            j += 1
+        h, j = _name_hash_at(buf, j, end, 61)  # an attribute's name ends at "=", "/" or white space
         while j < end and _space(buf[j]):
             j += 1
         vs = ve = j
@@ -545,14 +553,8 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
         if j >= n or not _letter(buf[j]):
             i += 1
             continue
-        h = np.uint64(_FNV_OFFSET)
         name_start = j
-        while j < n and not _space(buf[j]) and buf[j] != 47 and buf[j] != 62:
-            c = buf[j]
-            if 65 <= c <= 90:
-                c += 32
-            h = (h ^ np.uint64(c)) * np.uint64(_FNV_PRIME)
-            j += 1
+        h, j = _name_hash_at(buf, j, n, 62)  # a tag's name ends at ">", "/" or white space
         name_end = j
         end, attrs = _tag_end(buf, j)
         if end < 0:
