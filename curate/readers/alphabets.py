@@ -98,24 +98,7 @@ def best_latin(body: bytes, guess: str) -> str:
     more than ``MARGIN`` (the first in ``LATIN`` order among equals). Only the first ``SAMPLE_BYTES`` are scored.
     Chosen on real texts outside the benchmark's (docs/benchmarks.md): without the margin, Spanish texts whose
     ``¡`` or ``º`` another encoding reads as a letter were taken for Polish."""
-    if guess not in LATIN:
-        return guess
-    sample = body[:SAMPLE_BYTES]
-    try:
-        need = fit(sample.decode(guess)) + MARGIN
-    except UnicodeDecodeError:
-        return guess
-    best = guess
-    for enc in LATIN:
-        if enc == guess:
-            continue
-        try:
-            score = fit(sample.decode(enc))
-        except UnicodeDecodeError:
-            continue
-        if score > need:
-            best, need = enc, score
-    return best
+    return _best(body, guess, LATIN, fit)
 
 
 # the multi-byte East Asian web encodings (Python's names): each decodes many of the others' bytes
@@ -162,23 +145,30 @@ def best_cjk(body: bytes, guess: str) -> str:
     text of ``body`` ``cjk_fit`` scores highest when that beats ``guess``'s by more than ``MARGIN``.
     Detection took short Japanese EUC-JP text for Korean (its kana are Hangul jamo in EUC-KR) or Thai, and
     short Big5 for Shift_JIS (half-width katakana)."""
-    if guess not in CJK:
+    return _best(body, guess, CJK, cjk_fit)
+
+
+def _best(body: bytes, guess: str, family: tuple, score) -> str:
+    """``guess``, or the encoding of ``family`` whose text of ``body``'s first ``SAMPLE_BYTES`` ``score`` rates
+    highest, when that beats ``guess``'s by more than ``MARGIN`` (the first in ``family`` order among equals);
+    ``guess`` itself when it is not of ``family``."""
+    if guess not in family:
         return guess
     sample = body[:SAMPLE_BYTES]
     try:
-        need = cjk_fit(_prefix_text(sample, guess)) + MARGIN
+        need = score(_prefix_text(sample, guess)) + MARGIN
     except (UnicodeDecodeError, LookupError):
         return guess
     best = guess
-    for enc in CJK:
+    for enc in family:
         if enc == guess:
             continue
         try:
-            score = cjk_fit(_prefix_text(sample, enc))
+            rated = score(_prefix_text(sample, enc))
         except UnicodeDecodeError:
             continue
-        if score > need:
-            best, need = enc, score
+        if rated > need:
+            best, need = enc, rated
     return best
 
 
