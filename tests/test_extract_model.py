@@ -48,19 +48,25 @@ def test_context_layer_from_its_parts_is_the_numpy_context_times_the_weights(ds)
     for sl in list(T._page_slices(ds.page).values()) + [slice(0, 0)]:
         groups = ds.groups[sl] if sl.stop else np.zeros((300, 4), dtype=np.int64)  # also one container of 300
         n = len(groups)
-        seg, order, starts, inv_size = em._segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
-        n_segs = [int(np.searchsorted(starts[k], n)) for k in range(starts.shape[0])]
+        seg, order, starts, inv_size, n_segs = em._segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
+        assert n_segs.tolist() == [int(np.searchsorted(starts[k], n)) for k in range(starts.shape[0])]
         for d, d_out in ((1, 1), (5, 3), (64, 32)):
             h = rng.random((n, d), dtype=np.float32) * 10
             w = rng.standard_normal((d * em.CONTEXT_PARTS, d_out)).astype(np.float32)
             b = rng.standard_normal(d_out).astype(np.float32)
-            want = em.context(h, em.segments(groups)).astype(np.float64) @ w + b
+            want = np.maximum(em.context(h, em.segments(groups)).astype(np.float64) @ w + b, 0)  # with its ReLU
             local, per_group, page_mean, page_max = em._split_context(w)
             means = em._segment_means(h, seg, inv_size)
             group_w = np.zeros((len(per_group), n, d_out), dtype=np.float32)
             for k, wk in enumerate(per_group):
                 group_w[k, :n_segs[k]] = means[k, :n_segs[k]] @ wk
-            got = em._context_sum(h @ local, group_w, seg, h.mean(axis=0) @ page_mean + h.max(axis=0) @ page_max + b)
+            if n:
+                mean, top = em._mean_max(h)
+                np.testing.assert_allclose(mean, h.mean(axis=0), rtol=1e-6)
+                assert np.array_equal(top, h.max(axis=0))
+            else:
+                mean, top = np.zeros(d, np.float32), np.zeros(d, np.float32)
+            got = em._context_sum(h @ local, group_w, seg, mean @ page_mean + top @ page_max + b)
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * d)
 
 

@@ -86,27 +86,24 @@ class BlockModel:
             w0 = self.weights[0].astype(np.float64)
             self._first = ((w0 / self.scale[:, None]).astype(np.float32),
                            (self.biases[0] - (self.mean / self.scale).astype(np.float64) @ w0).astype(np.float32))
-        seg, order, starts, inv_size = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
-        n_segs = [int(np.searchsorted(starts[k], len(x))) for k in range(starts.shape[0])]
+        seg, order, starts, inv_size, n_segs = _segment_ids(np.ascontiguousarray(groups, dtype=np.int64))
         last = len(self.weights) - 1
-        h = None
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            if i == 0:  # most features are 0/1 flags, mostly 0: the product over the non-zero ones only
-                h = _sparse_product(np.ascontiguousarray(x, dtype=np.float32), *self._first)
-            elif 0 < i < last:
-                local, per_group, page_mean, page_max = self._split[i]
-                hw = h @ local
-                means = _segment_means(h, seg, inv_size)
-                group_w = np.empty((len(per_group), len(x), b.size), dtype=np.float32)
-                for k, wk in enumerate(per_group):  # rows past a level's segment count are never read
-                    np.matmul(means[k, :n_segs[k]], wk, out=group_w[k, :n_segs[k]])
-                h = _context_sum(hw, group_w, seg, h.mean(axis=0) @ page_mean + h.max(axis=0) @ page_max + b)
-            else:
-                h = h @ w
-                h += b
-            if i < last:
-                np.maximum(h, 0, out=h)
-        return 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -30, 30)))
+        # most features are 0/1 flags, mostly 0: the product over the non-zero ones only (ReLU applied, but
+        # in a model of one layer)
+        h = _sparse_product(np.ascontiguousarray(x, dtype=np.float32), *self._first, last > 0)
+        if last == 0:
+            return 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -30, 30)))
+        for i in range(1, last):
+            local, per_group, page_mean, page_max = self._split[i]
+            b = self.biases[i]
+            hw = h @ local
+            means = _segment_means(h, seg, inv_size)
+            group_w = np.empty((len(per_group), len(x), b.size), dtype=np.float32)
+            for k, wk in enumerate(per_group):  # rows past a level's segment count are never read
+                np.matmul(means[k, :n_segs[k]], wk, out=group_w[k, :n_segs[k]])
+            mean, top = _mean_max(h)
+            h = _context_sum(hw, group_w, seg, mean @ page_mean + top @ page_max + b)  # (ReLU applied)
+        return _output(h, self.weights[last], self.biases[last])
 
     def to_json(self) -> str:
         d = {"format": FORMAT, "version": VERSION, "n_features": int(self.mean.size),
@@ -172,7 +169,8 @@ def context(h: np.ndarray, segs) -> np.ndarray:
 def _segment_ids(groups):
     """Per group column k: ``seg[k, i]``, the segment (0, 1, ... in order of first appearance) of block i;
     ``order[k]``, the blocks sorted by segment (page order inside one); ``starts[k, s]``, where segment s
-    begins in ``order[k]`` (``starts[k, m] = n`` after the last one); ``inv_size[k, s]``, 1/size (float32)."""
+    begins in ``order[k]`` (``starts[k, m] = n`` after the last one); ``inv_size[k, s]``, 1/size (float32);
+    ``n_segs[k]``, the number of segments."""
     n, k_cols = groups.shape
     seg = np.empty((k_cols, n), dtype=np.int64)
     order = np.empty((k_cols, n), dtype=np.int64)
@@ -185,6 +183,7 @@ def _segment_ids(groups):
     first = np.full(top, -1, dtype=np.int64)
     sizes = np.zeros(n + 1, dtype=np.int64)
     fill = np.zeros(n + 1, dtype=np.int64)
+    n_segs = np.zeros(k_cols, dtype=np.int64)
     for k in range(k_cols):
         m = 0
         for i in range(n):
@@ -211,7 +210,8 @@ def _segment_ids(groups):
             fill[s] += 1
         for i in range(n):
             first[groups[i, k]] = -1
-    return seg, order, starts, inv_size
+        n_segs[k] = m
+    return seg, order, starts, inv_size, n_segs
 
 
 def _split_context(w: np.ndarray):
@@ -227,8 +227,9 @@ def _split_context(w: np.ndarray):
 
 
 @nb.njit(cache=True)
-def _sparse_product(x, w, b):
-    """``x @ w + b`` (float32) adding up only the rows of ``w`` whose entry in ``x`` is not zero."""
+def _sparse_product(x, w, b, relu):
+    """``x @ w + b`` (float32; ``relu``: ``max(x @ w + b, 0)``) adding up only the rows of ``w`` whose entry in
+    ``x`` is not zero."""
     n, m = x.shape
     d = w.shape[1]
     out = np.empty((n, d), dtype=np.float32)
@@ -240,6 +241,10 @@ def _sparse_product(x, w, b):
             if v != 0:
                 for k in range(d):
                     out[i, k] += v * w[j, k]
+        if relu:
+            for k in range(d):
+                if out[i, k] < 0:
+                    out[i, k] = 0
     return out
 
 
@@ -268,7 +273,8 @@ def _segment_means(h, seg, inv_size):
 def _context_sum(hw, group_w, seg, const):
     """A context layer's output: the block's own part ``hw[i, :d]`` plus its neighbours' (block ``i + s``'s
     part ``hw[i + s, ...]`` for each shift in ``SHIFTS``, nothing past the page's ends), plus each
-    container level's ``group_w[k, seg[k, i]]``, plus ``const`` (page mean and maximum parts, and bias)."""
+    container level's ``group_w[k, seg[k, i]]``, plus ``const`` (page mean and maximum parts, and bias); ReLU
+    applied."""
     n = hw.shape[0]
     d = const.size
     out = np.empty((n, d), dtype=np.float32)
@@ -286,6 +292,38 @@ def _context_sum(hw, group_w, seg, const):
             g = seg[k, i]
             for j in range(d):
                 out[i, j] += group_w[k, g, j]
+        for j in range(d):
+            if out[i, j] < 0:
+                out[i, j] = 0
+    return out
+
+
+@nb.njit(cache=True)
+def _mean_max(h):
+    """``h.mean(axis=0)`` and ``h.max(axis=0)`` in one pass (float32; the rows added in order, as numpy does)."""
+    n, d = h.shape
+    total = np.zeros(d, dtype=np.float32)
+    top = h[0].copy()
+    for i in range(n):
+        for j in range(d):
+            v = h[i, j]
+            total[j] += v
+            if v > top[j]:
+                top[j] = v
+    return total / np.float32(n), top
+
+
+@nb.njit(cache=True)
+def _output(h, w, b):
+    """The last layer, one unit: ``1 / (1 + exp(-clip(h @ w + b, -30, 30)))`` per block (float32)."""
+    n, d = h.shape
+    out = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        z = np.float32(b[0])
+        for j in range(d):
+            z += h[i, j] * w[j, 0]
+        z = min(max(z, np.float32(-30.0)), np.float32(30.0))
+        out[i] = np.float32(1.0) / (np.float32(1.0) + np.exp(-z))
     return out
 
 
