@@ -22,8 +22,14 @@ integration point (svg ``title``, ``desc``, ``foreignObject``; math ``mi`` ... `
 ended open; the text of a textarea, title, script, style, ... is skipped up to its end tag; block start tags
 close a p in button scope; an end tag inside a select closes nothing past it, as in lexbor, and a ``<select>``
 or ``<input>`` there closes it; a ``<frameset>`` opens only in a frameset or before any other element; the end
-tag of a formatting element ends an active one only when one of its name is active and not out of scope),
-and rewrites only a page that goes past the bounds: a start
+tag of a formatting element ends an active one only when one of its name is active and not out of scope;
+the formatting elements an end tag or an implied end took off the stack unended are opened again before the
+next text or inline start tag, as the tree builder reconstructs them (``<p><b>x</p>y`` repeated nests the b's,
+and ``<a><i></table>x<option>x<table>x`` the a, i and option: 5 s per MB in lexbor); a ruby part ends only the
+p, rt, option, ... on top of the stack; a ``p`` start tag closes the p in button scope (past a label or a
+span), a ``button`` the button in scope, a heading the heading that is the current node, an ``a`` the a with no
+special element opened after it (the adoption agency keeps that one open)), and rewrites only a page that goes
+past the bounds: a start
 tag that would open an element deeper than ``MAX_OPEN`` (or a formatting element beyond ``MAX_FORMATTING``
 active ones: opened and not ended, which the tree builder opens again inside every block that follows) is left out, with its end tag; a start tag with more than ``MAX_ATTRIBUTES`` attributes loses them
 all, and so does an ``<html>`` or ``<body>`` tag that would take the attributes of all such tags past it (a
@@ -161,11 +167,25 @@ _INPUT = np.uint64(name_hash("input"))
 _HEAD = np.uint64(name_hash("head"))
 _LISTS = _set(("ol", "ul"))  # with SCOPE_ENDS: list item scope (what "</li>" looks in)
 _RUBY, _OPTION, _OPTGROUP = (np.uint64(name_hash(n)) for n in ("ruby", "option", "optgroup"))
+_RT, _RP, _RTC = (np.uint64(name_hash(n)) for n in ("rt", "rp", "rtc"))
+# what "generate implied end tags" ends while it is the current node
+_A = np.uint64(name_hash("a"))
+_HEADINGS = _set(("h1", "h2", "h3", "h4", "h5", "h6"))
+_IMPLIED_ENDS = _set(("dd", "dt", "li", "optgroup", "option", "p", "rb", "rp", "rt", "rtc"))
 _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select
 # a second <html> or <body> start tag opens nothing: the tree builder adds its attributes to the element
 # already open, each checked against those it holds (O(attributes^2) over all such tags)
 _HTML, _BODY = np.uint64(name_hash("html")), np.uint64(name_hash("body"))
+# the list of active formatting elements: what the tree builder reopens ("reconstructs") at the current node,
+# before text and before a start tag that is not of a block (``_RECONSTRUCTS``), of those an end tag or an
+# implied end took off the stack unended; elements above a marker (a cell, a caption, ...) leave the list
+# with it
+_A_NOBR = _set(("a", "nobr"))
+_MARKERS = _set(("td", "th", "caption", "applet", "object", "marquee", "template"))
+# (the special elements whose start tags reconstruct them; the others' do, but a ruby part's)
+_RECONSTRUCTS = _set(("applet", "marquee", "object", "area", "br", "embed", "img", "keygen", "wbr", "input", "select",
+                      "xmp", "button", "noscript"))
 
 
 @nb.njit(**NO_REFCOUNTS)
@@ -227,6 +247,49 @@ def _tag_end(buf, j):
                 while j < n and not _space(buf[j]) and buf[j] != 62:
                     j += 1
     return -1, attrs
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _unended(stack, ns, is_fmt, low, high, ended, pend, n_pend):
+    """The stack popped from ``high`` down to ``low``: its formatting elements stay in the list of active
+    formatting elements, to be reopened (``pend``, ``n_pend`` of them; at most ``pend.size``), except the one
+    at ``ended`` (its own end tag ended it; -1: none) and those above a marker, which leave the list with it.
+    The new ``n_pend``."""
+    for k in range(low, high):
+        if ns[k] != _NS_HTML:
+            continue
+        if _has(_MARKERS, stack[k]):
+            break
+        if k != ended and (is_fmt[k] or _has(_A_NOBR, stack[k])) and n_pend < pend.size:
+            pend[n_pend] = stack[k]
+            n_pend += 1
+    return n_pend
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _reopen(stack, is_fmt, is_kin, ns, ip, p_scope, depth, fmt, pend, n_pend, max_open):
+    """The tree builder reconstructs the active formatting elements: those in ``pend`` are opened again at the
+    current node, as many as the stack holds below ``max_open``. The new depth."""
+    for q in range(n_pend):
+        if depth >= max_open:
+            break
+        stack[depth] = pend[q]
+        is_fmt[depth] = _has(fmt, pend[q])
+        is_kin[depth] = False
+        ns[depth] = _NS_HTML
+        ip[depth] = _IP_NONE
+        p_scope[depth] = _p_scope(stack, ns, ip, p_scope, depth)
+        depth += 1
+    return depth
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _has_text(buf, a, b):
+    """Whether ``buf[a:b]`` holds a character that is not HTML white space."""
+    for k in range(a, b):
+        if not _space(buf[k]):
+            return True
+    return False
 
 
 # a compiled kernel kept whole: one state machine over the bytes, its stack and counters in locals (split into
@@ -563,6 +626,11 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
     select_tags = 0    # tags read since it opened
     last_kept = -1  # the last byte the output keeps before the tag at hand (-1: none)
     prev_end = -1   # where the last tag read ended
+    # formatting elements taken off the stack unended (``_unended``): reopened before the next text or inline
+    # start tag (``_reopen``); text read since text_from (a raw text element's text is not)
+    pend = np.zeros(max_fmt + 2, dtype=np.uint64)
+    n_pend = 0
+    text_from = 0
     i = 0
     while i < n:
         if buf[i] != 60:  # <
@@ -583,8 +651,14 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
         end, attrs = _tag_end(buf, j)
         if end < 0:
             break  # a tag cut off by the end of the page: the tokenizer drops it
+        if n_pend > 0 and not in_select and _has_text(buf, text_from, start):  # text reopens them
+            depth = _reopen(stack, is_fmt, is_kin, ns, ip, p_scope, depth, fmt, pend, n_pend, max_open)
+            n_pend = 0
+            deepest = max(deepest, depth)
         i = end + 1
         prev_end = end
+        text_from = i
+        pend_before = n_pend
         slot = h % np.uint64(_DROPPED_SLOTS)
         drop = False
         if in_select:
@@ -619,6 +693,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 drop = True
             else:
                 if found >= 0:
+                    n_pend = _unended(stack, ns, is_fmt, found, depth, found, pend, n_pend)
                     depth = found
                 if as_html and _has(fmt, h) and _ends_formatting(stack, ns, ip, depth, h):
                     n_fmt -= _end_formatting(fmt, fmt_active, h)
@@ -634,6 +709,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             if as_html and (h == _SELECT or h == _INPUT):
                 k = _select_in_scope(stack, ns, ip, depth)
                 if k >= 0:
+                    n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
                     depth = k  # the open select ends here ("<select><div><select>": one select, not two)
                     opens = h != _SELECT
             if not as_html:
@@ -642,6 +718,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             elif _has(void, h):
                 opens = False
                 if h == _HR and depth > 0 and p_scope[depth - 1] >= 0:
+                    n_pend = _unended(stack, ns, is_fmt, p_scope[depth - 1], depth, -1, pend, n_pend)
                     depth = p_scope[depth - 1]  # "<hr>" closes a p in button scope
             elif _has(_TABLE_PARTS, h):  # outside any open table the tree builder ignores a table's part
                 opens = False
@@ -658,36 +735,75 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
             if opens and as_html:
                 opens = not (new_ns != _NS_HTML and end > 0 and buf[end - 1] == 47)  # "<svg/>"
                 acts_kin = _has(kin, h)
+                ruby_part = _has(_RUBY_PARTS, h)
                 if h == _OPTION or h == _OPTGROUP:
                     acts_kin = in_select
                     if not in_select and depth > 0 and stack[depth - 1] == _OPTION and ns[depth - 1] == _NS_HTML:
                         depth -= 1  # outside a select: an option that is the current node is closed, nothing more
-                elif _has(_RUBY_PARTS, h):
+                elif ruby_part:
                     for k in range(depth - 1, -1, -1):  # a ruby in scope
                         if stack[k] == _RUBY:
                             acts_kin = True
                             break
                         if _scope_end_at(stack, ns, ip, k) or (stack[k] == _SELECT and ns[k] == _NS_HTML):
                             break  # (lexbor: nor past a select, ``<ruby><select><rt>x<rt>`` nests the rt)
-                if acts_kin:  # closes an open element of its name above formatting elements and its kin
+                if acts_kin and ruby_part:
+                    # a ruby in scope: "generate implied end tags" (rt and rp leave an rtc open): the open p, rt,
+                    # option, ... on top of the stack end, and nothing past them (``<rt>x<b>y<rt>`` nests the
+                    # second rt in the b)
+                    while (depth > 0 and ns[depth - 1] == _NS_HTML and _has(_IMPLIED_ENDS, stack[depth - 1])
+                           and not ((h == _RT or h == _RP) and stack[depth - 1] == _RTC)):
+                        depth -= 1
+                elif acts_kin:  # closes an open element of its name above formatting elements and its kin
                     lists = h == _LI or _has(_DD_DT, h)  # these pass only formatting elements and p
                     for k in range(depth - 1, -1, -1):
                         if stack[k] == h and ns[k] == _NS_HTML:
+                            n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
                             depth = k
                             break
                         if not (is_fmt[k] or (is_kin[k] and (not lists or stack[k] == _P))):
                             break
-                if _has(_CLOSES_P, h) and depth > 0 and p_scope[depth - 1] >= 0:
-                    depth = p_scope[depth - 1]  # "close a p element" in button scope first
+                if h == _A and not in_select:  # an open a ends first where no special element was opened
+                    # after it (the adoption agency without a furthest block: "<a>x<b>y<a>", side by side; with
+                    # one the agency keeps it open, and the scan counts the a open too)
+                    for k in range(depth - 1, -1, -1):
+                        if _special_at(stack, ns, ip, k):
+                            break
+                        if stack[k] == _A and ns[k] == _NS_HTML:
+                            n_pend = _unended(stack, ns, is_fmt, k, depth, k, pend, n_pend)
+                            depth = k
+                            break
+                if h == _BUTTON:  # a button in scope is closed first ("<button><b>x<button>": two, side by side)
+                    for k in range(depth - 1, -1, -1):
+                        if stack[k] == _BUTTON and ns[k] == _NS_HTML:
+                            n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
+                            depth = k
+                            break
+                        if _scope_end_at(stack, ns, ip, k) or (stack[k] == _SELECT and ns[k] == _NS_HTML):
+                            break  # (nor past a select, as in lexbor)
+                if ((h == _P and not in_select) or _has(_CLOSES_P, h)) and depth > 0 and p_scope[depth - 1] >= 0:
+                    # "close a p element" in button scope first (a p too, past a label or a span: ``<p>x<span>x<p>``;
+                    # in a select lexbor closes nothing past it)
+                    n_pend = _unended(stack, ns, is_fmt, p_scope[depth - 1], depth, -1, pend, n_pend)
+                    depth = p_scope[depth - 1]
+                if _has(_HEADINGS, h) and depth > 0 and ns[depth - 1] == _NS_HTML and _has(_HEADINGS, stack[depth - 1]):
+                    depth -= 1  # a heading that is the current node is closed ("<h2>x<h2>": side by side)
+            # an inline start tag (not a block's) reopens the formatting elements taken off the stack unended
+            reopens = n_pend > 0 and as_html and not in_select and (
+                _has(_RECONSTRUCTS, h) or not (_has(_SPECIAL, h) or _has(_RUBY_PARTS, h)))
             if opens:
                 f = as_html and _has(fmt, h)
-                if depth >= max_open or (f and n_fmt >= max_fmt):
+                if depth + (n_pend if reopens else 0) >= max_open or (f and n_fmt >= max_fmt):
                     # left out: so is what it would have done (a formatting tag that would have ended an svg
                     # leaves the svg open: with the tag gone, the svg's content goes on)
                     drop = True
                     dropped[slot] += 1
                     depth = before
+                    n_pend = pend_before
                 else:
+                    if reopens:
+                        depth = _reopen(stack, is_fmt, is_kin, ns, ip, p_scope, depth, fmt, pend, n_pend, max_open)
+                        n_pend = 0
                     stack[depth] = h
                     is_fmt[depth] = f
                     is_kin[depth] = acts_kin
@@ -704,6 +820,11 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                         i = _to_end(buf, i, facts)  # "<plaintext>": the rest of the page is its text
                     elif new_ns == _NS_HTML and _has(_RAW_TEXT, h) and (not in_select or h == _SCRIPT):
                         i = _raw_text_end(buf, i, name_start, name_end, facts)  # its text up to its end tag
+                        text_from = i  # (the element's text, not the body's: it reopens nothing)
+            elif reopens and depth < max_open:  # a void element (img, br, input) reopens them too
+                depth = _reopen(stack, is_fmt, is_kin, ns, ip, p_scope, depth, fmt, pend, n_pend, max_open)
+                n_pend = 0
+                deepest = max(deepest, depth)
         cut_attrs = not closing and attrs > max_attrs
         if not (drop or closing or cut_attrs) and attrs > 0:
             if h == _HTML:
