@@ -57,13 +57,17 @@ NESTING = [
     "<p><b>x</p>y",  # the b the p's end took off is reopened for the text after it, and holds the next p
     "<button><b>x<button>y",
     "</form>x<p><select>x</p>x<x-a>",
+    "</form><p><form><h2>x",  # a form start tag closes the p: the next p opens in the h2
+    "<li><section>x<li>z",  # a section is special: the li past it stays open
 ]
 
 # patterns that stay flat in lexbor: the scan must not take them for deep ones (it would leave tags out of a
-# page whose tree is shallow): a p ends the p open past a label or a span, a button the open button, a heading
-# the heading that is the current node, an a the a with no block opened after it
+# page whose tree is shallow, and what it leaves out can make it deep): a p ends the p open past a label or a
+# span, a button the open button, a heading the heading that is the current node, an a the a with no block
+# opened after it, an li the li past any element but a special one, a dd or dt the dd or dt alike
 FLAT = ["<p>x<label>x<math>x<article>", "<p>x<span>y<p>z", "<caption><button><rt>x<ruby></x-a>", "<button>x<button>y",
-        "<h2>x<h3>y", "<a>x<b>y</b><a>z", "<select><p>x<p>y"]
+        "<h2>x<h3>y", "<a>x<b>y</b><a>z", "<select><p>x<p>y", "<li>x<rt><ruby>x", "<li>x<span>y<li>z",
+        "<mo><dd>x<ruby>x<rt></p>", "<dt>x<label>y<dd>z"]
 
 
 def _page(run: str, repeat: int = REPEAT) -> bytes:

@@ -150,7 +150,8 @@ _BR = np.uint64(name_hash("br"))
 _CLOSES_P = _set(("address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div", "dl",
                   "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu", "nav", "ol",
                   "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "listing", "li",
-                  "dd", "dt", "plaintext", "hr", "xmp"))
+                  "dd", "dt", "plaintext", "hr", "xmp", "form"))
+_ADDRESS_DIV_P = _set(("address", "div", "p"))  # special elements an li, dd or dt start tag looks past
 # start tags that end foreign content (spec: "rules for parsing tokens in foreign content": the tree builder pops
 # to the nearest HTML element or integration point and reads the tag as HTML)
 _BREAKOUT = _set(("b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em", "embed",
@@ -755,14 +756,25 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                            and not ((h == _RT or h == _RP) and stack[depth - 1] == _RTC)):
                         depth -= 1
                 elif acts_kin:  # closes an open element of its name above formatting elements and its kin
-                    lists = h == _LI or _has(_DD_DT, h)  # these pass only formatting elements and p
-                    for k in range(depth - 1, -1, -1):
-                        if stack[k] == h and ns[k] == _NS_HTML:
-                            n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
-                            depth = k
-                            break
-                        if not (is_fmt[k] or (is_kin[k] and (not lists or stack[k] == _P))):
-                            break
+                    if h == _LI or _has(_DD_DT, h):
+                        # li: the open li, past any element but a special one (an address, div or p pass);
+                        # dd and dt: the open dd or dt, alike (``<li>x<span>y<li>``: side by side)
+                        for k in range(depth - 1, -1, -1):
+                            if ns[k] == _NS_HTML and (stack[k] == h or (h != _LI and _has(_DD_DT, stack[k]))):
+                                n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
+                                depth = k
+                                break
+                            if _special_at(stack, ns, ip, k) and not (
+                                    ns[k] == _NS_HTML and _has(_ADDRESS_DIV_P, stack[k])):
+                                break
+                    else:
+                        for k in range(depth - 1, -1, -1):
+                            if stack[k] == h and ns[k] == _NS_HTML:
+                                n_pend = _unended(stack, ns, is_fmt, k, depth, -1, pend, n_pend)
+                                depth = k
+                                break
+                            if not (is_fmt[k] or is_kin[k]):
+                                break
                 if h == _A and not in_select:  # an open a ends first where no special element was opened
                     # after it (the adoption agency without a furthest block: "<a>x<b>y<a>", side by side; with
                     # one the agency keeps it open, and the scan counts the a open too)
