@@ -104,8 +104,9 @@ def name_hash(name: str) -> int:
 
 def _set(names) -> np.ndarray:
     """The names' hashes as an open-addressing table (``_slot``): a power of two of slots, four or more per
-    name, 0 in an empty one; a hash h is looked for from slot (h ^ h >> 29) mod size on. One probe per lookup, where a binary
-    search took a mispredicted branch per step (the scan looks up every tag's name in several sets)."""
+    name, 0 in an empty one; a hash h is looked for from slot (h ^ h >> 29) mod size on. One probe per lookup,
+    where a binary search took a mispredicted branch per step (the scan looks up each tag's name in several
+    sets)."""
     keys = sorted({name_hash(n) for n in names})
     size = 8
     while size < 4 * len(keys):
@@ -169,9 +170,9 @@ _HEAD = np.uint64(name_hash("head"))
 _LISTS = _set(("ol", "ul"))  # with SCOPE_ENDS: list item scope (what "</li>" looks in)
 _RUBY, _OPTION, _OPTGROUP = (np.uint64(name_hash(n)) for n in ("ruby", "option", "optgroup"))
 _RT, _RP, _RTC = (np.uint64(name_hash(n)) for n in ("rt", "rp", "rtc"))
-# what "generate implied end tags" ends while it is the current node
 _A = np.uint64(name_hash("a"))
 _HEADINGS = _set(("h1", "h2", "h3", "h4", "h5", "h6"))
+# what "generate implied end tags" ends while it is the current node
 _IMPLIED_ENDS = _set(("dd", "dt", "li", "optgroup", "option", "p", "rb", "rp", "rt", "rtc"))
 _SELECT = np.uint64(name_hash("select"))
 _ENDS_SELECT = _set(("input", "textarea", "keygen"))  # start tags that end an open select

@@ -79,7 +79,8 @@ HTML = {
     # formatting elements a closed table left active, reopened before the text in the option they left open
     # (stop 45: 5 s per MB in lexbor past the bound); shapes the scan took for deep ones, whose tags it left out
     # until lexbor's tree did nest (2.3 s and 0.9 s per MB)
-    "formatting_reopened_in_options": lambda: "<html><body>" + "<a><i></table>x<option>x<table>x" * N + "</body></html>",
+    "formatting_reopened_in_options": lambda: ("<html><body>" + "<a><i></table>x<option>x<table>x" * N
+                                               + "</body></html>"),
     "rubies_in_buttons": lambda: "<html><body>" + "<caption><button><rt>x<ruby></x-a>" * N + "</body></html>",
     "paragraphs_past_labels_and_math": lambda: "<html><body>" + "<p>x<label>x<math>x<article>" * N + "</body></html>",
     "list_items_past_rubies": lambda: "<html><body>" + "<li>x<rt><ruby>x" * N + "</body></html>",
