@@ -242,11 +242,11 @@ def run(args) -> int:
     return 0
 
 
-def _lock_output(output):
+def _lock_output(output, make_folder: bool = False):
     """The lock of ``--output`` (``FILE.lock`` beside it, ``curate.lock.OutputLock``), taken by the process that
-    writes it (rank 0); None without ``--output``, on the other ranks, or while its folder does not exist yet (no
-    folder is made at start: the lock is then taken when the results are written). Two evals onto one file had
-    both printed their tables and left one's results."""
+    writes it (rank 0); None without ``--output``, on the other ranks, or while its folder does not exist yet and
+    ``make_folder`` is false (no folder is made at start: the lock is then taken when the results are written).
+    Two evals onto one file had both printed their tables and left one's results."""
     import os
 
     if not output or os.environ.get("RANK", "0") != "0":
@@ -257,7 +257,9 @@ def _lock_output(output):
 
     path = Path(output).absolute()
     if not path.parent.is_dir():
-        return None
+        if not make_folder:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
     return OutputLock(path.parent, path.name + ".lock").acquire()
 
 
@@ -273,13 +275,12 @@ def _write_results(res: dict, args, lock) -> None:
         if args.output:
             from pathlib import Path
 
-            from curate.lock import OutputLock
             from curate.shards import write_json
 
-            path = Path(args.output).absolute()
-            if lock is not None:
-                write_json(res, path)  # under the lock taken at start
-            else:  # its folder did not exist at start: it is made now, and the lock taken for the write
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with OutputLock(path.parent, path.name + ".lock"):
-                    write_json(res, path)
+            # under the lock taken at start; where the folder did not exist then, it is made now and locked
+            own = None if lock is not None else _lock_output(args.output, make_folder=True)
+            try:
+                write_json(res, Path(args.output).absolute())
+            finally:
+                if own is not None:
+                    own.release()
