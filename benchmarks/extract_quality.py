@@ -369,8 +369,9 @@ def speed_parts(pages, n_pages: int, name: str, passes: int = 3) -> None:
             timed("depth scan (too_deep_utf8; from the shape scan's counts)", too_deep_utf8, data, MAX_DEPTH)
             tree = timed("lexbor parse", parse, None, data)
             if tree is not None:
-                timed("  lexbor serialization (within the DOM walk)", dom_scan.body_utf8, tree)
-                timed("DOM walk (serialization, compiled scan)", dom_scan.walk_arrays, tree)
+                timed("DOM walk (compiled, over lexbor's nodes)", dom_scan.walk_arrays, tree)
+                timed("  (fallback: lexbor's serialization, then a compiled scan of it)", dom_scan.serialized_walk,
+                      tree)
             b = timed("features, whole", features, None, True, data)
             if b is not None:
                 prob = timed("classifier", m.predict, b.features, b.groups)
@@ -379,13 +380,13 @@ def speed_parts(pages, n_pages: int, name: str, passes: int = 3) -> None:
                       True, chrome_blocks(b.features))
             timed("the engine as the stage calls it (extract_blocks_utf8)", extract_blocks_utf8, data)
     t["features, the rest"] = (t.pop("features, whole") - t["lexbor parse"]
-                               - t["DOM walk (serialization, compiled scan)"])
+                               - t["DOM walk (compiled, over lexbor's nodes)"])
     print(f"\nwhere the blocks engine's time goes on {len(sp)} {name} pages (CPU ms per page, mean of {passes} "
           f"passes; each part timed on its own)")
     for k, v in t.items():  # in the order of the stage, the rest of the features after the DOM walk
         if k != "features, the rest":
             print(f"  {k:<66} {1000 * v / (passes * len(sp)):6.3f}")
-        if k.startswith("DOM walk"):
+        if k.startswith("  (fallback"):
             print(f"  {'features, the rest':<66} {1000 * t['features, the rest'] / (passes * len(sp)):6.3f}")
     print("  (the stage cuts scripts and runs the shape scan before it calls the engine)")
 

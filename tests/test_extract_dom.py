@@ -22,28 +22,22 @@ def _tree(html: str):
     return W.parse(None, S.strip_utf8(data)) if data is not None else W.parse(S.strip_html(html))
 
 
-def _differs(a: X.Walked, b: X.Walked) -> str | None:
-    for k in ("texts", "tags"):
-        if getattr(a, k) != getattr(b, k):
-            return k
-    for k in ("link", "el", "own", "anc", "near", "any", "depth", "el_parent", "el_chars", "el_link"):
-        x, y = getattr(a, k), getattr(b, k)
-        if x.shape != y.shape or not np.array_equal(x, y):
-            return k
-    return None
+_differs = X.differs
 
 
 def _check(html: str) -> bool:
-    """Compare on one page; True when the compiled scan read it."""
+    """Compare on one page, both compiled walks (over lexbor's nodes, over the serialization); True when the
+    one the engine uses read it."""
     tree = _tree(html)
     if tree is None:
         return False
     ref = X.from_walk(*W.walk(tree))
-    got = X.compiled_walk(tree)
-    if got is not None:
-        assert _differs(ref, got) is None, (_differs(ref, got), html[:3000])
+    tables = X.node_tables()
+    for got in (X.node_walk(tree, tables) if tables else None, X.serialized_walk(tree)):
+        if got is not None:
+            assert _differs(ref, got) is None, (_differs(ref, got), html[:3000])
     assert _differs(ref, X.walk_arrays(tree)) is None
-    return got is not None
+    return X.compiled_walk(tree) is not None
 
 
 def _real_pages() -> list[str]:
@@ -156,8 +150,10 @@ def test_what_the_scan_cannot_read_goes_to_walk_with_the_same_result():
     plaintext = "<p>before</p><plaintext>a</plaintext><b>c"
     for html in (deep, plaintext):
         tree = _tree(html)
-        assert X.compiled_walk(tree) is None
+        assert X.serialized_walk(tree) is None  # plaintext's text may hold its own end tag
         assert _differs(X.from_walk(*W.walk(tree)), X.walk_arrays(tree)) is None
+    assert X.node_walk(_tree(deep), X.node_tables()) is None
+    assert _check(plaintext)  # the nodes hold its text as it is
 
 
 def test_pages_larger_than_the_buffers_grow_them():
@@ -206,3 +202,23 @@ def test_hidden_panels_of_tab_and_accordion_widgets_are_read_and_marked_other_hi
     marked = {t: bool(v) for t, v in zip(b.texts, b.features[:, col])}
     assert marked == {"Shown paragraph of the article, long enough.": False, "First tab panel text.": False,
                       "Second tab panel text.": True, "Panel by role text.": True, "Accordion answer text.": True}
+
+
+def test_a_lexbor_laid_out_otherwise_is_not_read_and_the_serialization_scan_is_used(monkeypatch):
+    """The node walk follows raw pointers: it is used only where each offset it reads was checked against
+    selectolax's API. With one offset wrong (as in a lexbor whose structs differ) the check says no, before it
+    follows any pointer read from that field, and the engine scans the serialization instead."""
+    from curate.extract import lexbor_layout as L
+
+    assert L.layout_ok() and X.node_tables() is not None
+    for name, wrong in (("N_NEXT", 48), ("N_FIRST_CHILD", 72), ("T_LENGTH", 112), ("E_FIRST_ATTR", 128),
+                        ("A_VALUE", 104)):
+        with monkeypatch.context() as m:
+            m.setattr(L, name, wrong)
+            assert not L.layout_ok(), name
+            assert L.node_tables(X.TAG_NAMES) is None
+    monkeypatch.setattr(X, "_NODE_TABLES", [None])
+    html = "<div class='content'><p>one &amp; two</p><p hidden>x</p></div>"
+    assert _check(html)
+    tree = _tree(html)
+    assert _differs(X.compiled_walk(tree), X.serialized_walk(tree)) is None

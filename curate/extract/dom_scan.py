@@ -1,18 +1,22 @@
-"""The block walk of ``dom_walk.walk``, compiled: one numba pass over lexbor's serialization of the body.
+"""The block walk of ``dom_walk.walk``, compiled: one numba pass over lexbor's tree.
 
-``walk`` visits lexbor's tree node by node from Python. Here lexbor serializes the body (in C) and one
-compiled scan reads that serialization, which is the tree written out: every element opened and closed
-(void elements have no end tag), text with ``&``, ``<``, ``>`` and U+00A0 escaped (in attribute values
-``"`` too), the text of ``xmp`` / ``noembed`` / ``noframes`` / ``iframe`` / ``script`` / ``style`` as it is.
-The scan keeps the same state as ``walk`` (the block owner, ancestor tag bits, class-word bits, link
-chars) and writes the same blocks, element parents and chars as arrays, the block texts already white-space
-collapsed (``" ".join(raw.split())``; ``pre`` blocks ``raw.strip("\\n")``) into one UTF-8 buffer.
+``walk`` visits lexbor's tree node by node from Python. ``walk_nodes`` (in ``dom_scan_kernel``) does the
+same in one compiled pass that reads the nodes where lexbor keeps them: each node's tag id, first child, next
+sibling, text and attributes at their offsets in lexbor's structs, checked against selectolax's API before
+it is first used (``lexbor_layout``). It keeps the same state as ``walk`` (the block owner, ancestor tag bits,
+class-word bits, link chars) and writes the same blocks, element parents and chars as arrays, the block texts
+already white-space collapsed (``" ".join(raw.split())``; ``pre`` blocks ``raw.strip("\\n")``) into one
+UTF-8 buffer.
 
-Where the serialization is not what the scan expects (an end tag that does not close the open element, an
-entity other than those five, ``plaintext``, a page deeper than ``MAX_DEPTH``), it gives up and
-``walk_arrays`` runs ``walk`` itself: the result is ``walk``'s in every case
-(``tests/test_extract_dom.py`` compares the two on real and generated pages). This module is the Python
-side (the tables, the buffers, the result as arrays); the scan itself is ``dom_scan_kernel``.
+Where that check fails (a selectolax whose lexbor is laid out otherwise), ``scan_body`` reads lexbor's
+serialization of the body instead, which is the tree written out: every element opened and closed (void
+elements have no end tag), text with ``&``, ``<``, ``>`` and U+00A0 escaped (in attribute values ``"`` too),
+the text of ``xmp`` / ``noembed`` / ``noframes`` / ``iframe`` / ``script`` / ``style`` as it is; where the
+serialization is not what it expects (an end tag that does not close the open element, an entity other than
+those five, ``plaintext``) it gives up. Both give up on a page deeper than ``MAX_DEPTH``; ``walk_arrays`` then
+runs ``walk`` itself: the result is ``walk``'s in every case (``tests/test_extract_dom.py`` compares the three
+on real and generated pages). This module is the Python side (the tables, the buffers, the result as arrays);
+the kernels are ``dom_scan_kernel``.
 """
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ import numpy as np
 
 from curate.extract.dom_scan_kernel import (B_ANC, B_CE, B_CS, B_DEPTH, B_EL, B_LINK, B_OWN, B_TAG, E_CHARS, E_LINK,
                                             E_PARENT, FLAG_PLAINTEXT, FLAG_RAW, FLAG_VOID, HIDDEN_BIT, NEED_ROOM, OK,
-                                            scan_body)
-from curate.extract.dom_walk import MAX_DEPTH, walk
+                                            scan_body, walk_nodes)
+from curate.extract.dom_walk import MAX_DEPTH, parse, walk
+from curate.extract.lexbor_layout import node_tables as _layout_tables
 from curate.extract.tags import HIDDEN_BIT as TAGS_HIDDEN_BIT
 from curate.extract.tags import CLASS_WORDS, INLINE, ROLE_BITS, SPAN_OTHER, TAG_INFO, WIDGET_BITS, tag_info
 
@@ -127,7 +132,64 @@ def walk_arrays(tree) -> Walked:
 
 
 def compiled_walk(tree) -> Walked | None:
-    """The compiled scan (None where it gives up: then ``walk`` is the answer)."""
+    """The compiled walk (None where it gives up: then ``walk`` is the answer): over lexbor's nodes in memory
+    where ``node_tables`` could check their layout, else over the body's serialization."""
+    tables = node_tables()
+    return node_walk(tree, tables) if tables is not None else serialized_walk(tree)
+
+
+def node_walk(tree, tables: tuple) -> Walked | None:
+    """``walk_nodes``: the compiled walk over the tree's nodes, read in lexbor's memory (the caller holds the
+    tree while it runs). ``tables``: ``node_tables()``."""
+    body = tree.body
+    if body is None:
+        return None
+    size = rows = 0
+    while True:
+        ws = _workspace(size, rows)
+        st, o, nbk, ne = walk_nodes(body.mem_id, ws.out, ws.blk, ws.bbits, ws.els, ws.scratch, TABLES,
+                                    *tables, MAX_DEPTH)
+        if st != NEED_ROOM:
+            break
+        size, rows = 2 * ws.size, 2 * ws.rows
+    return _walked(ws, o, nbk, ne) if st == OK else None
+
+
+_CHECK_PAGE = ("<div class='tabs main'><p id=a hidden>hidden</p><div class=tab-pane style='display: none'>panel"
+               "</div></div><article role=main><h1>Title &amp; more</h1><p>é 東京 \U0001F600 &lt;&nbsp;<br>x"
+               "<a href=/>link</a><custom-el>c</custom-el></p><pre>\n  code\n</pre><!--c--><ul><li>one<li>two</ul>"
+               "</article><svg><title>t</title></svg><script>s</script>tail")
+_NODE_TABLES: list = []
+
+
+def node_tables() -> tuple | None:
+    """``lexbor_layout.node_tables`` for the node walk, once it has also given ``walk``'s result on a page of
+    most kinds of node; None (the serialization scan) otherwise."""
+    if not _NODE_TABLES:
+        tables = _layout_tables(TAG_NAMES)
+        if tables is not None:
+            tree = parse(_CHECK_PAGE)
+            got = node_walk(tree, tables)
+            if got is None or differs(got, from_walk(*walk(tree))) is not None:
+                tables = None
+        _NODE_TABLES.append(tables)
+    return _NODE_TABLES[0]
+
+
+def differs(a: Walked, b: Walked) -> str | None:
+    """The first field in which two walks differ, or None."""
+    for k in ("texts", "tags"):
+        if getattr(a, k) != getattr(b, k):
+            return k
+    for k in ("link", "el", "own", "anc", "near", "any", "depth", "el_parent", "el_chars", "el_link"):
+        x, y = getattr(a, k), getattr(b, k)
+        if x.shape != y.shape or not np.array_equal(x, y):
+            return k
+    return None
+
+
+def serialized_walk(tree) -> Walked | None:
+    """``scan_body``: the compiled scan of the body's serialization."""
     buf = body_utf8(tree)
     if buf is None or buf.size == 0:
         return None
@@ -138,8 +200,11 @@ def compiled_walk(tree) -> Walked | None:
         if st != NEED_ROOM:
             break
         rows = 2 * ws.rows
-    if st != OK:
-        return None
+    return _walked(ws, o, nbk, ne) if st == OK else None
+
+
+def _walked(ws, o: int, nbk: int, ne: int) -> Walked | None:
+    """The kernels' output in the workspace as ``Walked``."""
     try:
         s = ws.out[:o].tobytes().decode("utf-8")
     except UnicodeDecodeError:  # lone surrogates in the tree's text

@@ -1,7 +1,9 @@
-"""The compiled scan of ``dom_scan``: one numba pass over lexbor's serialization of a page's body that writes
-the blocks of ``dom_walk.walk`` as arrays (see ``dom_scan`` for what it reads and when it gives up).
+"""The compiled walks of ``dom_scan``, each one numba pass that writes the blocks of ``dom_walk.walk`` as
+arrays: ``walk_nodes`` over lexbor's nodes in memory, and ``scan_body`` over lexbor's serialization of a
+page's body where the nodes' layout could not be checked (see ``dom_scan`` for what they read and when they
+give up).
 
-One file with its byte-level helpers: numba's cache keys a compiled function on its own file, so a helper
+One file with the byte-level helpers both use: numba's cache keys a compiled function on its own file, so a helper
 changed in another file would leave a stale cached kernel behind.
 
 The helpers called per tag, attribute or text run take arrays: they are compiled without reference counts
@@ -11,6 +13,9 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from curate.extract.ascii import (AMPERSAND, BANG, CARRIAGE_RETURN, CASE_OFFSET, DASH, EQUALS, FILE_SEPARATOR, GT, LT,
                                   NEWLINE, QUESTION, QUOTE, SLASH, SPACE, TAB, UPPER_A, UPPER_Z)
@@ -332,6 +337,86 @@ def _text_run(buf, i, j, raw, out, o, cp, cs, link, in_link, pending, nonws, pre
     return True, o, cp, link, pending, nonws, k
 
 
+@nb.njit(**NO_REFCOUNTS)
+def _style_hides(value, m, scratch) -> bool:
+    """Whether the style value[:m] hides its element as ``tags.is_hidden`` reads it: ``display:none`` or
+    ``visibility:hidden`` once spaces are out and ASCII is lower-cased."""
+    if not (_contains(value, m, _NONE) or _contains(value, m, _HIDDEN)):
+        return False
+    r = 0
+    for q in range(m):
+        ch = value[q]
+        if ch != SPACE:
+            scratch[r] = ch + CASE_OFFSET if UPPER_A <= ch <= UPPER_Z else ch
+            r += 1
+    return _contains(scratch, r, _DISPLAY_NONE) or _contains(scratch, r, _VISIBILITY_HIDDEN)
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _add_role(value, m, rbytes, rlen, rbits, cm) -> None:
+    """OR into ``cm`` the bits of the ARIA role value[:m] (an exact match)."""
+    for rr in range(rlen.size):
+        if rlen[rr] == m:
+            q = 0
+            while q < m and value[q] == rbytes[rr, q]:
+                q += 1
+            if q == m:
+                for w in range(cm.size):
+                    cm[w] |= rbits[rr, w]
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _push_owner(own, obits, ot, ei, own_index, anc, t, cm, cls_any) -> None:
+    """Element ``ei`` (tag row t) becomes the block owner above ``own[ot]``: its ancestor bits ``anc``, its
+    near class words its own and its owner's own, its any class words those above and its own."""
+    nw = cm.size
+    own[ot + 1, O_EI] = ei
+    own[ot + 1, O_OWN] = own_index
+    own[ot + 1, O_ANC] = anc
+    own[ot + 1, O_DEPTH] = own[ot, O_DEPTH] + 1
+    own[ot + 1, O_TAG] = t
+    for q in range(nw):
+        obits[ot + 1, q] = cm[q] | obits[ot, 2 * nw + q]
+        obits[ot + 1, nw + q] = cls_any[q] | cm[q]
+        obits[ot + 1, 2 * nw + q] = cm[q]
+
+
+@nb.njit(**NO_REFCOUNTS)
+def _add_to_parents(els, ne) -> None:
+    """Each element's chars and link chars counted into its ancestors' (children come after their parent)."""
+    for e in range(ne - 1, 0, -1):
+        p = els[e, E_PARENT]
+        els[p, E_CHARS] += els[e, E_CHARS]
+        els[p, E_LINK] += els[e, E_LINK]
+
+
+@nb.njit(cache=True)
+def _owner_stack(els, info, body_tag, depth, nw):
+    """The stack of block owners, with the body at 0 (element 0 in ``els``): (own, obits)."""
+    els[0, E_PARENT] = -1
+    els[0, E_CHARS] = 0
+    els[0, E_LINK] = 0
+    own = np.zeros((depth, 5), dtype=np.int64)
+    obits = np.zeros((depth, 3 * nw), dtype=np.uint64)
+    own[0, O_OWN] = info[body_tag, 3]
+    own[0, O_TAG] = body_tag
+    return own, obits
+
+
+@nb.njit(cache=True, inline="always")
+def _line_break(out, o, cp, cs, pending, pre):
+    """A ``br`` in the block being written: a newline in a ``pre`` block (none before its first character),
+    else one before the block's next text. Returns (o, cp, pending)."""
+    if pre:
+        if cp > cs:
+            out[o] = NEWLINE
+            o += 1
+            cp += 1
+    elif cp > cs:
+        pending = 2
+    return o, cp, pending
+
+
 # One function: the scan's state (open elements, block owners, the block being written) lives in its locals;
 # split into calls, that state would cross a function boundary per tag of the page.
 @nb.njit(cache=True)
@@ -345,17 +430,10 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     n = buf.size
     NW = rbits.shape[1]
     nb_ = 0
-    els[0, E_PARENT] = -1  # element 0: the body
-    els[0, E_CHARS] = 0
-    els[0, E_LINK] = 0
     ne = 1
-    # block owners: a stack (the body at 0)
     D = max_depth + 2
-    own = np.zeros((D, 5), dtype=np.int64)
-    obits = np.zeros((D, 3 * NW), dtype=np.uint64)
+    own, obits = _owner_stack(els, info, body_tag, D, NW)
     ot = 0
-    own[0, O_OWN] = info[body_tag, 3]
-    own[0, O_TAG] = body_tag
     # open elements: the state to restore when they end, and where their name is
     f_anc = np.empty(D, dtype=np.int64)
     f_any = np.zeros((D, NW), dtype=np.uint64)
@@ -504,27 +582,12 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    if _contains(scratch2, m, _NONE) or _contains(scratch2, m, _HIDDEN):
-                        r = 0
-                        for q in range(m):
-                            ch = scratch2[q]
-                            if ch != SPACE:
-                                scratch[r] = ch + CASE_OFFSET if UPPER_A <= ch <= UPPER_Z else ch
-                                r += 1
-                        if _contains(scratch, r, _DISPLAY_NONE) or _contains(scratch, r, _VISIBILITY_HIDDEN):
-                            hidden = True
+                    hidden = hidden or _style_hides(scratch2, m, scratch)
                 elif _equals(buf, a0, al, _ROLE):
                     m = _unescape(buf, v0, v1, scratch2)
                     if m < 0:
                         return GIVE_UP, 0, 0, 0
-                    for rr in range(rlen.size):
-                        if rlen[rr] == m:
-                            q = 0
-                            while q < m and scratch2[q] == rbytes[rr, q]:
-                                q += 1
-                            if q == m:
-                                for w in range(NW):
-                                    cm[w] |= rbits[rr, w]
+                    _add_role(scratch2, m, rbytes, rlen, rbits, cm)
             j = v1 + 1
         if j >= n or buf[j] != GT:
             break
@@ -558,13 +621,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
         if cat >= 3 or hidden:
             if cat == 4 and not hidden:  # br: a line break in the block
                 has_parts = True
-                if own[ot, O_TAG] == pre_tag:
-                    if cp > cs:
-                        out[o] = NEWLINE
-                        o += 1
-                        cp += 1
-                elif cp > cs:
-                    pending = 2  # a line break, written before the next text of the block
+                o, cp, pending = _line_break(out, o, cp, cs, pending, own[ot, O_TAG] == pre_tag)
             if not void:
                 if sp >= D - 1:
                     break
@@ -585,15 +642,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
             els[ne, E_CHARS] = 0
             els[ne, E_LINK] = 0
             if not void:  # a new block owner
-                own[ot + 1, O_EI] = ne
-                own[ot + 1, O_OWN] = own_index
-                own[ot + 1, O_ANC] = anc | bit
-                own[ot + 1, O_DEPTH] = own[ot, O_DEPTH] + 1
-                own[ot + 1, O_TAG] = t
-                for q in range(NW):
-                    obits[ot + 1, q] = cm[q] | obits[ot, 2 * NW + q]
-                    obits[ot + 1, NW + q] = cls_any[q] | cm[q]
-                    obits[ot + 1, 2 * NW + q] = cm[q]
+                _push_owner(own, obits, ot, ne, own_index, anc | bit, t, cm, cls_any)
                 ot += 1
             ne += 1
         else:
@@ -623,8 +672,261 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
     if has_parts:  # the text after the last block: a block of the body
         nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, False, link, nb_, blk, bbits, els, own, obits, 0,
                                 extra_anc, extra_near)
-    for e in range(ne - 1, 0, -1):  # children come after their parent
-        p = els[e, E_PARENT]
-        els[p, E_CHARS] += els[e, E_CHARS]
-        els[p, E_LINK] += els[e, E_LINK]
+    _add_to_parents(els, ne)
+    return OK, o, nb_, ne
+
+
+# ------------------------------------------------------------------------------------------ lexbor's nodes
+# The same walk over lexbor's tree in memory: the nodes' fields read at their offsets in lexbor's structs
+# (``dom_scan.node_layout`` checks them against selectolax before this is used), no serialization to write
+# and read again. Offsets in bytes, for 64-bit builds of lexbor 2.x:
+N_LOCAL_NAME, N_NEXT, N_FIRST_CHILD, N_TYPE = 8, 40, 64, 88  # lxb_dom_node_t (type: a 32-bit enum)
+T_DATA, T_LENGTH = 96, 104                                  # lxb_dom_character_data_t: its lexbor_str_t
+E_QUALIFIED_NAME, E_FIRST_ATTR = 104, 120                    # lxb_dom_element_t
+A_QUALIFIED_NAME, A_VALUE, A_NEXT = 104, 112, 128            # lxb_dom_attr_t (value: a lexbor_str_t *)
+H_LENGTH = 24           # lexbor_hash_entry_t: its name's length; names of up to 16 bytes are stored at its start
+SHORT_NAME = 16
+ELEMENT_NODE, TEXT_NODE = 1, 3
+# tag and attribute ids below this are lexbor's own (an index into its tables); above, the address of the
+# name's hash entry in the document
+STATIC_IDS = 1 << 16
+# what the walk reads of an attribute (``dom_scan.attr_kinds``)
+ATTR_OTHER, ATTR_CLASS, ATTR_ID, ATTR_HIDDEN, ATTR_STYLE, ATTR_ROLE = range(6)
+
+
+@intrinsic
+def _word(typingctx, addr):
+    """The 64-bit word at memory address ``addr``."""
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _word32(typingctx, addr):
+    """The 32-bit word at memory address ``addr``, zero-extended."""
+    def codegen(context, builder, signature, args):
+        v = builder.load(builder.inttoptr(args[0], ir.IntType(32).as_pointer()))
+        return builder.zext(v, ir.IntType(64))
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _byte_pointer(typingctx, addr):
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+    return types.CPointer(types.uint8)(types.int64), codegen
+
+
+@nb.njit(cache=True, inline="always")
+def _bytes_at(addr, n):
+    """The n bytes at ``addr`` as an array (a view: lexbor's memory, alive while the tree is)."""
+    return nb.carray(_byte_pointer(addr), n)
+
+
+@nb.njit(cache=True, inline="always")
+def _name_of(name_id):
+    """(address, length) of the name of a tag or attribute whose id is its hash entry's address; length -1 for
+    a name too long to be stored in the entry (no name the walk looks for is)."""
+    n = _word(name_id + H_LENGTH)
+    return name_id, n if n <= SHORT_NAME else -1
+
+
+@nb.njit(cache=True, inline="always")
+def _attr_kind(attr, attr_kinds):
+    """What the attribute at ``attr`` is to the walk (``ATTR_*``), by its qualified name as selectolax keys
+    ``node.attributes``."""
+    name_id = _word(attr + A_QUALIFIED_NAME)
+    if name_id == 0:
+        name_id = _word(attr + N_LOCAL_NAME)
+    if name_id < STATIC_IDS:
+        return attr_kinds[name_id] if name_id < attr_kinds.size else ATTR_OTHER
+    addr, n = _name_of(name_id)
+    if n < 2 or n > 6:
+        return ATTR_OTHER
+    name = _bytes_at(addr, n)
+    if _equals(name, 0, n, _CLASS):
+        return ATTR_CLASS
+    if _equals(name, 0, n, _ID):
+        return ATTR_ID
+    if _equals(name, 0, n, _HIDDEN):
+        return ATTR_HIDDEN
+    if _equals(name, 0, n, _STYLE):
+        return ATTR_STYLE
+    if _equals(name, 0, n, _ROLE):
+        return ATTR_ROLE
+    return ATTR_OTHER
+
+
+@nb.njit(cache=True, inline="always")
+def _tag_row(node, tag_rows, k1, k2, klen):
+    """The row of the element's tag in the tag table, or -1 (a tag the table does not hold): by lexbor's id
+    for the tags it knows, by the element's qualified name (what ``node.tag`` gives) for the others."""
+    tid = _word(node + N_LOCAL_NAME)
+    if tid < STATIC_IDS:
+        return tag_rows[tid] if tid < tag_rows.size else -1
+    name_id = _word(node + E_QUALIFIED_NAME)
+    if name_id == 0 or name_id < STATIC_IDS:
+        name_id = tid
+    addr, n = _name_of(name_id)
+    if n < 0:
+        return -1
+    return _lookup(_bytes_at(addr, n), 0, n, k1, k2, klen)
+
+
+# One function, as ``scan_body``: the walk's state lives in its locals.
+@nb.njit(cache=True)
+def walk_nodes(body, out, blk, bbits, els, scratch, tables, tag_rows, attr_kinds, max_depth):
+    """``dom_walk.walk`` of the tree whose body node is at address ``body``: the blocks' texts into ``out``,
+    the block table into ``blk`` / ``bbits`` and the elements into ``els``, as ``scan_body`` writes them.
+    ``tag_rows``: the tag table's row of each of lexbor's own tag ids (-1: none); ``attr_kinds``: ``ATTR_*``
+    of each of its own attribute ids. Returns (OK, GIVE_UP or NEED_ROOM, bytes of text, blocks, elements);
+    NEED_ROOM when a buffer is too small (the caller grows them all and runs again)."""
+    (k1, k2, klen, info, default, wbytes, wlen, wbit, pair_first, rbytes, rlen, rbits, body_tag, pre_tag,
+     widget) = tables
+    NW = rbits.shape[1]
+    nb_ = 0
+    ne = 1
+    D = max_depth + 2
+    own, obits = _owner_stack(els, info, body_tag, D, NW)
+    ot = 0
+    # open elements: the node, and the state to restore when the walk leaves it
+    f_node = np.empty(D, dtype=np.int64)
+    f_anc = np.empty(D, dtype=np.int64)
+    f_any = np.zeros((D, NW), dtype=np.uint64)
+    f_link = np.empty(D, dtype=np.bool_)
+    f_block = np.empty(D, dtype=np.bool_)
+    sp = 0
+    anc = 0
+    cls_any = np.zeros(NW, dtype=np.uint64)
+    in_link = False
+    extra_anc = 0
+    extra_near = np.zeros(NW, dtype=np.uint64)
+    link = 0
+    has_parts = False
+    o = 0
+    cp = 0
+    bs = 0
+    cs = 0
+    pending = 0
+    nonws = False
+    cm = np.zeros(NW, dtype=np.uint64)
+    c = _word(body + N_FIRST_CHILD)
+    while True:
+        if nb_ + 2 >= blk.shape[0] or ne + 2 >= els.shape[0]:
+            return NEED_ROOM, 0, nb_, ne
+        if c == 0:  # the open element's children are done: leave it
+            if sp == 0:
+                break
+            sp -= 1
+            if f_block[sp]:
+                if has_parts:  # the block of this element
+                    nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk,
+                                            bbits, els, own, obits, ot, extra_anc, extra_near)
+                    bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, 0, False, False, 0, 0
+                ot -= 1
+            anc = f_anc[sp]
+            for q in range(NW):
+                cls_any[q] = f_any[sp, q]
+            in_link = f_link[sp]
+            c = _word(f_node[sp] + N_NEXT)
+            continue
+        node_type = _word32(c + N_TYPE)
+        if node_type == TEXT_NODE:
+            n = _word(c + T_LENGTH)
+            if n > 0:
+                if o + n + 1 > out.size:  # a run writes at most its bytes and a line break before them
+                    return NEED_ROOM, 0, nb_, ne
+                has_parts = True
+                _, o, cp, link, pending, nonws, _ = _text_run(_bytes_at(_word(c + T_DATA), n), 0, n, True, out, o,
+                                                              cp, cs, link, in_link, pending, nonws,
+                                                              own[ot, O_TAG] == pre_tag)
+            c = _word(c + N_NEXT)
+            continue
+        if node_type != ELEMENT_NODE:  # a comment (``walk`` skips its tag)
+            c = _word(c + N_NEXT)
+            continue
+        t = _tag_row(c, tag_rows, k1, k2, klen)
+        if t >= 0:
+            cat = info[t, 0]
+            bit = info[t, 1]
+            is_a = info[t, 2] != 0
+            own_index = info[t, 3]
+        else:
+            cat = default[0]
+            bit = default[1]
+            is_a = default[2] != 0
+            own_index = default[3]
+        if cat >= 3:  # skipped, its subtree too
+            if cat == 4:  # br: a line break in the block
+                has_parts = True
+                o, cp, pending = _line_break(out, o, cp, cs, pending, own[ot, O_TAG] == pre_tag)
+            c = _word(c + N_NEXT)
+            continue
+        cm[:] = 0
+        hidden = False
+        a = _word(c + E_FIRST_ATTR)
+        while a != 0:
+            kind = _attr_kind(a, attr_kinds)
+            if kind == ATTR_HIDDEN:
+                hidden = True
+            elif kind != ATTR_OTHER:
+                v = _word(a + A_VALUE)
+                m = _word(v + 8) if v != 0 else 0  # lexbor_str_t: data, then length
+                if m > 0:
+                    if 2 * m + 8 > scratch.size:
+                        return NEED_ROOM, 0, nb_, ne
+                    value = _bytes_at(_word(v), m)
+                    if kind == ATTR_CLASS or kind == ATTR_ID:
+                        _class_bits(value, m, wbytes, wlen, wbit, pair_first, scratch, cm)
+                    elif kind == ATTR_STYLE:
+                        hidden = hidden or _style_hides(value, m, scratch)
+                    else:
+                        _add_role(value, m, rbytes, rlen, rbits, cm)
+            a = _word(a + A_NEXT)
+        if hidden:  # skipped, unless inside a tab or accordion widget: read like the rest, marked
+            for q in range(NW):
+                if (cm[q] | cls_any[q]) & widget[q]:
+                    hidden = False
+            if hidden:
+                c = _word(c + N_NEXT)
+                continue
+            bit |= HIDDEN_BIT
+        if sp + 1 > max_depth:
+            return GIVE_UP, 0, 0, 0  # deeper than ``walk`` reads element by element
+        if cat == 1 and has_parts:  # a block starts: the text before it is a block of its own
+            nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, own[ot, O_TAG] == pre_tag, link, nb_, blk, bbits,
+                                    els, own, obits, ot, extra_anc, extra_near)
+            bs, cs, pending, nonws, has_parts, link, extra_anc = o, cp, 0, False, False, 0, 0
+        first = _word(c + N_FIRST_CHILD)
+        if cat == 1:
+            els[ne, E_PARENT] = own[ot, O_EI]
+            els[ne, E_CHARS] = 0
+            els[ne, E_LINK] = 0
+            if first != 0:  # a new block owner
+                _push_owner(own, obits, ot, ne, own_index, anc | bit, t, cm, cls_any)
+                ot += 1
+            ne += 1
+        else:
+            for q in range(NW):
+                extra_near[q] |= cm[q]
+            extra_anc |= bit
+        if first == 0:
+            c = _word(c + N_NEXT)
+            continue
+        f_node[sp] = c
+        f_anc[sp] = anc
+        for q in range(NW):
+            f_any[sp, q] = cls_any[q]
+            cls_any[q] |= cm[q]
+        f_link[sp] = in_link
+        f_block[sp] = cat == 1
+        sp += 1
+        anc |= bit
+        in_link = in_link or is_a
+        c = first
+    if has_parts:  # the text after the last block: a block of the body
+        nb_, o, cp = _end_block(out, o, cp, bs, cs, nonws, False, link, nb_, blk, bbits, els, own, obits, 0,
+                                extra_anc, extra_near)
+    _add_to_parents(els, ne)
     return OK, o, nb_, ne
