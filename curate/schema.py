@@ -67,7 +67,8 @@ READ_REASONS = {
                  "max_doc_bytes + 1 MiB is too_large unparsed",
     "missing_text": "a JSONL/Parquet/Arrow row without a usable text field; where the record or file has no field "
                     "(column) of that name, the row's text names the ones it has and the source's text_field "
-                    "setting",
+                    "setting; where the file's column holds lists, structs or numbers, it names the column's type "
+                    "(and keeps the value, as JSON)",
     "duplicate_column": "a Parquet/Arrow file where two or more columns bear the name of the text, id or url "
                         "column: which one to read is unknown, so the file is not read; one row names the columns "
                         "and the rows not read",

@@ -79,3 +79,33 @@ def test_a_run_says_it_once(tmp_path, capsys):
     assert stats["stages"][0]["counters"] == {"files_without_text_column": 1}
     said = capsys.readouterr()
     assert "files without text column" in (said.out + said.err).replace("_", " ")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+@pytest.mark.parametrize("column, type_name", [
+    (pa.array([[TEXT], ["a", "b"]]), "list<"),
+    (pa.array([{"body": TEXT}, {"body": "x"}]), "struct<body: string>"),
+    (pa.array([1, 2]), "int64"),
+    (pa.array([1.5, None]), "double"),
+])
+def test_a_text_column_of_another_type_names_its_type(tmp_path, fmt, column, type_name):
+    """A ``text`` column holding lists, structs or numbers (a crawl's nested records written as they came)
+    sets each row aside as ``missing_text``, and the row's text says what the column holds."""
+    path = tmp_path / f"t.{fmt}"
+    _write(path, fmt, pa.table({"id": ["a", "b"], "text": column}))
+    drops = [it for it in read_file(str(path), fmt) if it[0] == "drop"]
+    assert [it[2] for it in drops] == ["missing_text", "missing_text"] and [d[1]["id"] for d in drops] == ["a", "b"]
+    for d in drops:
+        why = d[1]["text"]
+        assert 'the column "text" holds' in why and type_name in why and "text_field" in why, why
+    if column.type == pa.list_(pa.string()):  # the value is kept, as JSON (as a JSONL row's is)
+        assert drops[0][1]["text"].endswith(f'Its value: {json.dumps([TEXT])}')
+
+
+def test_a_dictionary_of_texts_is_read_and_a_dictionary_of_numbers_is_named(tmp_path):
+    path = tmp_path / "t.arrow"
+    _write(path, "arrow", pa.table({"text": pa.array([TEXT, TEXT]).dictionary_encode()}))
+    assert [it[0] for it in read_file(str(path), "arrow") if it[0] != "count"] == ["doc", "doc"]
+    _write(path, "arrow", pa.table({"text": pa.array([1, 1]).dictionary_encode()}))
+    why = next(it for it in read_file(str(path), "arrow") if it[0] == "drop")[1]["text"]
+    assert "dictionary<values=int64" in why, why

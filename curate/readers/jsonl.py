@@ -296,7 +296,7 @@ def _sniff_id(raw: bytes, id_field: str) -> str | None:
     if not m:
         return None
     try:
-        return _as_str(json.loads(m.group(1)))
+        return as_str(json.loads(m.group(1)))
     except ValueError:
         return None
 
@@ -306,12 +306,12 @@ def table_row(obj: dict, fallback_id: str, source: str, text_field: str, id_fiel
     """A JSON object or table row to a document (shared with the Parquet/Arrow reader). ``raw_len``: the text's
     size in UTF-8 bytes, or an upper bound of it, that is checked against ``max_doc_bytes``; None: measured here."""
     own_id = obj.get(id_field)
-    id_ = _as_str(own_id) if own_id not in (None, "") else fallback_id
+    id_ = as_str(own_id) if own_id not in (None, "") else fallback_id
     url = obj.get("url")
-    url = "" if url is None else _as_str(url)
+    url = "" if url is None else as_str(url)
     text = obj.get(text_field)
     if not isinstance(text, str):
-        why = ("" if text is None else _as_str(text)[:PREFIX]) if text_field in obj else \
+        why = ("" if text is None else as_str(text)[:PREFIX]) if text_field in obj else \
             no_text_field(text_field, list(obj), "field", "record")
         return ("drop", row(id_, why, source, url), "missing_text")
     if raw_len is None:  # (more characters than max_doc_bytes: more bytes too, nothing to encode)
@@ -333,7 +333,8 @@ def no_text_field(text_field: str, names: list, field: str = "field", where: str
             f"text_field names the {field} that holds the text (text_field = \"...\" under [[sources]])")
 
 
-def _as_str(v) -> str:
+def as_str(v) -> str:
+    """A field's value as text: strings as they are, bytes decoded, lists and objects as JSON."""
     if isinstance(v, str):
         return v
     if isinstance(v, bytes):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import struct
 
@@ -42,7 +43,7 @@ import pyarrow as pa
 
 from curate.readers.arrow_text import PREFIX, check, is_text, lengths, run_ends_as_dictionary
 from curate.readers.arrow_text import texts as arrow_texts
-from curate.readers.jsonl import no_text_field, table_row
+from curate.readers.jsonl import as_str, no_text_field, table_row
 from curate.readers.parquet_pages import HeaderRefused, chunk_pages
 from curate.readers.text import row
 
@@ -659,6 +660,11 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
     text_col = run_ends_as_dictionary(batch.column(names.index(text_field))) if text_field in names else None
     if text_col is not None:
         check(text_col)  # texts that do not hold together: the batch is corrupt_batch (the caller)
+        t = text_col.type
+        if not is_text(t.value_type if pa.types.is_dictionary(t) else t):
+            note = not_text_column(text_field, batch.schema.field(text_field).type)
+        else:
+            note = None
     sound = {}  # the id and url columns that hold together; others are left unread (fallback ids, no url)
     for field in dict.fromkeys((id_field, "url")):
         if field in names and field != text_field:
@@ -674,6 +680,7 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
             if field in sound:
                 cols[field] = _column(sound[field].slice(a, b - a))
         texts, sizes = arrow_texts(None if text_col is None else text_col.slice(a, b - a), b - a, max_doc_bytes)
+        values = _column(text_col.slice(a, b - a)) if text_col is not None and note else None
         for k in range(b - a):
             obj = {f: c[k] for f, c in cols.items()}
             fallback = f"{name}:{row0 + a + k + 1}"
@@ -685,9 +692,17 @@ def _batch_rows(batch: pa.RecordBatch, row0: int, name: str, source: str, text_f
                 continue
             obj[text_field] = t
             item = table_row(obj, fallback, source, text_field, id_field, sizes[k], max_doc_bytes)
-            if text_col is None and note:
-                item[1]["text"] = note
+            if note and item[0] == "drop":  # no text column, or one that does not hold text (its value kept)
+                value = values[k] if values is not None else None
+                item[1]["text"] = note if value is None else f"{note}. Its value: {as_str(value)[:PREFIX]}"
             yield item
+
+
+def not_text_column(text_field: str, type_) -> str:
+    """The text of a ``missing_text`` row whose file's text column holds something other than text."""
+    return (f"the column {json.dumps(text_field, ensure_ascii=False)} holds {str(type_)[:200]}, not text (a "
+            f"string, large_string, string_view or binary column, or a dictionary of one). The source's text_field "
+            f"names the column that holds the text (text_field = \"...\" under [[sources]])")
 
 
 def _slices(col, n: int):
