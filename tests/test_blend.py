@@ -168,19 +168,24 @@ def test_demo_spec():
     assert [(d.name, d.prefix, d.weight) for d in m.datasets] == [("web", "a/web", 30.0), ("web_2", "b/web", 70.0)]
 
 
-def test_epochs_weights_and_inspect(tmp_path, capsys):
+def _big_and_small(tmp_path, big: str):
+    """A blend spec of a big dataset (``big``: its weight or epochs line) and a small one given 2 epochs."""
     make_dataset(tmp_path / "big", 400, 3)
     make_dataset(tmp_path / "small", 40, 4)
-    spec = write_spec(tmp_path / "e.toml", f'''split = "100,0,0"
+    return write_spec(tmp_path / "e.toml", f'''split = "100,0,0"
 [[datasets]]
 name = "big"
 prefix = "{tmp_path}/big"
-weight = 1.0
+{big}
 [[datasets]]
 name = "small"
 prefix = "{tmp_path}/small"
 epochs = 2.0
 ''')
+
+
+def test_epochs_weights_and_inspect(tmp_path, capsys):
+    spec = _big_and_small(tmp_path, "weight = 1.0")
     rows, warnings = inspect_blend(spec, tokens=None)
     small = next(r for r in rows if r["dataset"] == "small")
     total = sum(r["train_tokens"] for r in rows)
@@ -219,3 +224,19 @@ def test_blend_build_command(two_datasets, tmp_path, capsys):
     assert pretrain_main(["blend", "build", str(bad), "--seq-len", "16", "--samples", "10", "--out", str(out)]) == 2
     assert "'weight' must be positive" in capsys.readouterr().err
     assert pretrain_main(["blend", "inspect", str(tmp_path / "nothing")]) == 2
+
+
+def test_a_blend_all_in_epochs_warns_when_the_budget_reads_them_otherwise(tmp_path, capsys):
+    """Every dataset in epochs: the epochs set only the mix. A train budget other than the tokens they add up
+    to reads every dataset more (or fewer) times than given: inspect and the build say so, with the figures."""
+    spec = _big_and_small(tmp_path, "epochs = 1.0")
+    rows, warnings = inspect_blend(spec, tokens=None)  # the default budget: the epochs as given
+    assert not warnings and [r["epochs"] for r in rows] == pytest.approx([1.0, 2.0])
+    want = sum(r["train_tokens"] * e for r, e in zip(rows, (1.0, 2.0)))
+    assert inspect_blend(spec, tokens=want)[1] == []
+    rows, warnings = inspect_blend(spec, tokens=3 * want)
+    assert [r["epochs"] for r in rows] == pytest.approx([3.0, 6.0])
+    said = [w for w in warnings if w.startswith("every dataset of the blend is given in epochs")]
+    assert len(said) == 1 and "3.00x" in said[0] and "small 2 -> 6.00" in said[0] and f"{int(want):,}" in said[0]
+    with pytest.warns(UserWarning, match="given in epochs"):
+        build_blend_splits(spec, 16, (int(3 * want) // 16, 0, 0), 7, None)

@@ -81,7 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Show what a blend draws from each dataset for a train token budget.",
                        epilog=INSPECT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("spec", help="blend spec .toml, or a Megatron string \"w1 prefix1 w2 prefix2\"")
-    i.add_argument("--tokens", type=_count, default=None, help="train token budget (default: every train token once)")
+    i.add_argument("--tokens", type=_count, default=None,
+                   help="train token budget (default: every train token once; for a blend given wholly in epochs, "
+                   "the tokens those epochs add up to)")
     i.add_argument("--max-epochs", type=float, default=DEFAULT_MAX_EPOCHS,
                    help=f"warn when a dataset is repeated more than this many epochs (default {DEFAULT_MAX_EPOCHS:g})")
     i.add_argument("--split", default=None, help="override the spec's split, e.g. 969,30,1")

@@ -294,6 +294,25 @@ def resolve_weights(spec: BlendSpec, indexed: list[IndexedDataset], split: str,
     return _normalize(raw)
 
 
+def epochs_not_as_given(spec: BlendSpec, train_tokens: list[int], budget_tokens: int | None,
+                        tolerance: float = 0.1) -> str | None:
+    """Where every dataset is given in epochs, those set only the mix: with a train budget other than the
+    tokens the epochs add up to (by more than ``tolerance``), each dataset is read that many times more or
+    fewer times than given. The warning that says so, or None."""
+    if not budget_tokens or not spec.datasets or not all(d.epochs is not None for d in spec.datasets):
+        return None
+    want = sum(d.epochs * t for d, t in zip(spec.datasets, train_tokens))
+    if want <= 0 or abs(budget_tokens / want - 1) <= tolerance:
+        return None
+    f = budget_tokens / want
+    shown = ", ".join(f"{d.name} {d.epochs:g} -> {d.epochs * f:.2f}" for d in spec.datasets[:5])
+    more = f" and {len(spec.datasets) - 5} more" if len(spec.datasets) > 5 else ""
+    return (f"every dataset of the blend is given in epochs, so they set only its mix: the train budget of "
+            f"{budget_tokens:,} tokens is {f:.2f}x the {int(want):,} tokens those epochs add up to, so each "
+            f"dataset is read {f:.2f}x as many times as given ({shown}{more}). To read them as given, train on "
+            f"{int(want):,} tokens; or give weights")
+
+
 def _split_root(cache_dir: Path, k: int) -> Path:
     return cache_dir if k == 0 else cache_dir / SPLIT_NAMES[k]
 
@@ -493,6 +512,9 @@ def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_
 
     budget = sizes[0] * seq_len if sizes[0] else None
     weights = resolve_weights(spec, indexed, split, budget) if spec.weighted else None
+    said = epochs_not_as_given(spec, [_split_tokens(ix, split, 0) for ix in indexed], budget)
+    if said:
+        warnings.warn(said, stacklevel=2)
     if order == "stable" and spec.uses_epochs and not all(d.epochs is not None for d in spec.datasets):
         warnings.warn("the blend mixes 'weight' and 'epochs', so its weights depend on the number of train "
                       "samples: a run extended to more steps will not keep its data order (give every dataset "
@@ -520,19 +542,28 @@ def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_
 def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
                   max_epochs: float = DEFAULT_MAX_EPOCHS) -> tuple[list[dict], list[str]]:
     """Rows of (dataset, documents, tokens, train tokens, weight, tokens drawn, epochs) for a train
-    budget of ``tokens`` (default: all train tokens once), and warnings."""
+    budget of ``tokens`` (default: all train tokens once; where every dataset is given in epochs, the tokens
+    those add up to), and warnings."""
     spec = load_blend_spec(spec)
     check_dataset_names(spec)
     split = split or spec.split or DEFAULT_SPLIT
     indexed = [open_indexed(d.prefix) for d in spec.datasets]
     check_distinct_datasets(spec, indexed)
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
-    budget = int(tokens) if tokens else sum(train_tokens)
+    if tokens:
+        budget = int(tokens)
+    elif spec.datasets and all(d.epochs is not None for d in spec.datasets):  # the epochs as given
+        budget = int(sum(d.epochs * t for d, t in zip(spec.datasets, train_tokens))) or sum(train_tokens)
+    else:
+        budget = sum(train_tokens)
     if spec.weighted:
         weights = resolve_weights(spec, indexed, split, budget)
     else:
         weights = _normalize(train_tokens) if sum(train_tokens) else [1 / len(indexed)] * len(indexed)
     rows, warnings = [], []
+    said = epochs_not_as_given(spec, train_tokens, budget)
+    if said:
+        warnings.append(said)
     for d, ix, tt, w in zip(spec.datasets, indexed, train_tokens, weights):
         drawn = w * budget
         epochs = drawn / tt if tt else math.inf
