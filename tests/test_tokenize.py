@@ -1,4 +1,5 @@
 """`pretrain tokenize`: curated shards to .bin/.idx, in parallel, resumable, byte-identical."""
+import json
 import os
 import signal
 import subprocess
@@ -34,6 +35,9 @@ def test_documents_end_with_eod_and_decode_back(setup):
     root, cur, tok, good = setup
     stats = tokenize_curated(cur, tok.model_path, root / "out" / "web", workers=1, progress=False)
     assert (stats["documents"], stats["errors"], stats["empty"], stats["rows"]) == (len(good), 1, 1, len(good) + 2)
+    # the two skipped documents are named: shard, batch, row in it, id, why (rows 7 and 20 of 16-row batches)
+    assert [(Path(e["shard"]).name, e["batch"], e["row"], e["id"], e["why"]) for e in stats["skipped"]] == [
+        ("part-00000.arrow", 0, 7, "doc0-7", "encode_error"), ("part-00000.arrow", 1, 4, "doc0-20", "empty")]
     ds = IndexedDataset(root / "out" / "web")
     assert ds.dtype == np.uint16 and len(ds) == ds.num_documents == len(good)
     assert stats["tokens"] == ds.num_tokens == len(ds.tokens)
@@ -108,8 +112,13 @@ def test_bad_input_is_reported(setup, tmp_path, capsys):
     assert rc == 2 and "no 'body' column" in capsys.readouterr().err
     rc = pretrain_main(["tokenize", "--input", str(cur), "--tokenizer", tok.model_path,
                         "--output-prefix", str(tmp_path / "ok"), "--no-progress"])
-    assert rc == 0 and "1 encode errors, 1 empty" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert rc == 0 and "1 encode errors, 1 empty" in out
+    assert "part-00000.arrow batch 0 row 7 (id doc0-7): encode_error" in out
+    assert "part-00000.arrow batch 1 row 4 (id doc0-20): empty" in out
     assert os.path.isfile(tmp_path / "ok.bin")
+    record = json.loads(Path(f"{tmp_path / 'ok'}.json").read_text())
+    assert [e["id"] for e in record["stats"]["skipped"]] == ["doc0-7", "doc0-20"]
 
 
 @pytest.mark.parametrize("manifest, message", [

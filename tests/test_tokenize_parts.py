@@ -34,6 +34,11 @@ def setup(tmp_path_factory):
     return root, cur, tok, one
 
 
+def one_stats_skipped(prefix) -> list:
+    """The skipped documents the one-process output's record names."""
+    return json.loads(Path(f"{prefix}.json").read_text())["stats"]["skipped"]
+
+
 def same_files(a, b) -> bool:
     return all(Path(f"{a}{e}").read_bytes() == Path(f"{b}{e}").read_bytes() for e in (".bin", ".idx"))
 
@@ -46,6 +51,7 @@ def test_parts_read_as_the_one_process_file_and_merge_to_its_bytes(setup, tmp_pa
     root, cur, tok, one = setup
     stats = tokenize_to_parts(cur, tok.model_path, tmp_path / "p", LocalExecutor(1), part_bytes=1, log=lambda m: None)
     assert stats["parts"] == 6 and stats["empty"] == 1
+    assert [(e["why"], e["id"]) for e in stats["skipped"]] == [("empty", one_stats_skipped(one)[0]["id"])]
     record = json.loads((tmp_path / "p" / "parts.json").read_text())
     assert [p["name"] for p in record["parts"]] == [f"part-{i:05d}" for i in range(6)]
     ds, ref = PartsDataset(tmp_path / "p"), IndexedDataset(one)

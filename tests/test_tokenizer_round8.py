@@ -37,7 +37,7 @@ class _Normalizing:
 def test_a_text_that_encodes_to_no_token_is_counted_empty_not_written():
     ids, counts = encode_documents(_Normalizing(), ["abc", "\u200b\u200b", "", None, "d"])
     assert ids == [[ord("a") % 50 + 3, ord("b") % 50 + 3, ord("c") % 50 + 3, 2], [ord("d") % 50 + 3, 2]]
-    assert counts == {"errors": 1, "empty": 2}
+    assert counts == {"errors": 1, "empty": 2, "skipped": [(1, "empty"), (2, "empty"), (3, "encode_error")]}
 
 
 def test_sampled_documents_counts_only_documents_that_gave_text(tmp_path):

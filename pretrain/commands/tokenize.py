@@ -158,3 +158,11 @@ def _report(what: str, stats: dict) -> None:
     rate = f", {mb / stats['seconds']:.1f} MB/s" if stats.get("seconds") else ""
     print(f"wrote {what}: {stats['documents']:,} documents, {stats['tokens']:,} tokens "
           f"({stats['dtype']}){rate}; {stats['errors']} encode errors, {stats['empty']} empty documents skipped")
+    named = stats.get("skipped") or []
+    for e in named:
+        said = f" (id {e['id']})" if "id" in e else ""
+        why = "null, not text, or the tokenizer failed" if e["why"] == "encode_error" else "no token"
+        print(f"  skipped: {e['shard']} batch {e['batch']} row {e['row']}{said}: {e['why']} ({why})")
+    if stats["errors"] + stats["empty"] > len(named):
+        print(f"  ... and {stats['errors'] + stats['empty'] - len(named):,} more (the first {len(named)} are named "
+              f"in the output's record, stats.skipped)")

@@ -139,35 +139,83 @@ def _worker_init(model_path: str, specials: dict, driver_pid: int) -> None:
     _TOKENIZER = Tokenizer(model_path, specials)
 
 
+NAMED_SKIPPED = 10  # skipped documents named per task (each shard's batch) and in the output's record
+
+
 def encode_documents(tokenizer, texts: list) -> tuple[list[list[int]], dict]:
     """Token ids (EOD appended) of the encodable texts that give at least one token, and counts of the rest
-    (``empty``: an empty text, or one the tokenizer's normalization leaves nothing of)."""
-    good, errors, empty = [], 0, 0
-    for t in texts:
+    (``errors``: null, not text, or an encoder error; ``empty``: an empty text, or one the tokenizer's
+    normalization leaves nothing of), with ``skipped``: (position in ``texts``, "encode_error" or "empty") of
+    each of those, in order."""
+    good, where, skipped = [], [], []
+    for i, t in enumerate(texts):
         if not isinstance(t, str):
-            errors += 1
+            skipped.append((i, "encode_error"))
         elif not t:
-            empty += 1
+            skipped.append((i, "empty"))
         else:
             good.append(t)
-    out: list[list[int]] = []
+            where.append(i)
+    out: list[tuple[int, list[int]]] = []
     for i in range(0, len(good), ENCODE_BATCH):
-        batch = good[i:i + ENCODE_BATCH]
+        batch, at = good[i:i + ENCODE_BATCH], where[i:i + ENCODE_BATCH]
         try:
-            out.extend(tokenizer.encode_batch(batch, num_threads=1))
+            out.extend(zip(at, tokenizer.encode_batch(batch, num_threads=1)))
         except Exception:  # find the culprit(s): encode one by one
-            for t in batch:
+            for k, t in zip(at, batch):
                 try:
-                    out.append(tokenizer.encode(t))
+                    out.append((k, tokenizer.encode(t)))
                 except Exception:
-                    errors += 1
-    encoded = len(out)
-    out = [ids for ids in out if ids]  # a text the tokenizer normalizes to nothing (zero-width spaces) is empty
-    empty += encoded - len(out)
+                    skipped.append((k, "encode_error"))
     eod = tokenizer.eod_id
-    for ids in out:
-        ids.append(eod)
-    return out, {"errors": errors, "empty": empty}
+    kept = []
+    for k, ids in out:
+        if ids:
+            ids.append(eod)
+            kept.append(ids)
+        else:  # a text the tokenizer normalizes to nothing (zero-width spaces) is empty
+            skipped.append((k, "empty"))
+    skipped.sort()
+    errors = sum(why == "encode_error" for _, why in skipped)
+    return kept, {"errors": errors, "empty": len(skipped) - errors, "skipped": skipped}
+
+
+def name_skipped(shard: str, unit: int, first_row: int, skipped: list, ids=None) -> list[dict]:
+    """Up to ``NAMED_SKIPPED`` skipped documents of a shard's batch (row group), as the output's record names
+    them: the shard, the batch, the row in it, the document's id where the shard has one, and why."""
+    named = []
+    for k, why in skipped[:NAMED_SKIPPED]:
+        entry = {"shard": shard, "batch": unit, "row": first_row + k, "why": why}
+        if ids is not None and first_row + k < len(ids):
+            entry["id"] = str(ids[first_row + k])[:200]
+        named.append(entry)
+    return named
+
+
+def read_ids(shard: str, unit: int):
+    """The ``id`` column of a shard's batch (row group) as a list, or None (no such column, or unreadable):
+    read only where the batch skipped a document."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    try:
+        if shard.endswith(".parquet"):
+            pf = pq.ParquetFile(shard)
+            if "id" not in pf.schema_arrow.names:
+                return None
+            return pf.read_row_group(unit, columns=["id"]).column("id").to_pylist()
+        with ipc.open_file(shard) as reader:
+            batch = reader.get_batch(unit)
+        return batch.column("id").to_pylist() if "id" in batch.schema.names else None
+    except Exception:  # the name is a courtesy: the count stands without it
+        return None
+
+
+def add_skipped(stats: dict, shard: str, unit: int, first_row: int, skipped: list) -> None:
+    """Name a chunk's skipped documents in a task's ``stats`` (up to ``NAMED_SKIPPED`` in all)."""
+    room = NAMED_SKIPPED - len(stats["skipped"])
+    if skipped and room > 0:
+        stats["skipped"] += name_skipped(shard, unit, first_row, skipped[:room], read_ids(shard, unit))
 
 
 def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer=None) -> dict:
@@ -182,10 +230,11 @@ def run_task(task: Task, parts_dir: str, dtype: str, text_column: str, tokenizer
     column, nbytes = read_task_column(task, text_column)
     prefix = os.path.join(parts_dir, f"{task.index:06d}")
     stats = {"task": task.index, "documents": 0, "tokens": 0, "rows": len(column), "text_bytes": nbytes,
-             "errors": 0, "empty": 0}
+             "errors": 0, "empty": 0, "skipped": []}
     with IndexedDatasetBuilder(prefix, dtype, durable=False) as builder:  # parts: the merged output is fsynced
         for start in range(0, len(column), CHUNK_DOCS):
             ids, counts = encode_documents(tokenizer, column.slice(start, CHUNK_DOCS).to_pylist())
+            add_skipped(stats, task.shard, task.unit, start, counts["skipped"])
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             total = int(lengths.sum())
             builder.add_documents(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.dtype(dtype), count=total),
@@ -472,6 +521,7 @@ def _tokenize_locked(prefix, input_dir, manifest, entries, tokenizer, dtype, job
     stats = merge_parts(parts, tasks, prefix, dtype)
     for key in ("rows", "errors", "empty", "text_bytes"):
         stats[key] = sum(results[t.index][key] for t in tasks)
+    stats["skipped"] = [e for t in tasks for e in results[t.index].get("skipped", [])][:NAMED_SKIPPED]
     stats["worker_cpu_seconds"] = round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     with atomic_file(done_path) as f:

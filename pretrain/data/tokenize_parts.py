@@ -96,13 +96,13 @@ def _units(path: str) -> int:
 
 def tokenize_part(task: PartTask) -> dict:
     """One task: check its shards against the manifest, tokenize them in order into ``PREFIX/part-NNNNN``."""
-    from pretrain.data.tokenize import CHUNK_DOCS, Task, encode_documents, read_task_column
+    from pretrain.data.tokenize import CHUNK_DOCS, Task, add_skipped, encode_documents, read_task_column
 
     cpu0 = time.process_time()
     tokenizer = _tokenizer(task.tokenizer, task.specials)
     dtype = np.dtype(task.dtype)
     stats = {"task": task.index, "name": task.name, "key": task.key, "documents": 0, "tokens": 0, "rows": 0,
-             "text_bytes": 0, "errors": 0, "empty": 0, "shards": len(task.shards)}
+             "text_bytes": 0, "errors": 0, "empty": 0, "shards": len(task.shards), "skipped": []}
     prefix = os.path.join(task.folder, task.name)
     with IndexedDatasetBuilder(prefix, dtype) as builder:
         for shard in task.shards:
@@ -114,6 +114,7 @@ def tokenize_part(task: PartTask) -> dict:
                 stats["text_bytes"] += nbytes
                 for start in range(0, len(column), CHUNK_DOCS):
                     ids, counts = encode_documents(tokenizer, column.slice(start, CHUNK_DOCS).to_pylist())
+                    add_skipped(stats, shard.path, unit, start, counts["skipped"])
                     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
                     total = int(lengths.sum())
                     builder.add_documents(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=total),
@@ -312,6 +313,9 @@ def _run_tasks(folder: Path, tasks: list[PartTask], executor, plan_key: str, job
              for r in ordered]
     stats = {key: sum(r[key] for r in ordered) for key in ("documents", "tokens", "rows", "errors", "empty",
                                                            "text_bytes")}
+    from pretrain.data.tokenize import NAMED_SKIPPED
+
+    stats["skipped"] = [e for r in ordered for e in r.get("skipped", [])][:NAMED_SKIPPED]
     stats.update(dtype=str(np.dtype(job["dtype"])), parts=len(parts),
                  worker_cpu_seconds=round(sum(results[t.index].get("cpu_seconds", 0) for t in pending), 3))
     return write_parts_index(folder, job["dtype"], parts, {"plan_key": plan_key, "job_key": _digest(job),
