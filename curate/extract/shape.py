@@ -663,6 +663,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
         pend_before = n_pend
         slot = h % np.uint64(_DROPPED_SLOTS)
         drop = False
+        opens_select = False  # a select start tag read in body: it reopens formatting elements as any inline tag
         if in_select:
             if h == select or (not closing and _has(ends_select, h)):
                 in_select = False  # "</select>", or a tag the tree builder ends the select for
@@ -671,6 +672,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 drop = select_tags > max_select
         elif h == select and not closing:
             in_select = True
+            opens_select = True
             select_tags = 0
         if drop:
             pass  # a select's tag past its bound: left out below, nothing else about it counts
@@ -802,7 +804,7 @@ def _scan(buf, void, kin, fmt, max_open, max_fmt, max_attrs, select, ends_select
                 if _has(_HEADINGS, h) and depth > 0 and ns[depth - 1] == _NS_HTML and _has(_HEADINGS, stack[depth - 1]):
                     depth -= 1  # a heading that is the current node is closed ("<h2>x<h2>": side by side)
             # an inline start tag (not a block's) reopens the formatting elements taken off the stack unended
-            reopens = n_pend > 0 and as_html and not in_select and (
+            reopens = n_pend > 0 and as_html and (not in_select or opens_select) and (
                 _has(_RECONSTRUCTS, h) or not (_has(_SPECIAL, h) or _has(_RUBY_PARTS, h)))
             if opens:
                 f = as_html and _has(fmt, h)
