@@ -678,7 +678,7 @@ def scan_body(buf, out, blk, bbits, els, scratch, scratch2, tables, max_depth):
 
 # ------------------------------------------------------------------------------------------ lexbor's nodes
 # The same walk over lexbor's tree in memory: the nodes' fields read at their offsets in lexbor's structs
-# (``dom_scan.node_layout`` checks them against selectolax before this is used), no serialization to write
+# (``lexbor_layout.layout_ok`` checks them against selectolax before this is used), no serialization to write
 # and read again. Offsets in bytes, for 64-bit builds of lexbor 2.x:
 N_LOCAL_NAME, N_NEXT, N_FIRST_CHILD, N_TYPE = 8, 40, 64, 88  # lxb_dom_node_t (type: a 32-bit enum)
 T_DATA, T_LENGTH = 96, 104                                  # lxb_dom_character_data_t: its lexbor_str_t
@@ -690,7 +690,7 @@ ELEMENT_NODE, TEXT_NODE = 1, 3
 # tag and attribute ids below this are lexbor's own (an index into its tables); above, the address of the
 # name's hash entry in the document
 STATIC_IDS = 1 << 16
-# what the walk reads of an attribute (``dom_scan.attr_kinds``)
+# what the walk reads of an attribute (``lexbor_layout.node_tables`` maps lexbor's own ids to these)
 ATTR_OTHER, ATTR_CLASS, ATTR_ID, ATTR_HIDDEN, ATTR_STYLE, ATTR_ROLE = range(6)
 
 
@@ -766,7 +766,7 @@ def _tag_row(node, tag_rows, k1, k2, klen):
     if tid < STATIC_IDS:
         return tag_rows[tid] if tid < tag_rows.size else -1
     name_id = _word(node + E_QUALIFIED_NAME)
-    if name_id == 0 or name_id < STATIC_IDS:
+    if name_id < STATIC_IDS:  # none (0): the local name
         name_id = tid
     addr, n = _name_of(name_id)
     if n < 0:
