@@ -6,7 +6,6 @@ import json
 import random
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from curate.readers import read_file
