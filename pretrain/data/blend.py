@@ -274,7 +274,7 @@ def resolve_weights(spec: BlendSpec, indexed: list[IndexedDataset], split: str,
     if not spec.uses_epochs:
         return _normalize([d.weight for d in spec.datasets])
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
-    if all(d.epochs is not None for d in spec.datasets):
+    if all_in_epochs(spec):
         raw = [d.epochs * t for d, t in zip(spec.datasets, train_tokens)]
         if sum(raw) <= 0:
             raise EmptySplitError("the datasets given in epochs have no train tokens")
@@ -294,15 +294,23 @@ def resolve_weights(spec: BlendSpec, indexed: list[IndexedDataset], split: str,
     return _normalize(raw)
 
 
+def all_in_epochs(spec: BlendSpec) -> bool:
+    """Whether every dataset of the blend is given in epochs (none by weight)."""
+    return bool(spec.datasets) and all(d.epochs is not None for d in spec.datasets)
+
+
+def epochs_tokens(spec: BlendSpec, train_tokens: list[int]) -> float:
+    """The train tokens a blend given wholly in epochs reads when each dataset is read as often as given."""
+    return sum(d.epochs * t for d, t in zip(spec.datasets, train_tokens))
+
+
 def epochs_not_as_given(spec: BlendSpec, train_tokens: list[int], budget_tokens: int | None,
                         tolerance: float = 0.1) -> str | None:
     """Where every dataset is given in epochs, those set only the mix: with a train budget other than the
     tokens the epochs add up to (by more than ``tolerance``), each dataset is read that many times more or
-    fewer times than given. The warning that says so, or None."""
-    if not budget_tokens or not spec.datasets or not all(d.epochs is not None for d in spec.datasets):
-        return None
-    want = sum(d.epochs * t for d, t in zip(spec.datasets, train_tokens))
-    if want <= 0 or abs(budget_tokens / want - 1) <= tolerance:
+    fewer times than given. The warning that says so, or None (call it for such a blend only)."""
+    want = epochs_tokens(spec, train_tokens)
+    if not budget_tokens or want <= 0 or abs(budget_tokens / want - 1) <= tolerance:
         return None
     f = budget_tokens / want
     shown = ", ".join(f"{d.name} {d.epochs:g} -> {d.epochs * f:.2f}" for d in spec.datasets[:5])
@@ -512,10 +520,11 @@ def _build_blend_splits(spec, seq_len, num_samples, seed, cache_dir, split, pad_
 
     budget = sizes[0] * seq_len if sizes[0] else None
     weights = resolve_weights(spec, indexed, split, budget) if spec.weighted else None
-    said = epochs_not_as_given(spec, [_split_tokens(ix, split, 0) for ix in indexed], budget)
-    if said:
-        warnings.warn(said, stacklevel=2)
-    if order == "stable" and spec.uses_epochs and not all(d.epochs is not None for d in spec.datasets):
+    if all_in_epochs(spec):  # (the train tokens are summed for such a blend only)
+        said = epochs_not_as_given(spec, [_split_tokens(ix, split, 0) for ix in indexed], budget)
+        if said:
+            warnings.warn(said, stacklevel=2)
+    if order == "stable" and spec.uses_epochs and not all_in_epochs(spec):
         warnings.warn("the blend mixes 'weight' and 'epochs', so its weights depend on the number of train "
                       "samples: a run extended to more steps will not keep its data order (give every dataset "
                       "a weight, or every one epochs)", stacklevel=2)
@@ -552,8 +561,8 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     train_tokens = [_split_tokens(ix, split, 0) for ix in indexed]
     if tokens:
         budget = int(tokens)
-    elif spec.datasets and all(d.epochs is not None for d in spec.datasets):  # the epochs as given
-        budget = int(sum(d.epochs * t for d, t in zip(spec.datasets, train_tokens))) or sum(train_tokens)
+    elif all_in_epochs(spec):  # the epochs as given
+        budget = int(epochs_tokens(spec, train_tokens)) or sum(train_tokens)
     else:
         budget = sum(train_tokens)
     if spec.weighted:
@@ -561,7 +570,7 @@ def inspect_blend(spec, tokens: float | None = None, split: str | None = None,
     else:
         weights = _normalize(train_tokens) if sum(train_tokens) else [1 / len(indexed)] * len(indexed)
     rows, warnings = [], []
-    said = epochs_not_as_given(spec, train_tokens, budget)
+    said = epochs_not_as_given(spec, train_tokens, budget) if all_in_epochs(spec) else None
     if said:
         warnings.append(said)
     for d, ix, tt, w in zip(spec.datasets, indexed, train_tokens, weights):
